@@ -1,0 +1,107 @@
+"""``remedy twin``: bring host twins up, reboot them, list them, take them down."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from remedy.console import console, err_console
+from remedy.twin import fixtures, machine
+
+NAME = click.option(
+    "--name",
+    default=fixtures.FLAKE_HOST,
+    show_default=True,
+    help="Twin name (also its inventory host name).",
+)
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]…[/] {message}")
+
+
+@click.group()
+def twin():
+    """A twin of the production host: real systemd, SSH, Nix; rebootable."""
+
+
+@twin.command()
+@NAME
+@click.option(
+    "--with-emergency-override",
+    is_flag=True,
+    help="Start in the seed's state: the /run override present, tool calling working.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the twin as JSON.")
+def up(name, with_emergency_override, as_json):
+    """Build or reuse the cached rootfs, boot a twin, wait until SSH and the server answer."""
+    t = machine.up(name, with_emergency_override=with_emergency_override, progress=_progress)
+    if as_json:
+        click.echo(json.dumps({"name": t.name, **t.inventory_data()}, indent=2))
+        return
+    console.print(
+        f"twin [bold]{t.name}[/] is up: ssh root@127.0.0.1 -p {t.ssh_port}, server {t.server_url}"
+    )
+    console.print(f"  ssh: {' '.join(t.ssh_argv())}")
+
+
+@twin.command()
+@NAME
+def down(name):
+    """Power a twin off and delete its overlay."""
+    machine.down(name, progress=_progress)
+    console.print(f"twin [bold]{name}[/] is down")
+
+
+@twin.command()
+@NAME
+def reboot(name):
+    """A real reboot: /run comes back empty, units start from the booted generation."""
+    t = machine.reboot(name, progress=_progress)
+    console.print(f"twin [bold]{t.name}[/] rebooted and serving at {t.server_url}")
+
+
+@twin.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_(as_json):
+    """The twins on this machine."""
+    twins = machine.all_twins()
+    rows = [
+        {
+            "name": t.name,
+            "running": t.running,
+            "ssh_port": t.ssh_port,
+            "server_url": t.server_url,
+            "state_dir": str(t.dir),
+        }
+        for t in twins
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        console.print("no twins; start one with `remedy twin up`")
+        return
+    table = Table("name", "state", "ssh", "server", "state dir")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            "up" if r["running"] else "[red]down[/]",
+            f"127.0.0.1:{r['ssh_port']}",
+            r["server_url"],
+            r["state_dir"],
+        )
+    console.print(table)
+
+
+@twin.command()
+@click.option("--name", default=None, help="Only this twin (default: every twin that is up).")
+def inventory(name):
+    """Print, as JSON, the hosts and data that inventory/twin.py reads."""
+    hosts = machine.inventory_hosts()
+    if name is not None:
+        machine.load(name)  # a clear error for an unknown name
+        hosts = [h for h in hosts if h[0] == name]
+    click.echo(json.dumps([{"name": n, "data": d} for n, d in hosts], indent=2))

@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""Test double for vLLM's OpenAI-compatible server serving a Qwen3 model.
+
+It reproduces one production failure: Qwen3 emits *XML* tool calls
+(``<tool_call><function=NAME><parameter=K>...``).  Started with
+``--tool-call-parser hermes`` the real server tries ``json.loads`` on the text
+between ``<tool_call>`` tags, fails, and SILENTLY answers HTTP 200 with
+``tool_calls: []`` and the raw XML as ``content``.  With ``qwen3_xml`` the calls
+are parsed.  The double generates the XML a Qwen3 model would emit for the first
+requested tool and runs it through a real implementation of the configured
+parser, so the failure (and the fix) behave as on the production host.
+
+Also mimicked: ``vllm serve MODEL ...`` command line (unknown vLLM flags are
+accepted and recorded), start-up rejection of unknown parser names, refused
+connections while the model "loads", the 400 for ``"auto"`` tool choice without
+``--enable-auto-tool-choice --tool-call-parser``, and clean exit on SIGTERM.
+Standard library only; runs on a bare python3.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import string
+import sys
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PARSERS = ("hermes", "qwen3_coder", "qwen3_xml")  # qwen3_coder: same XML format
+ENV_KEYS = ("QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
+MAX_MODEL_LEN = 32768
+PLAIN_REPLY = "Hello from the double."
+INVENTED = {"integer": "3", "number": "1.5", "boolean": "true", "array": "[]", "object": "{}"}
+AUTO_TOOL_ERROR = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def _schema_type(schema):
+    """The JSON-schema type of a property ("string" when absent; first non-null of a list)."""
+    typ = (schema or {}).get("type", "string")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), "string")
+    return typ
+
+
+def _last_capitalised_word(text):
+    word = "example"
+    for token in (text or "").split():
+        token = token.strip(string.punctuation)
+        if token and token[0].isupper():
+            word = token
+    return word
+
+
+def render_qwen3_xml_call(tool, user_text):
+    """The raw text Qwen3 emits to call `tool`, with arguments invented from its schema."""
+    fn = tool.get("function", tool)
+    lines = ["<tool_call>", f"<function={fn['name']}>"]
+    for name, schema in ((fn.get("parameters") or {}).get("properties") or {}).items():
+        value = INVENTED.get(_schema_type(schema)) or _last_capitalised_word(user_text)
+        if schema.get("enum"):  # an invented value must at least be a legal one
+            value = schema["enum"][0]
+            value = value if isinstance(value, str) else json.dumps(value)
+        lines += [f"<parameter={name}>", value, "</parameter>"]
+    lines += ["</function>", "</tool_call>"]
+    return "\n".join(lines)
+
+
+def _tool_call(name, arguments):
+    return {
+        "id": "call_" + uuid.uuid4().hex[:24],
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
+
+
+def _convert(value, typ):
+    try:
+        if typ == "integer":
+            return int(value)
+        if typ == "number":
+            return float(value)
+        if typ == "boolean":
+            return value.strip().lower() == "true"
+        if typ in ("object", "array"):
+            return json.loads(value)
+    except ValueError:  # includes json.JSONDecodeError: keep the text, as vLLM does
+        pass
+    return value
+
+
+_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_FUNCTION_RE = re.compile(r"<function=([^>\n]+)>(.*?)</function>", re.DOTALL)
+_PARAMETER_RE = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
+
+
+def _content_before_first_call(text):
+    prefix = text[: text.find("<tool_call>")]
+    return prefix if prefix.strip() else None
+
+
+def parse_qwen3_xml(text, tools):
+    """Parse Qwen3 XML tool calls. Returns (content, tool_calls) in OpenAI message form."""
+    schemas = {}
+    for tool in tools or []:
+        fn = tool.get("function", tool)
+        schemas[fn.get("name")] = (fn.get("parameters") or {}).get("properties") or {}
+    calls = []
+    for block in _TOOL_CALL_RE.findall(text):
+        for name, body in _FUNCTION_RE.findall(block):
+            name, props, args = name.strip(), schemas.get(name.strip(), {}), {}
+            for key, value in _PARAMETER_RE.findall(body):
+                key = key.strip()
+                value = value.removeprefix("\n").removesuffix("\n")
+                args[key] = _convert(value, _schema_type(props.get(key)))
+            calls.append(_tool_call(name, args))
+    if not calls:
+        return text, []
+    return _content_before_first_call(text), calls
+
+
+def parse_hermes(text):
+    """vLLM's hermes parser: JSON between <tool_call> tags. On any failure: (text, [])."""
+    if "<tool_call>" not in text:
+        return text, []
+    try:
+        calls = []
+        for inner in _TOOL_CALL_RE.findall(text):
+            obj = json.loads(inner)
+            calls.append(_tool_call(obj["name"], obj.get("arguments", {})))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return text, []  # "Error in extracting tool call from response." -> silent 200
+    if not calls:
+        return text, []
+    return _content_before_first_call(text), calls
+
+
+PARSE = {
+    "hermes": lambda text, tools: parse_hermes(text),
+    "qwen3_xml": parse_qwen3_xml,
+    "qwen3_coder": parse_qwen3_xml,
+}
+
+
+def _message_text(message):
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI content parts
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+# ---------------------------------------------------------------- HTTP server
+
+
+class ApiError(Exception):
+    def __init__(self, status, message, type_="BadRequestError"):
+        super().__init__(message)
+        self.status, self.message, self.type = status, message, type_
+
+    def body(self):
+        msg, typ, code = self.message, self.type, self.status
+        return {"object": "error", "message": msg, "type": typ, "param": None, "code": code}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "uvicorn"
+    sys_version = ""
+
+    @property
+    def cfg(self):
+        return self.server.cfg
+
+    def log_message(self, fmt, *args):  # uvicorn-style access line on stdout
+        log(f"{self.client_address[0]}:{self.client_address[1]} - {fmt % args}")
+
+    def log_request(self, code="-", size="-"):
+        self.log_message('"%s" %s', self.requestline, getattr(code, "value", code))
+
+    def _send(self, status, payload=None):
+        body = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status)
+        if payload is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self._send(200)
+        elif path == "/v1/models":
+            self._send(200, {"object": "list", "data": [self.cfg["card"]]})
+        elif path == "/debug/config":
+            self._send(200, self.cfg["debug"])
+        else:
+            self._send(404, ApiError(404, f"Not Found: {path}", "NotFoundError").body())
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        path = self.path.split("?", 1)[0]
+        try:
+            if path != "/v1/chat/completions":
+                raise ApiError(404, f"Not Found: {path}", "NotFoundError")
+            try:
+                request = json.loads(raw or b"null")
+            except ValueError as exc:
+                raise ApiError(400, f"Invalid JSON body: {exc}") from None
+            if not isinstance(request, dict):
+                raise ApiError(400, "Request body must be a JSON object")
+            self._send(200, self.chat_completion(request))
+        except ApiError as err:
+            self._send(err.status, err.body())
+
+    def chat_completion(self, req):
+        cfg = self.cfg
+        model = req.get("model") or cfg["served_model"]
+        if model != cfg["served_model"]:
+            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        messages = req.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "`messages` must be a non-empty list")
+        if req.get("stream"):
+            raise ApiError(400, "the vLLM double does not implement stream=true")
+        tools = req.get("tools") or []
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict)
+            and isinstance(t.get("function", t), dict)
+            and isinstance(t.get("function", t).get("name"), str)
+            for t in tools
+        ):
+            raise ApiError(400, "`tools` must be a list of function tools with a name")
+        tool_choice = req.get("tool_choice")
+        if tool_choice is not None and tool_choice != "none" and not tools:
+            raise ApiError(400, "When using `tool_choice`, `tools` must be set.")
+        if tools and tool_choice is None:
+            tool_choice = "auto"
+        if tool_choice == "auto" and not (
+            cfg["enable_auto_tool_choice"] and cfg["tool_call_parser"]
+        ):
+            raise ApiError(400, AUTO_TOOL_ERROR)
+
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        user_text = _message_text(users[-1]) if users else ""
+        raw, content, calls = PLAIN_REPLY, PLAIN_REPLY, []
+        if tools and tool_choice != "none":
+            tool = tools[0]
+            if isinstance(tool_choice, dict):  # named function
+                wanted = (tool_choice.get("function") or {}).get("name")
+                tool = next((t for t in tools if t.get("function", t)["name"] == wanted), None)
+                if tool is None:
+                    raise ApiError(400, f"Tool '{wanted}' has not been passed in `tools`.")
+            raw = render_qwen3_xml_call(tool, user_text)
+            if tool_choice == "auto":  # free generation: the configured parser decides
+                content, calls = PARSE[cfg["tool_call_parser"]](raw, tools)
+            else:  # "required"/named: vLLM uses guided decoding and no tool parser
+                content, calls = None, parse_qwen3_xml(raw, tools)[1]
+
+        prompt_tokens = sum(
+            len(_message_text(m).split()) + 4 for m in messages if isinstance(m, dict)
+        )
+        completion_tokens = len(raw.split())
+        return {
+            "id": "chatcmpl-" + uuid.uuid4().hex,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        "tool_calls": calls,
+                        "reasoning_content": None,
+                    },
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if calls else "stop",
+                    "stop_reason": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+class Server(ThreadingHTTPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="vllm", allow_abbrev=False)
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("model")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--enable-auto-tool-choice", action="store_true")
+    parser.add_argument("--tool-call-parser", default=None)
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument(
+        "--load-seconds", type=float, default=os.environ.get("VLLM_DOUBLE_LOAD_SECONDS", "3")
+    )
+    return parser
+
+
+def log(message):
+    print(f"INFO:     {message}", flush=True)
+
+
+def _exit_on_signal(signum, frame):
+    log(f"Received signal {signum}, shutting down")
+    raise SystemExit(0)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args, ignored = build_parser().parse_known_args(argv)
+    if args.tool_call_parser is not None and args.tool_call_parser not in PARSERS:
+        choices = ",".join(PARSERS)
+        msg = f"invalid tool call parser: {args.tool_call_parser} (chose from {{ {choices} }})"
+        print(f"KeyError: {msg!r}", file=sys.stderr, flush=True)
+        return 1
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)
+
+    served, parser = args.served_model_name or args.model, args.tool_call_parser
+    auto, env = args.enable_auto_tool_choice, {key: os.environ.get(key) for key in ENV_KEYS}
+    cfg = {"served_model": served, "tool_call_parser": parser, "enable_auto_tool_choice": auto}
+    cfg["card"] = {
+        "id": served,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "vllm",
+        "root": args.model,
+        "max_model_len": MAX_MODEL_LEN,
+        "remedy_double": {"tool_call_parser": parser, "enable_auto_tool_choice": auto, "env": env},
+    }
+    cfg["debug"] = {
+        "model": args.model,
+        "tool_call_parser": parser,
+        "enable_auto_tool_choice": auto,
+        "env": env,
+        "argv": list(argv),
+        "ignored_args": ignored,
+        "pid": os.getpid(),
+    }
+    log(f"Started server process [{os.getpid()}]")
+    log(f"Loading model {args.model} (tool_call_parser={parser}, {args.load_seconds}s)")
+    if ignored:
+        log(f"Ignoring vLLM arguments: {' '.join(ignored)}")
+    time.sleep(max(args.load_seconds, 0))  # socket not bound yet: connections are refused
+
+    server = Server((args.host, args.port), Handler)
+    server.cfg = cfg
+    log("Application startup complete.")
+    log(f"Uvicorn running on http://{args.host}:{server.server_address[1]}")
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

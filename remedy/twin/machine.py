@@ -1,0 +1,553 @@
+"""Twin lifecycle: bring a twin up, reboot it for real, power it off.
+
+A twin is an overlayfs copy of the cached base (``rootfs``) booted with
+``systemd-nspawn -b`` under a small supervisor that boots it again when it
+reboots (nspawn exits 133), so a reboot started from inside (``systemctl
+reboot`` over SSH) behaves as on the real host. Twins share this machine's
+network namespace; each has its own sshd port and server port.
+
+State lives in ``REMEDY_TWIN_STATE`` (default ``/var/lib/remedy/twins``), one
+directory per twin: ``state.json``, its SSH key pair and known_hosts, the
+overlay directories and the console log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from remedy.errors import TwinError
+from remedy.twin import fixtures, rootfs
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+SSH_PORT_BASE = 2222
+SERVER_PORT_BASE = fixtures.DEFAULT_SERVER_PORT
+MAX_SLOTS = 32
+IN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BOOT_TIMEOUT = 90.0
+
+
+def state_root() -> Path:
+    return Path(os.environ.get("REMEDY_TWIN_STATE", "/var/lib/remedy/twins"))
+
+
+@dataclass
+class Twin:
+    name: str
+    slot: int
+    ssh_port: int
+    server_port: int
+    base: str
+
+    # -- paths ---------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return state_root() / self.name
+
+    @property
+    def merged(self) -> Path:
+        return self.dir / "merged"
+
+    @property
+    def key(self) -> Path:
+        return self.dir / "ssh" / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dir / "ssh" / "known_hosts"
+
+    @property
+    def server_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}"
+
+    # -- processes -----------------------------------------------------------
+    def _pid(self, name: str) -> int | None:
+        try:
+            pid = int((self.dir / name).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid
+
+    @property
+    def supervisor_pid(self) -> int | None:
+        return self._pid("supervisor.pid")
+
+    @property
+    def nspawn_pid(self) -> int | None:
+        return self._pid("nspawn.pid")
+
+    def init_pid(self) -> int | None:
+        """PID (in this machine's namespace) of the twin's systemd, if booted."""
+        nspawn = self.nspawn_pid
+        if nspawn is None:
+            return None
+        try:
+            children = Path(f"/proc/{nspawn}/task/{nspawn}/children").read_text().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
+    @property
+    def running(self) -> bool:
+        return self.supervisor_pid is not None
+
+    def save(self) -> None:
+        data = json.dumps(asdict(self), indent=2) + "\n"
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(data)
+        os.replace(tmp, self.dir / "state.json")
+
+    # -- running commands inside ----------------------------------------------
+    def exec(
+        self, argv: list[str], *, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
+        """Run ARGV inside the twin (behind SSH), for set-up and for tests."""
+        pid = self.init_pid()
+        if pid is None:
+            raise TwinError(f"twin {self.name} is not booted")
+        cmd = [
+            "nsenter",
+            "-t",
+            str(pid),
+            "-a",
+            "--",
+            "env",
+            "-i",
+            f"PATH={IN_PATH}",
+            "HOME=/root",
+            "LANG=C.UTF-8",
+            *argv,
+        ]
+        proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise TwinError(
+                f"in twin {self.name}: {shlex.join(argv)} exited {proc.returncode}",
+                causes=(proc.stderr or proc.stdout).strip().splitlines()[-10:],
+            )
+        return proc
+
+    def inventory_data(self) -> dict:
+        """Host data for pyinfra and for a plain OpenSSH client."""
+        return {
+            "ssh_hostname": "127.0.0.1",
+            "ssh_port": self.ssh_port,
+            "ssh_user": "root",
+            "ssh_key": str(self.key),
+            "ssh_known_hosts_file": str(self.known_hosts),
+            "ssh_strict_host_key_checking": "yes",
+            "ssh_look_for_keys": False,
+            "ssh_allow_agent": False,
+            "remedy_environment": "twin",
+            "flake_host": fixtures.FLAKE_HOST,
+            "server_url": self.server_url,
+        }
+
+    def ssh_argv(self) -> list[str]:
+        """An OpenSSH client command line reaching this twin as root."""
+        return [
+            "ssh",
+            "-i",
+            str(self.key),
+            "-p",
+            str(self.ssh_port),
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "root@127.0.0.1",
+        ]
+
+
+# -- lookup -----------------------------------------------------------------
+
+
+def validate_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise TwinError(
+            f"invalid twin name {name!r}: use lower-case letters, digits and '-', "
+            "starting with a letter (at most 31 characters)."
+        )
+    return name
+
+
+def load(name: str) -> Twin:
+    validate_name(name)
+    path = state_root() / name / "state.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        known = ", ".join(t.name for t in all_twins()) or "none"
+        raise TwinError(
+            f"no twin named {name!r} (twins: {known}); start one with "
+            f"`remedy twin up --name {name}`."
+        ) from None
+    return Twin(**data)
+
+
+def all_twins() -> list[Twin]:
+    root = state_root()
+    if not root.is_dir():
+        return []
+    twins = []
+    for path in sorted(root.glob("*/state.json")):
+        try:
+            twins.append(Twin(**json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return twins
+
+
+def running_twins() -> list[Twin]:
+    return [t for t in all_twins() if t.running]
+
+
+# -- up ---------------------------------------------------------------------
+
+
+@contextmanager
+def _state_lock():
+    state_root().mkdir(parents=True, exist_ok=True)
+    with open(state_root() / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _allocate(name: str, base: Path) -> Twin:
+    used = {t.slot for t in all_twins()}
+    for slot in range(MAX_SLOTS):
+        if slot in used:
+            continue
+        twin = Twin(name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base))
+        if _port_free(twin.ssh_port) and _port_free(twin.server_port):
+            twin.dir.mkdir(parents=True, exist_ok=True)
+            twin.save()
+            return twin
+    raise TwinError(
+        f"no free twin slot (ports {SSH_PORT_BASE}+ and {SERVER_PORT_BASE}+ are "
+        "taken); take a twin down with `remedy twin down --name N`."
+    )
+
+
+def _mounted(path: Path) -> bool:
+    return os.path.ismount(path)
+
+
+def _mount_overlay(twin: Twin) -> None:
+    upper, work = twin.dir / "upper", twin.dir / "work"
+    for d in (upper, work, twin.merged):
+        d.mkdir(exist_ok=True)
+    if _mounted(twin.merged):
+        return
+    opts = f"lowerdir={twin.base},upperdir={upper},workdir={work}"
+    rootfs._run(
+        ["mount", "-t", "overlay", "overlay", "-o", opts, str(twin.merged)],
+        "mounting the twin's overlay",
+    )
+
+
+def _personalise(twin: Twin, progress) -> None:
+    """First boot only: this twin's host keys, client key, ports."""
+    root = twin.merged
+    (twin.dir / "ssh").mkdir(mode=0o700, exist_ok=True)
+    host_key = root / "etc/ssh/ssh_host_ed25519_key"
+    rootfs._run(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            f"root@{twin.name}",
+            "-f",
+            str(host_key),
+        ],
+        "ssh-keygen (host key)",
+    )
+    rootfs._run(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            f"remedy-twin-{twin.name}",
+            "-f",
+            str(twin.key),
+        ],
+        "ssh-keygen (client key)",
+    )
+    ssh_dir = root / "root/.ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    auth = ssh_dir / "authorized_keys"
+    auth.write_text(Path(str(twin.key) + ".pub").read_text())
+    auth.chmod(0o600)
+    pub = host_key.with_suffix(".pub").read_text().split()
+    twin.known_hosts.write_text(f"[127.0.0.1]:{twin.ssh_port} {pub[0]} {pub[1]}\n")
+    (root / "etc/ssh/sshd_config.d/20-remedy-twin-port.conf").write_text(
+        f"Port {twin.ssh_port}\nListenAddress 127.0.0.1\n"
+    )
+    if twin.server_port != fixtures.DEFAULT_SERVER_PORT:
+        progress(f"serving on port {twin.server_port}: committing it in /etc/nixos, rebuilding")
+        config = root / "etc/nixos/hosts/cfx-llm2/configuration.nix"
+        config.write_text(
+            config.read_text().replace(
+                f"port = {fixtures.DEFAULT_SERVER_PORT};", f"port = {twin.server_port};"
+            )
+        )
+        rootfs.nspawn_run(
+            root,
+            [
+                "git",
+                "-C",
+                fixtures.NIXOS_DIR,
+                "commit",
+                "-q",
+                "-am",
+                f"twin {twin.name}: serve on port {twin.server_port}",
+            ],
+            "git commit",
+        )
+        rootfs.nspawn_run(
+            root,
+            ["nixos-rebuild", "boot", "--flake", f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"],
+            "nixos-rebuild boot",
+        )
+    (twin.dir / "personalised").write_text("ok\n")
+
+
+def _start_supervisor(twin: Twin) -> None:
+    nspawn = [
+        "systemd-nspawn",
+        "-D",
+        str(twin.merged),
+        "-M",
+        twin.name,
+        f"--hostname={fixtures.FLAKE_HOST}",
+        "--register=no",
+        "--keep-unit",
+        "-b",
+        "--console=read-only",
+    ]
+    pidfile = shlex.quote(str(twin.dir / "nspawn.pid"))
+    script = (
+        "#!/bin/sh\n"
+        f"# remedy twin supervisor for {twin.name}: boots the container again after a reboot\n"
+        "export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1\n"
+        "while :; do\n"
+        f"  {shlex.join(nspawn)} &\n"
+        f"  echo $! > {pidfile}\n"
+        "  wait $!\n"
+        "  rc=$?\n"
+        '  [ "$rc" -eq 133 ] || break\n'
+        "done\n"
+        f"rm -f {pidfile}\n"
+        'exit "$rc"\n'
+    )
+    path = twin.dir / "supervise.sh"
+    path.write_text(script)
+    path.chmod(0o755)
+    (twin.dir / "nspawn.pid").unlink(missing_ok=True)
+    log = open(twin.dir / "console.log", "ab")
+    proc = subprocess.Popen(
+        ["/bin/sh", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd="/",
+    )
+    (twin.dir / "supervisor.pid").write_text(f"{proc.pid}\n")
+
+
+def _wait(what: str, twin: Twin, check, timeout: float = BOOT_TIMEOUT, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if not twin.running:
+            raise TwinError(
+                f"twin {twin.name} stopped while waiting for {what}; see {twin.dir / 'console.log'}"
+            )
+        if time.monotonic() > deadline:
+            raise TwinError(
+                f"twin {twin.name}: timed out after {timeout:.0f}s waiting for "
+                f"{what}; see {twin.dir / 'console.log'}"
+            )
+        time.sleep(interval)
+
+
+def _system_up(twin: Twin) -> bool:
+    if twin.init_pid() is None:
+        return False
+    try:
+        state = twin.exec(["systemctl", "is-system-running"], check=False, timeout=10).stdout
+    except (TwinError, subprocess.TimeoutExpired):
+        return False
+    return state.strip() in ("running", "degraded")
+
+
+def _ssh_up(twin: Twin) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", twin.ssh_port), timeout=1) as s:
+            return s.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def server_health(twin: Twin) -> int | None:
+    try:
+        with urllib.request.urlopen(twin.server_url + "/health", timeout=2) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def wait_serving(twin: Twin, timeout: float = BOOT_TIMEOUT) -> None:
+    _wait("systemd to finish booting", twin, lambda: _system_up(twin), timeout)
+    _wait("sshd", twin, lambda: _ssh_up(twin), timeout)
+    _wait("the model server's /health", twin, lambda: server_health(twin) == 200, timeout)
+
+
+def up(
+    name: str = fixtures.FLAKE_HOST, *, with_emergency_override: bool = False, progress=print
+) -> Twin:
+    validate_name(name)
+    base = rootfs.ensure_base(progress)
+    with _state_lock():
+        try:
+            twin = load(name)
+        except TwinError:
+            twin = _allocate(name, base)
+        if twin.running:
+            progress(f"twin {name} is already up")
+            return twin
+        if twin.base != str(base):
+            raise TwinError(
+                f"twin {name} was made from an older base; take it down first "
+                f"(`remedy twin down --name {name}`)."
+            )
+        _mount_overlay(twin)
+        if not (twin.dir / "personalised").exists():
+            _personalise(twin, progress)
+        progress(f"booting twin {name} (ssh 127.0.0.1:{twin.ssh_port}, server {twin.server_url})")
+        _start_supervisor(twin)
+    wait_serving(twin)
+    if with_emergency_override:
+        apply_emergency_override(twin)
+    return twin
+
+
+def apply_emergency_override(twin: Twin) -> None:
+    """Put the twin into the seed's state: the hand-made /run override, serving."""
+    unit = twin.exec(
+        ["cat", "/run/current-system/etc/systemd/system/tenstorrent-serving.service"]
+    ).stdout
+    store_script = re.search(r"^ExecStart=(\S+)", unit, re.MULTILINE).group(1)
+    script, dropin = fixtures.emergency_override(twin.exec(["cat", store_script]).stdout)
+    twin.exec(
+        ["install", "-D", "-m", "0755", "/dev/stdin", "/run/tt-serving-override/start"],
+        input=script,
+    )
+    twin.exec(
+        [
+            "install",
+            "-D",
+            "-m",
+            "0644",
+            "/dev/stdin",
+            "/run/systemd/system/tenstorrent-serving.service.d/override.conf",
+        ],
+        input=dropin,
+    )
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    _wait("the model server after the override", twin, lambda: server_health(twin) == 200)
+
+
+# -- reboot / down ------------------------------------------------------------
+
+
+def reboot(name: str, progress=print) -> Twin:
+    twin = load(name)
+    if not twin.running or twin.init_pid() is None:
+        raise TwinError(
+            f"twin {name} is not running; start it with `remedy twin up --name {name}`."
+        )
+    old = twin.nspawn_pid
+    progress(f"rebooting twin {name}")
+    twin.exec(["systemctl", "reboot"], check=False)
+    _wait("the reboot to start", twin, lambda: twin.nspawn_pid not in (None, old), timeout=60)
+    wait_serving(twin)
+    return twin
+
+
+def down(name: str, progress=print) -> None:
+    twin = load(name)
+    if twin.running:
+        progress(f"powering off twin {name}")
+        if twin.init_pid() is not None:
+            try:
+                twin.exec(["systemctl", "poweroff"], check=False, timeout=10)
+            except (TwinError, subprocess.TimeoutExpired):
+                pass
+        deadline = time.monotonic() + 30
+        while twin.running and time.monotonic() < deadline:
+            time.sleep(0.2)
+        sup = twin.supervisor_pid
+        if sup is not None:
+            try:
+                os.killpg(sup, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            time.sleep(0.5)
+    for _ in range(20):
+        if not _mounted(twin.merged):
+            break
+        if subprocess.run(["umount", str(twin.merged)], capture_output=True).returncode != 0:
+            time.sleep(0.3)
+    if _mounted(twin.merged):
+        subprocess.run(["umount", "-l", str(twin.merged)], capture_output=True)
+    shutil.rmtree(twin.dir, ignore_errors=True)
+
+
+def inventory_hosts() -> list[tuple[str, dict]]:
+    """(name, data) for every twin that is up: what ``inventory/twin.py`` targets."""
+    return [(t.name, t.inventory_data()) for t in running_twins()]

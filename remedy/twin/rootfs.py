@@ -1,0 +1,316 @@
+"""The twin's root filesystem: a cached Debian base, provisioned as cfx-llm2.
+
+Two cached layers under the cache directory (``REMEDY_TWIN_CACHE``, default
+``/var/cache/remedy/twin``), each built into a temporary directory and renamed
+into place only when complete, so a killed build never leaves a half cache:
+
+* ``debootstrap-<hash>``: Debian bookworm minbase with systemd, sshd, Nix and
+  git (about a minute; depends only on the package list).
+* ``base-<hash>``: that, plus the model-server double, the twin's
+  ``nixos-rebuild``, the fixture ``tt-stack`` repo and the ``nixos-llm``
+  checkout at ``/etc/nixos``, with generation 1 built (port 8000).
+
+Per-twin copies are overlayfs mounts over ``base-<hash>`` (see ``machine``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from importlib import resources
+from pathlib import Path
+
+from remedy.errors import TwinError
+from remedy.twin import fixtures
+
+SUITE = "bookworm"
+PACKAGES = [
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "openssh-server",
+    "python3",
+    "iproute2",
+    "nix-bin",
+    "libdbi-perl",
+    "git",
+    "curl",
+    "procps",
+    "util-linux",
+]
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Bump when the provisioning below changes in a way the file hashes don't show.
+PROVISION_VERSION = "4"
+
+NIX_CONF = """experimental-features = nix-command flakes
+sandbox = false
+substituters =
+build-users-group =
+flake-registry = /etc/nix/registry.json
+"""
+
+SSHD_CONF = """# remedy twin: root by key only, on the twin's own port (written per twin)
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+
+GIT_ENV_BASE = {
+    "GIT_AUTHOR_NAME": "tt-stack maintainers",
+    "GIT_AUTHOR_EMAIL": "maintainers@tt-stack.invalid",
+    "GIT_COMMITTER_NAME": "tt-stack maintainers",
+    "GIT_COMMITTER_EMAIL": "maintainers@tt-stack.invalid",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("REMEDY_TWIN_CACHE", "/var/cache/remedy/twin"))
+
+
+def _files() -> dict[str, bytes]:
+    root = resources.files("remedy.twin") / "files"
+    return {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}
+
+
+def _hash(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big") + part)
+    return h.hexdigest()[:12]
+
+
+def debootstrap_key() -> str:
+    return _hash(SUITE.encode(), " ".join(PACKAGES).encode())
+
+
+def base_key() -> str:
+    files = _files()
+    fixture_src = (resources.files("remedy.twin") / "fixtures.py").read_bytes()
+    parts = [
+        debootstrap_key().encode(),
+        PROVISION_VERSION.encode(),
+        fixture_src,
+        NIX_CONF.encode(),
+        SSHD_CONF.encode(),
+    ]
+    parts += [name.encode() + b"\0" + files[name] for name in sorted(files)]
+    return _hash(*parts)
+
+
+def check_prerequisites() -> None:
+    """Fail with one clear sentence if this machine cannot run twins."""
+    if os.geteuid() != 0:
+        raise TwinError(
+            "the twin needs root (systemd-nspawn, overlay mounts): run as root, e.g. with sudo."
+        )
+    for tool, package in (
+        ("systemd-nspawn", "systemd-container"),
+        ("nsenter", "util-linux"),
+        ("ssh-keygen", "openssh-client"),
+    ):
+        if shutil.which(tool) is None:
+            raise TwinError(f"{tool} is not installed: run `apt-get install {package}`.")
+
+
+def mirror() -> str:
+    """The Debian mirror apt already uses here (deb822 or one-line sources)."""
+    candidates = [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")]
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        m = re.search(r"^URIs:\s*(\S+)", text, re.MULTILINE) or re.search(
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+" + SUITE, text, re.MULTILINE
+        )
+        if m:
+            return m.group(1).rstrip("/")
+    return DEFAULT_MIRROR
+
+
+def _check_mirror(url: str) -> None:
+    release = f"{url}/dists/{SUITE}/Release"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(release, method="HEAD"), timeout=15):
+            pass
+    except (urllib.error.URLError, OSError) as exc:
+        raise TwinError(
+            f"cannot reach the Debian mirror {url} ({exc}); the first twin build needs it "
+            f"for debootstrap: restore network access to it, or set REMEDY_TWIN_CACHE to a "
+            f"directory holding a built cache."
+        ) from exc
+
+
+def _run(argv: list[str], what: str, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        raise TwinError(f"{what} failed (exit {proc.returncode}): " + " ".join(argv), causes=tail)
+    return proc
+
+
+def _build_atomically(final: Path, build) -> Path:
+    if (final / ".complete").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
+    for stale in final.parent.glob(final.name + ".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if final.exists():  # an incomplete leftover
+        shutil.rmtree(final)
+    try:
+        build(tmp)
+        (tmp / ".complete").write_text("ok\n")
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def ensure_debootstrap(progress=print) -> Path:
+    final = cache_dir() / f"debootstrap-{debootstrap_key()}"
+
+    def build(tmp: Path) -> None:
+        if shutil.which("debootstrap") is None:
+            raise TwinError("debootstrap is not installed: run `apt-get install debootstrap`.")
+        url = mirror()
+        _check_mirror(url)
+        progress(f"debootstrap {SUITE} from {url} (about a minute)")
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(PACKAGES),
+                SUITE,
+                str(tmp),
+                url,
+            ],
+            "debootstrap",
+        )
+
+    return _build_atomically(final, build)
+
+
+def nspawn_run(root: Path, argv: list[str], what: str, env: dict[str, str] | None = None):
+    """Run one command in ROOT as a container without booting it."""
+    cmd = ["systemd-nspawn", "-q", "-D", str(root), "--register=no", "--keep-unit", "--pipe"]
+    for key, value in (env or {}).items():
+        cmd.append(f"--setenv={key}={value}")
+    return _run(cmd + argv, what, stdin=subprocess.DEVNULL)
+
+
+def _write(path: Path, content: str | bytes, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, str):
+        content = content.encode()
+    path.write_bytes(content)
+    path.chmod(mode)
+
+
+def _git(repo: Path, *args: str, date: str | None = None) -> str:
+    env = dict(os.environ, **GIT_ENV_BASE)
+    if date:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
+    return _run(["git", "-C", str(repo), *args], "git " + args[0], env=env).stdout.strip()
+
+
+def write_commit(repo: Path, commit: fixtures.Commit) -> str:
+    for rel, text in commit.files.items():
+        _write(repo / rel, text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", commit.message, date=commit.date)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def provision(root: Path, progress=print) -> None:
+    files = _files()
+    _write(root / "usr/local/bin/vllm", files["vllm_double.py"], 0o755)
+    _write(root / "usr/local/sbin/nixos-rebuild", files["nixos-rebuild"], 0o755)
+    _write(
+        root / "usr/local/lib/nixos-twin/switch-to-configuration",
+        files["switch-to-configuration"],
+        0o755,
+    )
+    _write(
+        root / "etc/systemd/system-generators/nixos-twin-boot",
+        files["nixos-twin-boot-generator"],
+        0o755,
+    )
+    _write(root / "etc/nix/nix.conf", NIX_CONF)
+    _write(root / "etc/nix/registry.json", '{"flakes": [], "version": 2}\n')
+    _write(root / "etc/ssh/sshd_config.d/10-remedy-twin.conf", SSHD_CONF)
+    _write(
+        root / "root/.gitconfig",
+        "[user]\n\tname = root (cfx-llm2)\n\temail = root@cfx-llm2\n"
+        "[safe]\n\tdirectory = *\n[init]\n\tdefaultBranch = main\n",
+    )
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()  # every twin gets its own host keys
+    for unit in ("console-getty.service", "getty@.service", "systemd-networkd-wait-online.service"):
+        (root / "etc/systemd/system" / unit).unlink(missing_ok=True)
+        (root / "etc/systemd/system" / unit).symlink_to("/dev/null")
+    units = root / "etc/systemd/system"
+    (units / "tenstorrent-serving.service").symlink_to(
+        "/etc/static/systemd/system/tenstorrent-serving.service"
+    )
+    (units / "multi-user.target.wants").mkdir(exist_ok=True)
+    (units / "multi-user.target.wants/tenstorrent-serving.service").symlink_to(
+        "../tenstorrent-serving.service"
+    )
+    (root / "etc/hostname").write_text(fixtures.FLAKE_HOST + "\n")
+
+    progress("fixture flakes: tt-stack (pre-fix, #34, #44) and nixos-llm at /etc/nixos")
+    tt = root / fixtures.TT_STACK_DIR.lstrip("/")
+    tt.mkdir(parents=True)
+    _git(tt, "init", "-q", "-b", "master")
+    history = fixtures.tt_stack_history()
+    write_commit(tt, history[0])
+    nixos = root / fixtures.NIXOS_DIR.lstrip("/")
+    shutil.rmtree(nixos, ignore_errors=True)
+    nixos.mkdir(parents=True)
+    _git(nixos, "init", "-q", "-b", "main")
+    write_commit(
+        nixos,
+        fixtures.Commit(
+            "hosts: cfx-llm2 serving Qwen3.6-27B on tt-stack",
+            fixtures.nixos_llm_files(),
+            "2026-08-31T09:00:00+02:00",
+        ),
+    )
+    nspawn_run(root, ["nix", "flake", "lock", fixtures.NIXOS_DIR], "nix flake lock")
+    _git(nixos, "add", "flake.lock")
+    _git(nixos, "commit", "-q", "-m", "flake.lock: lock tt-stack", date="2026-08-31T09:05:00+02:00")
+    for commit in history[1:]:
+        write_commit(tt, commit)
+    progress("building system generation 1 (tt-stack pre-fix: hermes)")
+    nspawn_run(
+        root,
+        ["nixos-rebuild", "boot", "--flake", f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"],
+        "nixos-rebuild boot",
+    )
+
+
+def ensure_base(progress=print) -> Path:
+    """Return the provisioned base rootfs, building (and caching) what is missing."""
+    check_prerequisites()
+    final = cache_dir() / f"base-{base_key()}"
+    if (final / ".complete").exists():
+        return final
+    deb = ensure_debootstrap(progress)
+
+    def build(tmp: Path) -> None:
+        progress(f"copying the Debian base into {tmp.name}")
+        _run(["cp", "-a", "--reflink=auto", str(deb), str(tmp)], "cp")
+        (tmp / ".complete").unlink(missing_ok=True)
+        provision(tmp, progress)
+
+    return _build_atomically(final, build)

@@ -1,0 +1,351 @@
+"""Tests for the vLLM double: a real subprocess on 127.0.0.1, real HTTP via urllib."""
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+DOUBLE = Path(__file__).resolve().parents[2] / "remedy" / "twin" / "files" / "vllm_double.py"
+MODEL = "Qwen/Qwen3-32B"
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+WEATHER_REQUEST = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": "Weather in Paris?"}],
+    "tools": [WEATHER_TOOL],
+    "tool_choice": "auto",
+}
+WEATHER_XML = (
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
+)
+AUTO_ERROR = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("vllm_double", DOUBLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+vd = load_module()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Double:
+    def __init__(self, proc, port, out, err):
+        self.proc, self.port, self.out, self.err = proc, port, out, err
+        self.base = f"http://127.0.0.1:{port}"
+
+    def request(self, path, body=None, raw=None):
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers, exc.read()
+
+    def json(self, path, body=None, raw=None):
+        status, headers, payload = self.request(path, body, raw)
+        assert headers["Content-Type"] == "application/json"
+        return status, json.loads(payload)
+
+    def wait_ready(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"double exited: {self.err.read_text()}"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("double did not become ready in time")
+
+
+@pytest.fixture
+def start_double(request, tmp_path):
+    procs = []
+
+    def start(*args, env=None, load="0.3", wait=True):
+        port = free_port()
+        out, err = tmp_path / f"out{len(procs)}", tmp_path / f"err{len(procs)}"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("QWEN36_")}
+        full_env.update(env or {})
+        cmd = [sys.executable, str(DOUBLE), "serve", MODEL, "--port", str(port)]
+        cmd += ["--load-seconds", load, *args]
+        with out.open("wb") as fout, err.open("wb") as ferr:
+            proc = subprocess.Popen(cmd, stdout=fout, stderr=ferr, env=full_env)
+        procs.append(proc)
+        double = Double(proc, port, out, err)
+        if wait:
+            double.wait_ready()
+        return double
+
+    def stop():
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=5)
+
+    request.addfinalizer(stop)
+    return start
+
+
+def message_of(body):
+    return body["choices"][0]["message"], body["choices"][0]["finish_reason"]
+
+
+# ------------------------------------------------------------ over HTTP
+
+
+def test_qwen3_xml_parses_the_field_notes_request(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    status, body = double.json("/v1/chat/completions", WEATHER_REQUEST)
+    assert status == 200
+    assert body["object"] == "chat.completion" and body["model"] == MODEL
+    assert re.match(r"^chatcmpl-[0-9a-f]+$", body["id"])
+    message, finish = message_of(body)
+    assert message["content"] is None
+    assert finish == "tool_calls"
+    assert len(message["tool_calls"]) == 1
+    call = message["tool_calls"][0]
+    assert CALL_ID.match(call["id"]) and call["type"] == "function"
+    assert call["function"]["name"] == "get_weather"
+    args = json.loads(call["function"]["arguments"])
+    assert args == {"city": "Paris", "days": 3}
+    assert type(args["days"]) is int
+    usage = body["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
+
+
+def test_qwen3_xml_types_arguments_from_schema(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    props = {
+        "ratio": {"type": "number"},
+        "dry_run": {"type": "boolean"},
+        "hosts": {"type": "array", "items": {"type": "string"}},
+        "opts": {"type": "object"},
+    }
+    tool = {"type": "function", "function": {"name": "tune", "parameters": {"properties": props}}}
+    request = {"messages": [{"role": "user", "content": "tune it"}], "tools": [tool]}
+    status, body = double.json("/v1/chat/completions", request)
+    assert status == 200
+    message, finish = message_of(body)
+    assert finish == "tool_calls"
+    args = json.loads(message["tool_calls"][0]["function"]["arguments"])
+    assert args == {"ratio": 1.5, "dry_run": True, "hosts": [], "opts": {}}
+    assert type(args["ratio"]) is float and args["dry_run"] is True
+
+
+def test_hermes_silently_drops_qwen3_xml_tool_calls(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    status, body = double.json("/v1/chat/completions", WEATHER_REQUEST)
+    assert status == 200
+    message, finish = message_of(body)
+    assert message["tool_calls"] == []
+    assert "<function=get_weather>" in message["content"]
+    assert message["content"] == WEATHER_XML
+    assert finish == "stop"
+
+
+def test_auto_tool_choice_without_flags_is_rejected(start_double):
+    double = start_double()
+    status, body = double.json("/v1/chat/completions", WEATHER_REQUEST)
+    assert status == 400
+    assert body == {
+        "object": "error",
+        "message": AUTO_ERROR,
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+    # tool_choice absent with tools present means "auto" too
+    request = {k: v for k, v in WEATHER_REQUEST.items() if k != "tool_choice"}
+    assert double.json("/v1/chat/completions", request) == (400, body)
+
+
+def test_parser_without_enable_auto_tool_choice_is_rejected(start_double):
+    double = start_double("--tool-call-parser", "qwen3_xml")
+    status, body = double.json("/v1/chat/completions", WEATHER_REQUEST)
+    assert (status, body["message"]) == (400, AUTO_ERROR)
+
+
+def test_plain_chat_without_tools(start_double):
+    double = start_double()
+    request = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
+    status, body = double.json("/v1/chat/completions", request)
+    assert status == 200
+    message, finish = message_of(body)
+    assert message["role"] == "assistant" and message["content"] == "Hello from the double."
+    assert message["tool_calls"] == [] and message["reasoning_content"] is None
+    assert finish == "stop"
+
+
+def test_non_auto_tool_choices_bypass_the_parser(start_double):
+    # "required"/named use guided decoding in vLLM: parsed even with hermes, no flags needed.
+    double = start_double()
+    other = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+    for choice, name in [
+        ("required", "get_weather"),
+        ({"type": "function", "function": {"name": "get_time"}}, "get_time"),
+    ]:
+        request = {**WEATHER_REQUEST, "tools": [WEATHER_TOOL, other], "tool_choice": choice}
+        status, body = double.json("/v1/chat/completions", request)
+        message, finish = message_of(body)
+        assert (status, finish, message["content"]) == (200, "tool_calls", None)
+        assert [c["function"]["name"] for c in message["tool_calls"]] == [name]
+    status, body = double.json("/v1/chat/completions", {**WEATHER_REQUEST, "tool_choice": "none"})
+    message, finish = message_of(body)
+    assert (status, finish, message["tool_calls"]) == (200, "stop", [])
+    assert message["content"] == "Hello from the double."
+
+
+def test_unknown_model_and_bad_requests(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    status, body = double.json("/v1/chat/completions", {**WEATHER_REQUEST, "model": "gpt-4"})
+    assert status == 404 and body["message"] == "The model `gpt-4` does not exist."
+    status, body = double.json("/v1/chat/completions", raw=b"{not json")
+    assert status == 400
+    assert (body["object"], body["type"], body["code"]) == ("error", "BadRequestError", 400)
+    status, body = double.json("/v1/nope")
+    assert status == 404 and body["object"] == "error"
+
+
+def test_unknown_parser_fails_at_start(start_double):
+    double = start_double("--tool-call-parser", "bogus", load="30", wait=False)
+    assert double.proc.wait(timeout=5) != 0
+    stderr = double.err.read_text()
+    assert "KeyError: 'invalid tool call parser: bogus (chose from {" in stderr
+    assert "Application startup complete." not in double.out.read_text()
+
+
+def test_health_and_models_report_env(start_double):
+    double = start_double(
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "qwen3_xml",
+        env={"QWEN36_SDPA_STREAMING": "1"},
+    )
+    status, _, payload = double.request("/health")
+    assert (status, payload) == (200, b"")
+    status, body = double.json("/v1/models")
+    assert status == 200 and body["object"] == "list"
+    [card] = body["data"]
+    assert card["id"] == MODEL and card["root"] == MODEL and card["owned_by"] == "vllm"
+    assert card["max_model_len"] == 32768 and isinstance(card["created"], int)
+    assert card["remedy_double"] == {
+        "tool_call_parser": "qwen3_xml",
+        "enable_auto_tool_choice": True,
+        "env": {"QWEN36_SDPA_STREAMING": "1", "QWEN36_MERGE_BATCH_GUARD": None},
+    }
+
+
+def test_models_without_flags_or_env(start_double):
+    double = start_double("--served-model-name", "qwen")
+    [card] = double.json("/v1/models")[1]["data"]
+    assert card["id"] == "qwen" and card["root"] == MODEL
+    assert card["remedy_double"] == {
+        "tool_call_parser": None,
+        "enable_auto_tool_choice": False,
+        "env": {"QWEN36_SDPA_STREAMING": None, "QWEN36_MERGE_BATCH_GUARD": None},
+    }
+
+
+def test_connection_refused_while_loading_then_ready(start_double):
+    double = start_double(load="2", wait=False)
+    time.sleep(0.2)  # let the interpreter start, but stay well inside the load time
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", double.port), timeout=1).close()
+    double.wait_ready()
+    assert double.request("/health")[0] == 200
+    assert "Application startup complete." in double.out.read_text()
+
+
+def test_sigterm_exits_zero_promptly(start_double):
+    double = start_double()
+    assert double.request("/health")[0] == 200
+    double.proc.send_signal(signal.SIGTERM)
+    assert double.proc.wait(timeout=3) == 0
+
+
+def test_sigterm_while_loading_exits_zero(start_double):
+    double = start_double(load="30", wait=False)
+    time.sleep(0.3)
+    double.proc.send_signal(signal.SIGTERM)
+    assert double.proc.wait(timeout=3) == 0
+
+
+def test_unknown_vllm_flags_are_ignored_and_listed(start_double):
+    extra = ["--max-model-len", "32768", "--tensor-parallel-size", "2", "--no-async-scheduling"]
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "hermes", *extra)
+    status, body = double.json("/debug/config")
+    assert status == 200
+    assert body["ignored_args"] == extra
+    assert body["model"] == MODEL and body["tool_call_parser"] == "hermes"
+    assert body["enable_auto_tool_choice"] is True
+    assert body["pid"] == double.proc.pid
+    assert body["argv"][:2] == ["serve", MODEL] and body["argv"][-len(extra) :] == extra
+    assert body["env"] == {"QWEN36_SDPA_STREAMING": None, "QWEN36_MERGE_BATCH_GUARD": None}
+
+
+# ------------------------------------------------------------ pure functions
+
+
+def test_render_matches_field_notes():
+    assert vd.render_qwen3_xml_call(WEATHER_TOOL, "Weather in Paris?") == WEATHER_XML
+    assert "\nexample\n" in vd.render_qwen3_xml_call(WEATHER_TOOL, "what is the weather")
+
+
+def test_parse_qwen3_xml_keeps_leading_text_and_strips_one_newline():
+    text = (
+        "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n\nNew York\n\n"
+        "</parameter>\n<parameter=days>\n7\n</parameter>\n</function>\n</tool_call>"
+    )
+    content, calls = vd.parse_qwen3_xml(text, [WEATHER_TOOL])
+    assert content == "Let me check.\n"
+    [call] = calls
+    assert json.loads(call["function"]["arguments"]) == {"city": "\nNew York\n", "days": 7}
+
+
+def test_parse_qwen3_xml_without_calls_returns_text():
+    assert vd.parse_qwen3_xml("just text", [WEATHER_TOOL]) == ("just text", [])
+
+
+def test_parse_hermes_fails_on_xml_and_accepts_json():
+    assert vd.parse_hermes(WEATHER_XML) == (WEATHER_XML, [])
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    content, [call] = vd.parse_hermes(text)
+    assert content is None and CALL_ID.match(call["id"])
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
