@@ -1,0 +1,738 @@
+"""Runbooks: the schema, the cross-checks, and `remedy runbooks list|show|check|apply`.
+
+Every test builds its own project under tmp_path: a copy of the real runbooks,
+a fixture operations package with real pyinfra @operation functions, deploys,
+and, where git matters, a real git repository made with gitpython.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import git
+import pytest
+from click.testing import CliRunner
+
+from remedy import audit
+from remedy.cli.runbooks import runbooks as runbooks_cli
+from remedy.core import runbooks as core
+from remedy.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+REAL_RUNBOOKS = REPO / "runbooks"
+RUNBOOK_001 = "runbooks/001-toolcalling-run-only.yaml"
+
+# The operations the runbooks name (the restore deploy's contract).
+OPERATIONS = {
+    "nix": [
+        "flake_input_updated",
+        "fix_proven",
+        "flake_lock_committed",
+        "system_switched",
+        "system_rolled_back",
+    ],
+    "memory": ["hugepages_reduced", "headroom_gated"],
+    "serving": [
+        "runtime_override_removed",
+        "runtime_override_written",
+        "restarted",
+        "toolcalling_verified",
+        "audit_recorded",
+    ],
+}
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def write_ops_package(project: Path, extra: dict[str, list[str]] | None = None) -> str:
+    """A package of real pyinfra operations under ``project``; returns its (unique) name."""
+    package = f"fixture_ops_{uuid.uuid4().hex[:10]}"
+    root = project / package
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    modules = {name: list(functions) for name, functions in OPERATIONS.items()}
+    for name, functions in (extra or {}).items():
+        modules.setdefault(name, []).extend(functions)
+    for module, functions in modules.items():
+        body = ["from pyinfra.api import operation", "", ""]
+        for function in functions:
+            body += [
+                "@operation()",
+                f"def {function}():",
+                f'    """Fixture operation {module}.{function}."""',
+                "    yield from ()",
+                "",
+                "",
+            ]
+        body += ["def helper_not_an_operation():", "    return 1", ""]
+        (root / f"{module}.py").write_text("\n".join(body))
+    return package
+
+
+def restore_deploy(package: str) -> str:
+    lines = [f"from {package} import memory, nix, serving", ""]
+    for module, functions in OPERATIONS.items():
+        for function in functions:
+            lines.append(f'{module}.{function}(name="{module} {function} (tt-stack#49)")')
+    lines.append("serving.helper_not_an_operation()")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, str]:
+    """A project with the real runbooks, fixture operations and a restore deploy."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copytree(REAL_RUNBOOKS, root / "runbooks")
+    package = write_ops_package(root)
+    (root / "deploys").mkdir()
+    (root / "deploys" / "restore_toolcalling.py").write_text(restore_deploy(package))
+    yield root, package
+    for name in list(sys.modules):
+        if name == package or name.startswith(package + "."):
+            del sys.modules[name]
+
+
+def line_of(path: Path, needle: str, occurrence: int = 1) -> int:
+    """1-based line of the n-th line containing ``needle``."""
+    seen = 0
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if needle in line:
+            seen += 1
+            if seen == occurrence:
+                return number
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def problems_of(root: Path, package: str) -> list[str]:
+    return [str(p) for p in core.check_project(root, package).problems]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(runbooks_cli, list(args), catch_exceptions=True)
+
+
+# --------------------------------------------------------------------------- the real runbooks
+
+
+@pytest.mark.parametrize(
+    "path", sorted(REAL_RUNBOOKS.glob("*.yaml")), ids=lambda p: p.name.split("-")[0]
+)
+def test_real_runbooks_validate_against_the_schema(path: Path):
+    schema = core.load_schema(REPO)
+    runbook = core.load_runbook(path, REPO)
+    assert core.validate_runbook(runbook, schema) == []
+
+
+def test_the_five_seed_runbooks_name_their_issues():
+    runbooks = {e.id: e.runbook for e in core.discover(REPO)}
+    assert sorted(runbooks) == ["001", "002", "003", "004", "005"]
+    assert runbooks["001"].issues == ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
+    assert runbooks["002"].issues == ["tt-stack#49"]
+    assert runbooks["003"].issues == ["tt-stack#49", "tt-stack#44"]
+    assert runbooks["004"].issues == ["tt-stack#49"]
+    assert runbooks["005"].issues == ["tt-stack#52"]
+    assert runbooks["002"].data["owner_decision_pending"] is True
+    assert runbooks["001"].deploy == "deploys/restore_toolcalling.py"
+
+
+def test_runbook_001_steps_name_every_restore_operation_in_order():
+    runbook = core.find_runbook(REPO, "001")
+    named = [step["operation"] for step in runbook.steps if "operation" in step]
+    expected = {f"{m}.{f}" for m, functions in OPERATIONS.items() for f in functions}
+    assert set(named) == expected
+    # durable path first, fallback after, audit last
+    assert named.index("nix.flake_input_updated") < named.index("nix.fix_proven")
+    assert named.index("nix.fix_proven") < named.index("nix.flake_lock_committed")
+    assert named.index("memory.headroom_gated") < named.index("nix.system_switched")
+    assert named.index("nix.system_switched") < named.index("serving.runtime_override_written")
+    assert named.index("serving.restarted") < named.index("serving.toolcalling_verified")
+    assert named[-1] == "serving.audit_recorded"
+
+
+def test_restarting_runbooks_carry_the_memory_gate_precondition():
+    for entry in core.discover(REPO):
+        runbook = entry.runbook
+        if runbook.step_operations() & core.RESTARTING_OPERATIONS:
+            gates = [p.get("check", {}).get("operation") for p in runbook.data["preconditions"]]
+            assert core.MEMORY_GATE in gates, runbook.file
+
+
+def test_004_reboots_by_hand_and_005_greps_for_prefix_caching():
+    reboot = core.find_runbook(REPO, "004")
+    commands = [c for s in reboot.steps if "manual" in s for c in s["manual"]["commands"]]
+    assert "systemctl reboot" in commands
+    assert reboot.deploy == "deploys/restore_toolcalling.py"
+    phase2a = core.find_runbook(REPO, "005")
+    verification = " ".join(c for v in phase2a.data["verification"] for c in v.get("commands", []))
+    assert "--enable-prefix-caching" in verification
+    assert "--no-async-scheduling" in verification
+
+
+@pytest.mark.skipif(
+    not (REPO / "remedy" / "operations" / "nix.py").exists(),
+    reason="remedy/operations/nix.py is not written yet; `runbooks check` on the tree needs it",
+)
+def test_check_passes_on_the_real_tree():
+    report = core.check_project(REPO)
+    assert [str(p) for p in report.problems] == []
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_fixture_project_checks_clean(project):
+    root, package = project
+    assert problems_of(root, package) == []
+    result = invoke("check", "--project", str(root), "--operations-package", package)
+    assert result.exit_code == 0, result.output
+    assert "5 runbooks OK" in result.output
+
+
+def test_missing_field_names_file_line_and_path(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "title: Tool calling is /run-only", "titel: Tool calling is /run-only")
+    problems = problems_of(root, package)
+    assert f"{RUNBOOK_001}:1: $: missing required field 'title'" in problems
+    line = line_of(path, "titel:")
+    expected = f"{RUNBOOK_001}:{line}: $.titel: unknown field 'titel'"
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_missing_nested_field_points_at_its_parent(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "risk:\n  level: high\n", "risk:\n")
+    line = line_of(path, "  notes: >-", occurrence=1)
+    assert f"{RUNBOOK_001}:{line}: $.risk: missing required field 'level'" in problems_of(
+        root, package
+    )
+
+
+def test_extra_field_names_file_line_and_path(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "  - id: commit-lock\n", "  - id: commit-lock\n    colour: red\n")
+    line = line_of(path, "colour: red")
+    problems = problems_of(root, package)
+    assert len(problems) == 1, problems
+    expected = f"{RUNBOOK_001}:{line}: $.steps[2].colour: unknown field 'colour'; allowed here:"
+    assert problems[0].startswith(expected), problems
+
+
+@pytest.mark.parametrize("bad", ["tt-stack 34", "#34", "tt-stack#", "tt-stack#0", "tt stack#34"])
+def test_malformed_issue_ref_names_file_line_and_path(project, bad):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(
+        path,
+        "issues: [tt-stack#49, tt-stack#34, tt-stack#44]",
+        f'issues: [tt-stack#49, "{bad}", tt-stack#44]',
+    )
+    problems = problems_of(root, package)
+    assert problems == [
+        f"{RUNBOOK_001}:3: $.issues[1]: malformed issue reference {bad!r}: write repo#N or "
+        "owner/repo#N with N a positive number, e.g. tt-stack#49"
+    ]
+
+
+def test_owner_qualified_issue_refs_are_valid():
+    assert core.issue_ref_is_valid("bitpartner/tt-stack#49")
+    assert core.issue_ref_is_valid("nixos-llm#12")
+    assert not core.issue_ref_is_valid("tt-stack#49x")
+
+
+def test_step_naming_a_missing_operation_fails(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "operation: serving.restarted\n", "operation: serving.restarted_twice\n")
+    line = line_of(path, "serving.restarted_twice")
+    problems = problems_of(root, package)
+    assert problems == [
+        f"{RUNBOOK_001}:{line}: $.steps[8].operation: operation serving.restarted_twice does "
+        f"not exist: {package}.serving has no 'restarted_twice'"
+    ]
+
+
+def test_step_naming_a_missing_module_or_a_helper_fails(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "operation: serving.restarted\n", "operation: kernel.module_reloaded\n")
+    edit(path, "serving.audit_recorded\n", "serving.helper_not_an_operation\n")
+    problems = "\n".join(problems_of(root, package))
+    assert f"there is no module {package}.kernel" in problems
+    assert "helper_not_an_operation is not a pyinfra @operation" in problems
+
+
+def test_step_with_both_operation_and_manual_fails(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(
+        path,
+        "    operation: nix.flake_lock_committed\n",
+        "    operation: nix.flake_lock_committed\n    manual:\n      commands: [true]\n",
+    )
+    problems = problems_of(root, package)
+    assert any(
+        "$.steps[2]: a step has exactly one of operation or manual, not operation and manual" in p
+        for p in problems
+    ), problems
+
+
+def test_step_or_verification_with_nothing_to_do_fails(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "    operation: nix.flake_lock_committed\n", "")
+    edit(
+        path,
+        "    operation: serving.toolcalling_verified\n  - description: The script",
+        ("  - description: The script"),
+    )
+    problems = problems_of(root, package)
+    commit_line = line_of(path, "- id: commit-lock")
+    verify_line = line_of(path, "- description: Effective parser qwen3_xml")
+    assert f"{RUNBOOK_001}:{commit_line}: $.steps[2]: a step needs one of operation or manual" in (
+        problems
+    )
+    assert (
+        f"{RUNBOOK_001}:{verify_line}: $.verification[0]: needs at least one of operation or "
+        "commands"
+    ) in problems
+
+
+def test_unquoted_id_says_to_quote_it(project):
+    root, package = project
+    edit(root / RUNBOOK_001, 'id: "001"', "id: 001")
+    problems = problems_of(root, package)
+    assert f'{RUNBOOK_001}:1: $.id: id must be quoted (id: "001"): unquoted it is a number' in (
+        problems
+    )
+
+
+def test_id_must_match_the_file_name(project):
+    root, package = project
+    edit(root / RUNBOOK_001, 'id: "001"', 'id: "007"')
+    problems = problems_of(root, package)
+    assert f"{RUNBOOK_001}:1: $.id: id '007' differs from the file name prefix '001'" in problems
+
+
+def test_restarting_runbook_without_memory_gate_fails(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "    check:\n      operation: memory.headroom_gated\n", "")
+    line = line_of(path, "preconditions:")
+    problems = problems_of(root, package)
+    assert any(
+        p.startswith(f"{RUNBOOK_001}:{line + 1}: $.preconditions: the steps restart the server")
+        for p in problems
+    ), problems
+
+
+def test_duplicate_keys_are_reported(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "summary: >-", "title: again\nsummary: >-")
+    line = line_of(path, "title: again")
+    assert f"{RUNBOOK_001}:{line}: $.title: duplicate key (first at line 2)" in problems_of(
+        root, package
+    )
+
+
+def test_yaml_syntax_error_gives_file_line_column(project):
+    root, package = project
+    (root / "runbooks" / "006-broken.yaml").write_text('id: "006"\ntitle: x\n  bad: indent\n')
+    problems = problems_of(root, package)
+    expected = (
+        "runbooks/006-broken.yaml:3:6: YAML syntax error: mapping values are not allowed here"
+    )
+    assert expected in problems
+    result = invoke("check", "--project", str(root), "--operations-package", package)
+    assert result.exit_code == 1
+    assert "runbooks/006-broken.yaml:3:6: YAML syntax error" in result.output
+    with pytest.raises(core.RunbookSyntaxError, match=r"006-broken.yaml:3:6"):
+        core.find_runbook(root, "006")
+
+
+def test_check_json_lists_problems_and_exits_1(project):
+    root, package = project
+    edit(root / RUNBOOK_001, "tt-stack#34,", '"tt-stack 34",')
+    result = invoke("check", "--json", "--project", str(root), "--operations-package", package)
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    assert report["problems"] == [
+        {
+            "file": RUNBOOK_001,
+            "line": 3,
+            "column": None,
+            "path": "$.issues[1]",
+            "message": "malformed issue reference 'tt-stack 34': write repo#N or owner/repo#N "
+            "with N a positive number, e.g. tt-stack#49",
+        }
+    ]
+
+
+def test_deploy_names_a_missing_runbook_deploy(project):
+    root, package = project
+    (root / "deploys" / "restore_toolcalling.py").unlink()
+    path = root / RUNBOOK_001
+    line = line_of(path, "deploy: deploys/restore_toolcalling.py")
+    assert (
+        f"{RUNBOOK_001}:{line}: $.deploy: deploys/restore_toolcalling.py does not exist "
+        "in the project"
+    ) in problems_of(root, package)
+
+
+# --------------------------------------------------------------------------- deploys
+
+
+def write_deploy(root: Path, body: str) -> Path:
+    path = root / "deploys" / "x.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_deploy_call_without_name_fails_with_file_and_line(project):
+    root, package = project
+    write_deploy(
+        root,
+        f"""\
+        from {package} import serving
+
+        serving.restarted()
+        """,
+    )
+    assert problems_of(root, package) == [
+        'deploys/x.py:3: serving.restarted: no name=; add name="... (tt-stack#49)" naming the '
+        "issue it serves"
+    ]
+
+
+def test_deploy_names_without_or_with_malformed_refs_fail(project):
+    root, package = project
+    write_deploy(
+        root,
+        f"""\
+        from {package} import memory, serving
+        from {package}.nix import system_switched
+        import {package}.nix as nx
+        from pyinfra.operations import server
+
+        serving.restarted(name="restart the server")
+        memory.headroom_gated(name="gate (#49)")
+        system_switched(name="switch (tt-stack#)")
+        nx.fix_proven(name=f"prove {{1}} (tt-stack#49)")
+        server.shell(name="noop", commands=["true"])
+        serving.restarted(name=NAME)
+        """,
+    )
+    problems = problems_of(root, package)
+    assert problems == [
+        "deploys/x.py:6: serving.restarted: name='restart the server' carries no issue "
+        'reference; add one, e.g. "(tt-stack#49)"',
+        "deploys/x.py:7: memory.headroom_gated: malformed issue reference '#49' in name=; "
+        "write repo#N, e.g. tt-stack#49",
+        "deploys/x.py:8: nix.system_switched: malformed issue reference 'tt-stack#' in name=; "
+        "write repo#N, e.g. tt-stack#49",
+        "deploys/x.py:10: server.shell: name='noop' carries no issue reference; add one, "
+        'e.g. "(tt-stack#49)"',
+        "deploys/x.py:11: serving.restarted: name= is not a string literal; write the issue "
+        "reference in the source",
+    ]
+
+
+def test_deploy_operation_without_runbook_step_fails(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copytree(REAL_RUNBOOKS, root / "runbooks")
+    package = write_ops_package(root, extra={"serving": ["unlisted"]})
+    (root / "deploys").mkdir()
+    (root / "deploys" / "restore_toolcalling.py").write_text(restore_deploy(package))
+    write_deploy(
+        root,
+        f"""\
+        from {package} import serving
+
+        serving.unlisted(name="something new (tt-stack#49)")
+        serving.does_not_exist(name="typo (tt-stack#49)")
+        """,
+    )
+    try:
+        assert problems_of(root, package) == [
+            "deploys/x.py:3: serving.unlisted: no runbook step names this operation; add a "
+            "step with `operation: serving.unlisted` to the runbook it serves",
+            f"deploys/x.py:4: serving.does_not_exist: no such operation: {package}.serving has "
+            "no 'does_not_exist'",
+        ]
+    finally:
+        for name in [n for n in sys.modules if n.startswith(package)]:
+            del sys.modules[name]
+
+
+def test_deploy_syntax_error_is_located(project):
+    root, package = project
+    write_deploy(root, "def broken(:\n")
+    assert problems_of(root, package) == ["deploys/x.py:1:12: Python syntax error: invalid syntax"]
+
+
+# --------------------------------------------------------------------------- list
+
+
+def init_repo(root: Path) -> git.Repo:
+    repo = git.Repo.init(root)
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "Runbook Author")
+        config.set_value("user", "email", "author@example.invalid")
+    repo.git.add(A=True)
+    repo.index.commit("runbooks for tt-stack#49")
+    return repo
+
+
+def test_list_outside_git_says_not_tracked(project):
+    root, _ = project
+    result = invoke("list", "--project", str(root))
+    assert result.exit_code == 0, result.output
+    assert "not tracked" in result.output
+    rows = json.loads(invoke("list", "--json", "--project", str(root)).stdout)
+    assert [r["id"] for r in rows] == ["001", "002", "003", "004", "005"]
+    assert {r["state"] for r in rows} == {"not tracked"}
+    assert all(r["commit"] is None for r in rows)
+
+
+def test_list_marks_modified_and_untracked_runbooks(project):
+    root, _ = project
+    repo = init_repo(root)
+    edit(root / RUNBOOK_001, "risk:\n  level: high", "risk:\n  level: medium")
+    shutil.copy(root / RUNBOOK_001, root / "runbooks" / "006-copy.yaml")
+    listing = json.loads(invoke("list", "--json", "--project", str(root)).stdout)
+    rows = {r["file"].split("/")[1][:3]: r for r in listing}
+    assert rows["001"]["state"] == "modified"
+    assert rows["002"]["state"] == "clean"
+    assert rows["001"]["commit"]["short"] == repo.head.commit.hexsha[:7]
+    assert rows["001"]["commit"]["author"] == "Runbook Author"
+    assert rows["001"]["title"].startswith("Tool calling is /run-only")
+    assert rows["001"]["issues"] == ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
+    # the copy still says id 001 inside; list shows the file as untracked, without a commit
+    assert rows["006"]["id"] == "001"
+    assert rows["006"]["state"] == "untracked" and rows["006"]["commit"] is None
+    text = invoke("list", "--project", str(root)).output
+    assert "modified" in text and "untracked" in text
+
+
+def test_list_survives_a_broken_runbook(project):
+    root, _ = project
+    (root / "runbooks" / "006-broken.yaml").write_text("id: [\n")
+    rows = json.loads(invoke("list", "--json", "--project", str(root)).stdout)
+    broken = next(r for r in rows if r["id"] == "006")
+    assert broken["title"] is None and "YAML syntax error" in broken["error"]
+
+
+# --------------------------------------------------------------------------- show
+
+
+def test_show_unknown_id_lists_known_ids(project):
+    root, _ = project
+    result = invoke("show", "042", "--project", str(root))
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ConfigError)
+    assert "no runbook '042'" in str(result.exception)
+    assert "known ids: 001, 002, 003, 004, 005" in str(result.exception)
+
+
+def test_show_renders_for_a_person(project):
+    root, _ = project
+    result = invoke("show", "1", "--project", str(root))
+    assert result.exit_code == 0, result.output
+    for text in (
+        "Tool calling is /run-only",
+        "tt-stack#49, tt-stack#34, tt-stack#44",
+        "Preconditions",
+        "12. record-audit",
+        "operation: serving.runtime_override_written",
+        "Verification",
+        "Rollback",
+        "$ git -C /etc/nixos revert --no-edit HEAD",
+        "Survives a reboot: depends",
+    ):
+        assert text in result.output, text
+    data = json.loads(invoke("show", "002", "--json", "--project", str(root)).stdout)
+    assert data["id"] == "002" and data["owner_decision_pending"] is True
+
+
+def test_show_refuses_an_invalid_runbook(project):
+    root, _ = project
+    edit(root / RUNBOOK_001, "tt-stack#34,", '"tt-stack 34",')
+    result = invoke("show", "001", "--project", str(root))
+    assert isinstance(result.exception, core.RunbookInvalid)
+    assert f"{RUNBOOK_001}:3: $.issues[1]: malformed issue reference" in str(result.exception)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("remedy.core.manual") is not None,
+    reason="remedy.core.manual exists; --manual is tested with it",
+)
+def test_show_manual_without_the_renderer_says_so(project):
+    root, _ = project
+    result = invoke("show", "001", "--manual", "--project", str(root))
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == "--manual is not available yet"
+
+
+def test_show_host_without_inventory_is_a_usage_error(project):
+    root, _ = project
+    result = invoke("show", "001", "--manual", "--host", "cfx-llm2", "--project", str(root))
+    assert result.exit_code == 2
+    assert "--host needs --inventory" in result.output
+
+
+# --------------------------------------------------------------------------- apply
+
+APPLY_RUNBOOK = """\
+id: "001"
+title: Fixture runbook whose deploy only records its environment
+issues: [tt-stack#49]
+summary: Used by the apply tests.
+symptoms:
+  - description: none
+    detect: {facts: [], status_fields: []}
+risk: {level: low, notes: changes nothing}
+preconditions: []
+steps:
+  - id: noop
+    description: Run true.
+    manual: {commands: ["true"]}
+verification:
+  - description: Nothing to verify.
+    commands: ["true"]
+rollback: []
+survives_reboot: {value: true, explanation: nothing changes}
+deploy: deploys/noop.py
+"""
+
+NOOP_DEPLOY = """\
+import json
+import os
+
+from pyinfra.operations import server
+
+with open(os.environ["REMEDY_TEST_ENV_OUT"], "w") as handle:
+    json.dump({k: v for k, v in os.environ.items() if k.startswith("REMEDY_")}, handle)
+
+server.shell(name="noop (tt-stack#49)", commands=["true"])
+"""
+
+
+@pytest.fixture
+def apply_project(tmp_path: Path, monkeypatch) -> tuple[Path, Path, Path]:
+    """(project, production inventory, env dump) in a committed git checkout."""
+    root = tmp_path / "project"
+    (root / "runbooks").mkdir(parents=True)
+    shutil.copy(REAL_RUNBOOKS / "schema.json", root / "runbooks" / "schema.json")
+    (root / "runbooks" / "001-fixture.yaml").write_text(APPLY_RUNBOOK)
+    (root / "deploys").mkdir()
+    (root / "deploys" / "noop.py").write_text(NOOP_DEPLOY)
+    (root / "inventory").mkdir()
+    inventory = root / "inventory" / "production.py"
+    inventory.write_text('hosts = [("@local", {"remedy_environment": "production"})]\n')
+    init_repo(root)
+    env_out = tmp_path / "env.json"
+    monkeypatch.setenv("REMEDY_TEST_ENV_OUT", str(env_out))
+    monkeypatch.delenv("REMEDY_FORCE_DIRTY", raising=False)
+    return root, inventory, env_out
+
+
+def test_apply_refuses_a_dirty_runbook_in_production(apply_project, tmp_path):
+    root, inventory, env_out = apply_project
+    edit(root / "runbooks" / "001-fixture.yaml", "Run true.", "Run true, edited.")
+    log = tmp_path / "audit.jsonl"
+    result = invoke("apply", "001", str(inventory), "--project", str(root), "--audit-log", str(log))
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ConfigError)
+    message = str(result.exception)
+    assert "runbooks/001-fixture.yaml (modified)" in message
+    assert "--force-dirty" in message
+    assert not env_out.exists(), "the deploy must not have run"
+    [record] = audit.read(log)
+    assert record.result == "refused" and record.host == "@local" and record.runbook == "001"
+    assert record.details["dirty_files"] == {"runbooks/001-fixture.yaml": "modified"}
+
+
+def test_apply_refuses_a_dirty_deploy_in_production(apply_project, tmp_path):
+    root, inventory, _ = apply_project
+    (root / "deploys" / "extra.py").write_text("# new, uncommitted\n")
+    result = invoke(
+        "apply", "001", str(inventory), "--project", str(root),
+        "--audit-log", str(tmp_path / "a.jsonl"),
+    )  # fmt: skip
+    assert isinstance(result.exception, ConfigError)
+    assert "deploys/extra.py (untracked)" in str(result.exception)
+
+
+def test_apply_force_dirty_runs_and_tells_the_deploy(apply_project, tmp_path):
+    root, inventory, env_out = apply_project
+    edit(root / "runbooks" / "001-fixture.yaml", "Run true.", "Run true, edited.")
+    log = tmp_path / "audit.jsonl"
+    result = invoke(
+        "apply", "001", str(inventory), "--force-dirty", "--project", str(root),
+        "--audit-log", str(log),
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    seen = json.loads(env_out.read_text())
+    assert seen["REMEDY_FORCE_DIRTY"] == "1"
+    assert seen["REMEDY_RUNBOOK"] == "001"
+    assert seen["REMEDY_AUDIT_LOG"] == str(log)
+
+
+def test_apply_clean_production_runs_without_override(apply_project):
+    root, inventory, env_out = apply_project
+    result = invoke("apply", "001", str(inventory), "--project", str(root))
+    assert result.exit_code == 0, (result.output, result.exception)
+    seen = json.loads(env_out.read_text())
+    assert "REMEDY_FORCE_DIRTY" not in seen
+    assert seen["REMEDY_RUNBOOK"] == "001"
+
+
+def test_apply_dirty_twin_inventory_is_allowed(apply_project):
+    root, _, env_out = apply_project
+    edit(root / "runbooks" / "001-fixture.yaml", "Run true.", "Run true, edited.")
+    twin = root / "inventory" / "twin.py"
+    twin.write_text('hosts = [("@local", {"remedy_environment": "twin"})]\n')
+    result = invoke("apply", "001", str(twin), "--project", str(root), "--json")
+    assert result.exit_code == 0, (result.output, result.exception)
+    report = json.loads(result.stdout)
+    assert report["production"] is False and report["exit_code"] == 0
+    assert "REMEDY_FORCE_DIRTY" not in json.loads(env_out.read_text())
+
+
+def test_apply_passes_pyinfra_exit_code_through(apply_project):
+    root, _, _ = apply_project
+    failing = root / "inventory" / "twin.py"
+    failing.write_text('hosts = [("@local", {"remedy_environment": "twin"})]\n')
+    (root / "deploys" / "noop.py").write_text(
+        NOOP_DEPLOY.replace('commands=["true"]', 'commands=["false"]')
+    )
+    result = invoke("apply", "001", str(failing), "--project", str(root))
+    assert result.exit_code not in (0, None)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_apply_runbook_without_deploy_is_a_config_error(apply_project):
+    root, inventory, _ = apply_project
+    edit(root / "runbooks" / "001-fixture.yaml", "deploy: deploys/noop.py\n", "")
+    result = invoke("apply", "001", str(inventory), "--project", str(root))
+    assert isinstance(result.exception, ConfigError)
+    assert "has no `deploy`" in str(result.exception)
