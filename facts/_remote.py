@@ -1,0 +1,121 @@
+"""The remote side of the engine's facts: constant shell snippets, one per section.
+
+Host data never enters the script text: it is passed as environment variables
+(``env REMEDY_UNIT=… sh -c SCRIPT``), quoted by pyinfra. Every snippet merges
+its stderr into stdout (pyinfra hands facts stdout only) and the script always
+ends with the end marker, so a cut-short answer is detected.
+"""
+
+from __future__ import annotations
+
+from pyinfra.api import QuoteString, StringCommand
+
+from remedy.core.sections import END
+
+CATFILE = r"""
+catfile() {
+  [ -n "$1" ] || return 0
+  printf '@@remedy:file %s %s\n' "$1" "$(readlink -f -- "$1" 2>/dev/null || printf '%s' "$1")"
+  [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
+}
+"""
+
+UNIT = r"""
+u=$REMEDY_UNIT
+echo "@@remedy:section unit.show"
+systemctl show "$u" -p Id -p LoadState -p ActiveState -p SubState -p MainPID -p NRestarts \
+  -p FragmentPath -p DropInPaths -p ExecStart -p Environment 2>&1
+frag=$(systemctl show -P FragmentPath "$u" 2>/dev/null)
+dropins=$(systemctl show -P DropInPaths "$u" 2>/dev/null)
+next=/nix/var/nix/profiles/system/etc/systemd/system/$u
+echo "@@remedy:section unit.files"
+catfile "$frag"
+for f in $dropins; do catfile "$f"; done
+echo "@@remedy:section unit.next"
+[ -e "$next" ] && catfile "$next"
+echo "@@remedy:section unit.scripts"
+for f in "$frag" $dropins "$next"; do
+  [ -f "$f" ] && sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$f"
+done | sort -u | while read -r s; do catfile "$s"; done
+"""
+
+MEMORY = r"""
+echo "@@remedy:section memory.meminfo"
+cat /proc/meminfo 2>&1
+for d in /sys/kernel/mm/hugepages/hugepages-*; do
+  [ -d "$d" ] || continue
+  echo "@@remedy:section memory.hugepages ${d##*hugepages-}"
+  echo "nr=$(cat "$d/nr_hugepages") free=$(cat "$d/free_hugepages")"
+done
+echo "@@remedy:section memory.cmdline"
+cat /proc/cmdline
+if [ -r /nix/var/nix/profiles/system/kernel-params ]; then
+  echo "@@remedy:section memory.next_params /nix/var/nix/profiles/system/kernel-params"
+  sed -e '$a\' /nix/var/nix/profiles/system/kernel-params
+elif [ -r /run/current-system/kernel-params ]; then
+  echo "@@remedy:section memory.next_params /run/current-system/kernel-params"
+  sed -e '$a\' /run/current-system/kernel-params
+fi
+echo "@@remedy:section memory.tenstorrent"
+cat /sys/module/tenstorrent/refcnt 2>/dev/null
+"""
+
+NIX_VERSION = r"""
+echo "@@remedy:section nix.version"
+if command -v nix >/dev/null 2>&1; then nix --version 2>&1; fi
+"""
+
+FLAKE = r"""
+d=$REMEDY_FLAKE_DIR
+echo "@@remedy:section nix.flake_args"
+printf 'dir=%s\ninput=%s\n' "$d" "$REMEDY_FLAKE_INPUT"
+if [ -r "$d/flake.lock" ]; then
+  echo "@@remedy:section nix.flake_lock ok"
+  sed -e '$a\' "$d/flake.lock"
+elif [ -e "$d/flake.lock" ]; then
+  echo "@@remedy:section nix.flake_lock unreadable"
+else
+  echo "@@remedy:section nix.flake_lock missing"
+fi
+echo "@@remedy:section nix.checkout"
+if git -C "$d" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  echo "head $(git -C "$d" rev-parse HEAD 2>/dev/null)"
+  git -C "$d" status --porcelain 2>&1 | sed 's/^/status /'
+else
+  echo "not-a-checkout"
+fi
+"""
+
+GENERATIONS = r"""
+echo "@@remedy:section nix.generations"
+for n in current:/run/current-system booted:/run/booted-system profile:/nix/var/nix/profiles/system; do
+  l=${n#*:}
+  if [ -e "$l" ]; then echo "${n%%:*} $(readlink -f "$l")"; else echo "${n%%:*}"; fi
+done
+for l in /nix/var/nix/profiles/system-*-link; do
+  [ -L "$l" ] || continue
+  g=${l##*/system-}
+  echo "gen ${g%-link} $(readlink -f "$l")"
+done
+"""
+
+PROBE = r"""
+echo "@@remedy:section probe"
+if command -v curl >/dev/null 2>&1; then
+  curl -sS --max-time "$REMEDY_PROBE_TIMEOUT" --connect-timeout 3 \
+    -H 'Content-Type: application/json' --data-binary "$REMEDY_PROBE_BODY" \
+    -w '\n@@remedy-http-status=%{http_code}\n' -o - "$REMEDY_PROBE_URL" 2>&1
+else
+  echo "curl: (2) curl is not installed on this host"
+fi
+"""
+
+
+def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
+    """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS."""
+    script = "\n".join([CATFILE, *snippets, f"echo '{END}'", "exit 0"])
+    parts: list = ["env"]
+    for key, value in sorted(env.items()):
+        parts.append(QuoteString(f"{key}={value}"))
+    parts += ["sh", "-c", QuoteString(script)]
+    return StringCommand(*parts)

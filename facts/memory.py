@@ -1,0 +1,26 @@
+"""Memory facts: MemAvailable, hugepage pools, and the kernel parameters behind them.
+
+headroom = host.get_fact(MemoryHeadroom)
+headroom.mem_available_gb, headroom.pools[1048576].free, headroom.next_boot_pools()
+"""
+
+from __future__ import annotations
+
+from pyinfra.api import FactBase
+
+from facts import _remote
+from remedy.core import sections
+from remedy.core.memory import MemoryHeadroom as Headroom
+from remedy.core.snapshot import read_memory
+
+
+class MemoryHeadroom(FactBase[Headroom]):
+    """MemAvailable and MemTotal; hugepages of every size (total, free); the kernel
+    parameters of this boot (/proc/cmdline) and of the next (the system profile's
+    kernel-params, else /run/current-system's); the tenstorrent module's refcount."""
+
+    def command(self):
+        return _remote.command([_remote.MEMORY], {})
+
+    def process(self, output):
+        return read_memory(sections.split(output, "MemoryHeadroom"))

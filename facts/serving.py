@@ -1,0 +1,116 @@
+"""Facts about the serving unit: its effective configuration, the probe, volatile state.
+
+    from facts.serving import ServingUnit
+    unit = host.get_fact(ServingUnit, unit="tenstorrent-serving.service")
+    unit.now.parser.describe("parser")
+    # 'parser qwen3_xml from /run/tt-serving-override/start via /run/.../override.conf'
+
+Each fact is one remote command (``facts._remote``) plus a pure parser
+(``remedy.core``); the output names its own arguments, so ``process`` needs
+nothing else. ``HostSnapshot`` gathers everything a no-drift check needs in one
+round trip.
+"""
+
+from __future__ import annotations
+
+from pyinfra.api import FactBase
+
+from facts import _remote
+from remedy.core import probe, sections
+from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
+from remedy.core.snapshot import HostSnapshot as Snapshot
+from remedy.core.snapshot import read_generations, read_memory, read_probe, read_snapshot
+
+DEFAULT_UNIT = "tenstorrent-serving.service"
+DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
+DEFAULT_MODEL = "Qwen/Qwen3.6-27B"
+PROBE_TIMEOUT_S = 20
+
+
+def probe_env(server_url: str, model: str, timeout_s: int) -> dict[str, str]:
+    return {
+        "REMEDY_PROBE_URL": server_url.rstrip("/") + "/v1/chat/completions",
+        "REMEDY_PROBE_BODY": probe.request_body(model),
+        "REMEDY_PROBE_TIMEOUT": str(int(timeout_s)),
+    }
+
+
+class ServingUnit(FactBase[ServingUnitState]):
+    """The serving unit: load/active/sub state, main PID, NRestarts, FragmentPath, drop-ins
+    by origin with content, the effective ExecStart and its start script's vLLM flags and
+    environment, each with the file it came from; and what the next boot would run."""
+
+    def command(self, unit: str = DEFAULT_UNIT):
+        return _remote.command([_remote.UNIT], {"REMEDY_UNIT": unit})
+
+    def process(self, output):
+        return read_unit(sections.split(output, "ServingUnit"))
+
+
+class ToolCallProbe(FactBase[probe.ProbeResult]):
+    """Sends the field-notes tool call from the host and classifies the answer: parsed,
+    unparsed (200 without tool_calls), http_error or unreachable. curl's --max-time bounds
+    it, so it never hangs."""
+
+    def command(
+        self,
+        url: str = DEFAULT_SERVER_URL,
+        model: str = DEFAULT_MODEL,
+        timeout_s: int = PROBE_TIMEOUT_S,
+    ):
+        return _remote.command([_remote.PROBE], probe_env(url, model, timeout_s))
+
+    def process(self, output):
+        return read_probe(sections.split(output, "ToolCallProbe"))
+
+
+class VolatileState(FactBase[list[VolatileEntry]]):
+    """What a reboot would change: runtime drop-ins and files of the serving unit, settings
+    that differ after a reboot, live hugepages that differ from the next boot's kernel
+    parameters, and a current-system that is not what the profile boots."""
+
+    def command(self, unit: str = DEFAULT_UNIT):
+        return _remote.command(
+            [_remote.UNIT, _remote.MEMORY, _remote.GENERATIONS], {"REMEDY_UNIT": unit}
+        )
+
+    def process(self, output):
+        parts = sections.split(output, "VolatileState")
+        return volatile_entries(read_unit(parts), read_memory(parts), read_generations(parts))
+
+
+class HostSnapshot(FactBase[Snapshot]):
+    """Everything above plus memory, Nix, the flake input and checkout: one round trip."""
+
+    def command(
+        self,
+        unit: str = DEFAULT_UNIT,
+        flake_dir: str = "/etc/nixos",
+        flake_input: str = "tt-stack",
+        server_url: str = DEFAULT_SERVER_URL,
+        model: str = DEFAULT_MODEL,
+        timeout_s: int = PROBE_TIMEOUT_S,
+    ):
+        env = {
+            "REMEDY_UNIT": unit,
+            "REMEDY_FLAKE_DIR": flake_dir,
+            "REMEDY_FLAKE_INPUT": flake_input,
+            **probe_env(server_url, model, timeout_s),
+        }
+        return _remote.command(
+            [
+                _remote.UNIT,
+                _remote.MEMORY,
+                _remote.NIX_VERSION,
+                _remote.FLAKE,
+                _remote.GENERATIONS,
+                _remote.PROBE,
+            ],
+            env,
+        )
+
+    def process(self, output):
+        return read_snapshot(sections.split(output, "HostSnapshot"))
+
+
+__all__ = ["ServingUnit", "ToolCallProbe", "VolatileState", "HostSnapshot", "VolatileEntry"]

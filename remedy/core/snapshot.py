@@ -1,0 +1,125 @@
+"""Everything a no-drift check needs, read in one remote round trip.
+
+Each ``read_*`` takes the split sections of the remote answer and returns the
+typed value of one fact; ``HostSnapshot`` is all of them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyinfra.api.exceptions import FactProcessError
+
+from remedy.core import memory as mem
+from remedy.core import nix, probe, sections
+from remedy.core.sections import Section
+from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
+
+Parts = dict[str, list[Section]]
+
+
+def read_memory(parts: Parts) -> mem.MemoryHeadroom:
+    info = mem.parse_meminfo(sections.one(parts, "memory.meminfo", "MemoryHeadroom").lines)
+    pools = {}
+    for s in parts.get("memory.hugepages", []):
+        pool = mem.parse_hugepages(s.arg, s.lines)
+        pools[pool.size_kb] = pool
+    cmdline = " ".join(sections.one(parts, "memory.cmdline", "MemoryHeadroom").lines).strip()
+    nxt = parts.get("memory.next_params")
+    refcnt = (
+        " ".join(parts["memory.tenstorrent"][0].lines).strip()
+        if parts.get("memory.tenstorrent")
+        else ""
+    )
+    return mem.MemoryHeadroom(
+        mem_available_kb=info["MemAvailable"],
+        mem_total_kb=info["MemTotal"],
+        pools=pools,
+        booted_params=cmdline,
+        next_boot_params=" ".join(nxt[0].lines).strip() if nxt else None,
+        tenstorrent_refcnt=int(refcnt) if refcnt.isdigit() else None,
+    )
+
+
+def read_nix(parts: Parts) -> nix.NixInfo | None:
+    return nix.parse_nix_version(sections.one(parts, "nix.version", "NixInfo").lines)
+
+
+def read_flake_input(parts: Parts) -> nix.FlakeInput:
+    args = dict(
+        line.partition("=")[::2]
+        for line in sections.one(parts, "nix.flake_args", "FlakeInput").lines
+    )
+    name, flake_dir = args.get("input", ""), args.get("dir", "")
+    s = sections.one(parts, "nix.flake_lock", "FlakeInput")
+    path = f"{flake_dir.rstrip('/')}/flake.lock"
+    if s.arg == "missing":
+        raise FactProcessError(
+            f"{path} does not exist: cannot read input {name!r} "
+            "(is flake_dir the host flake's checkout?)"
+        )
+    if s.arg != "ok":
+        raise FactProcessError(f"{path} is not readable: cannot read input {name!r}")
+    return nix.parse_flake_lock("\n".join(s.lines), name, path)
+
+
+@dataclass
+class Checkout:
+    is_checkout: bool
+    head: str | None = None
+    changes: list[str] = field(default_factory=list)  # `git status --porcelain` lines
+
+
+def read_checkout(parts: Parts) -> Checkout:
+    s = sections.one(parts, "nix.checkout", "FlakeCheckout")
+    if any(line.strip() == "not-a-checkout" for line in s.lines):
+        return Checkout(False)
+    head, changes = None, []
+    for line in s.lines:
+        if line.startswith("head "):
+            head = line[5:].strip() or None
+        elif line.startswith("status "):
+            changes.append(line[7:])
+    return Checkout(True, head, changes)
+
+
+def read_generations(parts: Parts) -> nix.SystemGenerations:
+    return nix.parse_generations(sections.one(parts, "nix.generations", "SystemGenerations").lines)
+
+
+def read_probe(parts: Parts) -> probe.ProbeResult:
+    return probe.read_curl_output(sections.one(parts, "probe", "ToolCallProbe").lines)
+
+
+@dataclass
+class HostSnapshot:
+    unit: ServingUnitState
+    memory: mem.MemoryHeadroom
+    nix: nix.NixInfo | None
+    flake_input: nix.FlakeInput | None
+    flake_error: str | None
+    checkout: Checkout
+    generations: nix.SystemGenerations
+    probe: probe.ProbeResult
+    volatile: list[VolatileEntry]
+
+
+def read_snapshot(parts: Parts) -> HostSnapshot:
+    serving = read_unit(parts)
+    memory = read_memory(parts)
+    gens = read_generations(parts)
+    try:
+        lock, error = read_flake_input(parts), None
+    except FactProcessError as exc:
+        lock, error = None, str(exc)
+    return HostSnapshot(
+        unit=serving,
+        memory=memory,
+        nix=read_nix(parts),
+        flake_input=lock,
+        flake_error=error,
+        checkout=read_checkout(parts),
+        generations=gens,
+        probe=read_probe(parts),
+        volatile=volatile_entries(serving, memory, gens),
+    )

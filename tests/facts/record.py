@@ -1,0 +1,178 @@
+"""Record real fact output from twins into pyinfra-testing fixtures.
+
+    python -m tests.facts.record          # as root; boots and removes its own twins
+
+For each state of the incident (fresh, the seed's emergency override, the
+service stopped, after a durable rebuild, ...) it runs each fact's command over
+SSH on a twin and writes ``tests/facts/<module>.<Fact>/<case>.json`` with the
+command, the raw output and the value the parser gives. Review the diff of the
+``fact`` values before committing: they are the expectations.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pyinfra_testing.facts import _to_jsonable
+from pyinfra_testing.util import get_command_string
+
+import facts.memory
+import facts.nix
+import facts.serving
+from remedy.twin import machine
+
+HERE = Path(__file__).parent
+
+
+def run_fact(twin, fact_cls, **kwargs) -> list[str]:
+    command = get_command_string(fact_cls().command(**kwargs))
+    # ssh hands its command line to the remote shell, as pyinfra does with `sh -c`.
+    proc = subprocess.run([*twin.ssh_argv(), command], capture_output=True, text=True, timeout=60)
+    return proc.stdout.splitlines()
+
+
+def record(twin, module: str, fact_cls, case: str, expect_error: bool = False, **kwargs):
+    lines = run_fact(twin, fact_cls, **kwargs)
+    data = {
+        "arg": kwargs,
+        "command": get_command_string(fact_cls().command(**kwargs)),
+        "output": lines,
+    }
+    if expect_error:
+        folder = HERE / "errors" / f"{module}.{fact_cls.__name__}"
+    else:
+        data["fact"] = json.loads(json.dumps(_to_jsonable(fact_cls().process(lines)), default=str))
+        folder = HERE / f"{module}.{fact_cls.__name__}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{case}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"recorded {folder.name}/{case}")
+
+
+def url(twin):
+    return {"server_url": twin.server_url}
+
+
+def record_state(twin, case: str):
+    record(twin, "serving", facts.serving.ServingUnit, case)
+    record(twin, "serving", facts.serving.VolatileState, case)
+    record(twin, "serving", facts.serving.ToolCallProbe, case, url=twin.server_url)
+    record(twin, "serving", facts.serving.HostSnapshot, case, server_url=twin.server_url)
+    record(twin, "nix", facts.nix.SystemGenerations, case)
+    record(twin, "nix", facts.nix.FlakeInput, case)
+
+
+FOLLOWS_FLAKE = """{
+  inputs.tt-stack.url = "git+file:///srv/git/tt-stack";
+  inputs.upstream.url = "path:/tmp/inner";
+  inputs.stack.follows = "upstream/tt-stack";
+  outputs = { self, ... }: { };
+}
+"""
+INNER_FLAKE = """{
+  inputs.tt-stack.url = "git+file:///srv/git/tt-stack?rev=@REV@";
+  outputs = { self, ... }: { };
+}
+"""
+
+
+def reparse() -> int:
+    """Recompute every ``fact`` from its recorded output (after a parser change)."""
+    modules = {"serving": facts.serving, "memory": facts.memory, "nix": facts.nix}
+    for path in sorted(HERE.glob("*.*/*.json")):
+        module, fact_name = path.parent.name.split(".")
+        data = json.loads(path.read_text())
+        fact_cls = getattr(modules[module], fact_name)
+        data["fact"] = json.loads(
+            json.dumps(_to_jsonable(fact_cls().process(data["output"])), default=str)
+        )
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def main() -> int:
+    if "--reparse" in sys.argv:
+        return reparse()
+    twin = machine.up("rec-facts", progress=print)
+    try:
+        record_state(twin, "fresh")
+        record(twin, "memory", facts.memory.MemoryHeadroom, "fresh")
+        record(twin, "nix", facts.nix.NixInfo, "nix_2_8")
+        record(twin, "nix", facts.nix.FlakeCheckout, "clean")
+        record(twin, "serving", facts.serving.ServingUnit, "not_found", unit="nope.service")
+        record(twin, "serving", facts.serving.ToolCallProbe, "dead_port", url="http://127.0.0.1:9")
+        record(
+            twin,
+            "nix",
+            facts.nix.FlakeInput,
+            "no_such_input",
+            expect_error=True,
+            flake_input="nope",
+        )
+        record(
+            twin, "nix", facts.nix.FlakeInput, "no_flake_lock", expect_error=True, flake_dir="/srv"
+        )
+        record(twin, "nix", facts.nix.FlakeCheckout, "not_a_checkout", flake_dir="/srv")
+        rev = twin.exec(
+            ["git", "-C", "/srv/git/tt-stack", "rev-list", "--max-parents=0", "HEAD"]
+        ).stdout.strip()
+        twin.exec(["mkdir", "-p", "/tmp/inner", "/tmp/outer"])
+        twin.exec(["tee", "/tmp/inner/flake.nix"], input=INNER_FLAKE.replace("@REV@", rev))
+        twin.exec(["tee", "/tmp/outer/flake.nix"], input=FOLLOWS_FLAKE)
+        twin.exec(["nix", "flake", "lock", "/tmp/outer"])
+        record(
+            twin,
+            "nix",
+            facts.nix.FlakeInput,
+            "follows",
+            flake_dir="/tmp/outer",
+            flake_input="stack",
+        )
+        record(
+            twin,
+            "nix",
+            facts.nix.FlakeInput,
+            "node_key_differs",
+            flake_dir="/tmp/outer",
+            flake_input="upstream",
+        )
+        # the service stopped: ExecStart after the process exited
+        twin.exec(["systemctl", "stop", "tenstorrent-serving.service"])
+        record(twin, "serving", facts.serving.ServingUnit, "stopped")
+        twin.exec(["systemctl", "start", "tenstorrent-serving.service"])
+        machine.wait_serving(twin)
+        # the seed's state
+        machine.apply_emergency_override(twin)
+        record_state(twin, "emergency_override")
+        # hugepages reduced at runtime (2 MiB pool; the 1 GiB one is the kernel's)
+        twin.exec(["sh", "-c", "echo 4 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"])
+        record(twin, "memory", facts.memory.MemoryHeadroom, "hugepages_2m_4")
+        twin.exec(["sh", "-c", "echo 0 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"])
+        # the durable fix by hand, with the stale /run override removed
+        twin.exec(["sh", "-c", "cd /etc/nixos && nix flake lock --update-input tt-stack"])
+        twin.exec(
+            [
+                "rm",
+                "-rf",
+                "/run/systemd/system/tenstorrent-serving.service.d",
+                "/run/tt-serving-override",
+            ]
+        )
+        twin.exec(["nixos-rebuild", "switch", "--flake", "/etc/nixos#cfx-llm2"])
+        machine.wait_serving(twin)
+        record_state(twin, "durable")
+        record(twin, "nix", facts.nix.FlakeCheckout, "dirty_lock")
+        # nixos-rebuild test: current-system differs from what the profile boots
+        twin.exec(["nixos-rebuild", "switch", "--rollback"])
+        twin.exec(["nixos-rebuild", "test", "--flake", "/etc/nixos#cfx-llm2"])
+        machine.wait_serving(twin)
+        record(twin, "serving", facts.serving.VolatileState, "after_rebuild_test")
+    finally:
+        machine.down("rec-facts", progress=print)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

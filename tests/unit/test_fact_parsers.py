@@ -1,0 +1,210 @@
+"""What the facts must say about each incident state, from recorded real output.
+
+The fixture tests check every field against the recording; these tests state
+the few facts each acceptance case rests on, and the bad-input behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyinfra.api.exceptions import FactProcessError
+
+import facts.memory
+import facts.nix
+import facts.serving
+from remedy.core import nix, systemd
+from remedy.core.serving import volatile_entries
+from remedy.core.snapshot import read_generations, read_memory
+
+FIXTURES = Path(__file__).parent.parent / "facts"
+
+
+def output(folder: str, case: str) -> list[str]:
+    return json.loads((FIXTURES / folder / f"{case}.json").read_text())["output"]
+
+
+def fact(folder: str, case: str, cls):
+    return cls().process(output(folder, case))
+
+
+def test_fresh_twin_runs_hermes_from_the_store_script():
+    unit = fact("serving.ServingUnit", "fresh", facts.serving.ServingUnit)
+    assert unit.now.parser.value == "hermes"
+    assert unit.now.parser.source.startswith("/nix/store/")
+    assert unit.now.parser.source.endswith("-start-tenstorrent-serving")
+    assert unit.runtime_dropins == []
+    assert unit.now.script.auto_tool_choice is True
+    assert unit.now.script.model == "Qwen/Qwen3.6-27B"
+    assert "--tensor-parallel-size" in unit.now.script.flags
+
+
+def test_emergency_override_says_where_the_parser_comes_from():
+    unit = fact("serving.ServingUnit", "emergency_override", facts.serving.ServingUnit)
+    assert unit.now.parser.describe("parser") == (
+        "parser qwen3_xml from /run/tt-serving-override/start via "
+        "/run/systemd/system/tenstorrent-serving.service.d/override.conf"
+    )
+    assert [d.origin for d in unit.dropins] == ["runtime"]
+    assert unit.now.env("QWEN36_SDPA_STREAMING") == "1"
+    assert unit.after_reboot.parser.value == "hermes"
+    assert unit.after_reboot.env("QWEN36_SDPA_STREAMING") is None
+    assert unit.store_script.tool_call_parser == "hermes"
+
+
+def test_volatile_state_of_the_seed_lists_dropin_script_parser_and_sdpa():
+    entries = fact("serving.VolatileState", "emergency_override", facts.serving.VolatileState)
+    subjects = {e.subject: e for e in entries}
+    assert "/run/systemd/system/tenstorrent-serving.service.d/override.conf" in subjects
+    assert "/run/tt-serving-override/start" in subjects
+    assert subjects["tool-call parser"].after_reboot == "hermes"
+    assert subjects["QWEN36_SDPA_STREAMING"].after_reboot == "unset"
+
+
+def test_durable_fix_has_no_volatile_state():
+    unit = fact("serving.ServingUnit", "durable", facts.serving.ServingUnit)
+    assert unit.now.parser.value == unit.after_reboot.parser.value == "qwen3_xml"
+    assert unit.now.parser.source.startswith("/nix/store/")
+    assert fact("serving.VolatileState", "durable", facts.serving.VolatileState) == []
+
+
+def test_rebuild_test_is_volatile_until_the_profile_boots():
+    entries = fact("serving.VolatileState", "after_rebuild_test", facts.serving.VolatileState)
+    assert "/run/current-system" in {e.subject for e in entries}
+
+
+def test_runtime_hugepage_change_is_volatile():
+    parts_unit = output("serving.ServingUnit", "fresh")
+    from remedy.core import sections
+    from remedy.core.serving import read_unit
+
+    unit = read_unit(sections.split(parts_unit, "t"))
+    memory = read_memory(sections.split(output("memory.MemoryHeadroom", "hugepages_2m_4"), "t"))
+    gens = read_generations(sections.split(output("nix.SystemGenerations", "fresh"), "t"))
+    entries = volatile_entries(unit, memory, gens)
+    assert [(e.subject, e.now) for e in entries if e.kind == "hugepages"] == [("2M pages", "4")]
+
+
+def test_memory_headroom_reads_pools_and_next_boot_params():
+    m = fact("memory.MemoryHeadroom", "hugepages_2m_4", facts.memory.MemoryHeadroom)
+    assert m.mem_available_kb > 0 and m.mem_total_kb >= m.mem_available_kb
+    assert m.pools[2048].total == 4 and m.pools[2048].free == 4
+    assert m.next_boot_pools() == {1048576: 4}
+
+
+def test_stopped_unit_keeps_last_exec_status():
+    unit = fact("serving.ServingUnit", "stopped", facts.serving.ServingUnit)
+    assert unit.active_state == "inactive"
+    assert unit.main_pid is None
+    assert unit.exec_start_live[0].code == "exited"
+    assert unit.now.parser.value == "hermes"
+
+
+def test_unknown_unit_is_not_found_with_parser_none():
+    unit = fact("serving.ServingUnit", "not_found", facts.serving.ServingUnit)
+    assert unit.load_state == "not-found" and not unit.found
+    assert unit.now.parser.value == "none"
+
+
+def test_probe_against_a_dead_port_is_unreachable():
+    result = fact("serving.ToolCallProbe", "dead_port", facts.serving.ToolCallProbe)
+    assert result.outcome == "unreachable"
+    assert "port 9" in result.reason
+
+
+def test_flake_lock_follows_and_node_keys():
+    stack = fact("nix.FlakeInput", "follows", facts.nix.FlakeInput)
+    assert stack.node == "tt-stack_2" and stack.rev
+    upstream = fact("nix.FlakeInput", "node_key_differs", facts.nix.FlakeInput)
+    assert upstream.url == "path:/tmp/inner"
+
+
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("no_such_input", ["/etc/nixos/flake.lock", "'nope'", "tt-stack"]),
+        ("no_flake_lock", ["/srv/flake.lock", "does not exist", "'tt-stack'"]),
+    ],
+)
+def test_flake_input_errors_name_the_file_and_input(case, words):
+    with pytest.raises(FactProcessError) as err:
+        fact("errors/nix.FlakeInput", case, facts.nix.FlakeInput)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_nix_2_8_uses_update_input():
+    info = fact("nix.NixInfo", "nix_2_8", facts.nix.NixInfo)
+    assert nix.update_input_argv(info, "tt-stack") == [
+        "nix",
+        "flake",
+        "lock",
+        "--update-input",
+        "tt-stack",
+    ]
+    newer = nix.parse_nix_version(["nix (Nix) 2.24.10"])
+    assert nix.update_input_argv(newer, "tt-stack") == ["nix", "flake", "update", "tt-stack"]
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        facts.serving.ServingUnit,
+        facts.serving.HostSnapshot,
+        facts.memory.MemoryHeadroom,
+        facts.nix.FlakeInput,
+    ],
+)
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        ["Welcome to cfx-llm2!", "@@remedy:section unit.show"],
+        ["totally", "unrelated"],
+        [],
+    ],
+)
+def test_garbage_gives_a_clear_fact_process_error(cls, garbage):
+    with pytest.raises(FactProcessError) as err:
+        cls().process(garbage)
+    assert str(err.value)  # a sentence, not an empty KeyError
+
+
+def test_truncated_output_is_detected():
+    lines = output("serving.HostSnapshot", "fresh")
+    with pytest.raises(FactProcessError, match="cut short"):
+        facts.serving.HostSnapshot().process(lines[: len(lines) // 2])
+
+
+def test_environment_with_quoted_spaces():
+    env = systemd.parse_environment('PATH=/usr/bin "TT_METAL_HOME=/opt/tt metal" A=1')
+    assert env == {"PATH": "/usr/bin", "TT_METAL_HOME": "/opt/tt metal", "A": "1"}
+
+
+def test_empty_dropin_paths_and_show_garbage():
+    props = systemd.parse_show(["DropInPaths=", "Id=x.service"])
+    assert props["DropInPaths"] == ""
+    with pytest.raises(FactProcessError, match="not a Key=Value line"):
+        systemd.parse_show(["<html>oops</html>"])
+
+
+def test_etc_overrides_conf_sorts_after_run_override_conf():
+    frag = systemd.UnitFile(
+        "/etc/systemd/system/u.service",
+        "/nix/store/x-u.service",
+        "[Service]\nExecStart=/nix/store/a-start\n",
+    )
+    run = systemd.UnitFile(
+        "/run/systemd/system/u.service.d/override.conf",
+        "/run/systemd/system/u.service.d/override.conf",
+        "[Service]\nExecStart=\nExecStart=/run/o/start\n",
+    )
+    etc = systemd.UnitFile(
+        "/etc/systemd/system/u.service.d/overrides.conf",
+        "/nix/store/y-overrides.conf",
+        "[Service]\nExecStart=\nExecStart=/nix/store/b-start\n",
+    )
+    conf = systemd.configure(frag, [run, etc])
+    assert conf.exec_start == "/nix/store/b-start"
+    assert conf.exec_start_via.endswith("overrides.conf")
