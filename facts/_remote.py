@@ -88,7 +88,8 @@ fi
 
 GENERATIONS = r"""
 echo "@@remedy:section nix.generations"
-for n in current:/run/current-system booted:/run/booted-system profile:/nix/var/nix/profiles/system; do
+for n in current:/run/current-system booted:/run/booted-system \
+         profile:/nix/var/nix/profiles/system; do
   l=${n#*:}
   if [ -e "$l" ]; then echo "${n%%:*} $(readlink -f "$l")"; else echo "${n%%:*}"; fi
 done

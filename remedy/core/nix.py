@@ -60,7 +60,9 @@ def parse_flake_lock(text: str, name: str, path: str = "flake.lock") -> FlakeInp
     try:
         lock = json.loads(text)
     except ValueError as exc:
-        raise FactProcessError(f"{path}: not valid JSON ({exc}); cannot read input {name!r}")
+        raise FactProcessError(
+            f"{path}: not valid JSON ({exc}); cannot read input {name!r}"
+        ) from exc
     if not isinstance(lock, dict) or "nodes" not in lock:
         raise FactProcessError(f"{path}: no 'nodes'; not a flake.lock (input {name!r})")
     nodes = lock["nodes"]

@@ -87,7 +87,9 @@ def parse_environment(value: str) -> dict[str, str]:
     try:
         words = shlex.split(value)
     except ValueError as exc:
-        raise FactProcessError(f"systemctl show: unreadable Environment ({exc}): {value[:120]!r}")
+        raise FactProcessError(
+            f"systemctl show: unreadable Environment ({exc}): {value[:120]!r}"
+        ) from exc
     for word in words:
         key, sep, val = word.partition("=")
         if sep:
