@@ -1,0 +1,81 @@
+"""``remedy status INVENTORY``: one table per host, from one remote read each."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from facts.serving import HostSnapshot
+from remedy import session
+from remedy.console import console, err_console
+from remedy.core import settings as settings_mod
+from remedy.core.report import host_status
+from remedy.errors import EXIT_ERROR
+
+
+def snapshot_kwargs(s: settings_mod.Settings) -> dict:
+    return {
+        "unit": s.unit,
+        "flake_dir": s.flake_dir,
+        "flake_input": s.flake_input,
+        "server_url": s.server_url,
+        "model": s.model,
+        "timeout_s": s.probe_timeout_s,
+    }
+
+
+@click.command()
+@click.argument("inventory")
+@click.option("--limit", multiple=True, help="Only this host (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
+def status(inventory, limit, as_json):
+    """Parser, SDPA streaming and merge guard now and after a reboot, drop-ins by origin,
+    memory against the threshold, hugepages, the locked tt-stack rev and the probe.
+
+    Exit 0 healthy and durable, 3 healthy but volatile or drifted, 4 unhealthy, 1 error."""
+    results, errors = [], {}
+    with session.connected(inventory, list(limit) or None) as (_state, hosts, failed):
+        for name in failed:
+            errors[name] = "could not connect (see the SSH error above)"
+        for host in hosts:
+            s = settings_mod.from_host_data(host.name, host.data)
+            if not as_json:
+                err_console.print(f"[dim]… reading {host.name}[/]")
+            snap = host.get_fact(HostSnapshot, **snapshot_kwargs(s))
+            if snap is None:
+                errors[host.name] = "the remote read failed"
+                continue
+            results.append(host_status(host.name, s, snap))
+    code = max([r.exit_code for r in results] + ([EXIT_ERROR] if errors else [0]))
+    if errors and results:
+        code = max(code, EXIT_ERROR) if code < EXIT_ERROR else code
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"exit_code": code, "hosts": [r.to_json() for r in results], "errors": errors},
+                indent=2,
+                default=str,
+            )
+        )
+    else:
+        for r in results:
+            _print(r)
+        for name, why in errors.items():
+            err_console.print(f"[bold red]{name}[/]: {why}")
+    raise SystemExit(code)
+
+
+def _print(r) -> None:
+    colour = {0: "green", 3: "yellow", 4: "red"}.get(r.exit_code, "red")
+    table = Table(title=f"{r.host}: [{colour}]{r.verdict}[/]", title_justify="left")
+    table.add_column("")
+    table.add_column("now")
+    table.add_column("after a reboot")
+    for row in r.rows:
+        style = "red" if row.bad else None
+        table.add_row(row.label, row.now, row.after_reboot, style=style)
+    console.print(table)
+    for p in r.problems:
+        console.print(f"  [red]•[/] {p}")

@@ -1,0 +1,165 @@
+"""The status of one host, as a person on call reads it: now, after a reboot, and why.
+
+Exit codes (``remedy status``): 0 healthy and durable; 3 healthy but volatile
+or drifted; 4 unhealthy (the probe is not ``parsed``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from remedy.core import memory as mem
+from remedy.core.settings import Settings
+from remedy.core.snapshot import HostSnapshot
+from remedy.errors import EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
+
+
+@dataclass
+class Row:
+    label: str
+    now: str
+    after_reboot: str = ""
+    bad: bool = False  # drawn red: volatile, drifted or unhealthy
+
+
+@dataclass
+class HostStatus:
+    host: str
+    exit_code: int
+    verdict: str
+    rows: list[Row] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    snapshot: HostSnapshot | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "host": self.host,
+            "exit_code": self.exit_code,
+            "verdict": self.verdict,
+            "problems": self.problems,
+            "rows": [dataclasses.asdict(r) for r in self.rows],
+            "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
+        }
+
+
+def _short(path: str | None) -> str:
+    """/nix/store/<32-char hash>-name → /nix/store/<8 chars>…-name, for tables."""
+    if not path:
+        return "-"
+    return re.sub(r"/nix/store/([0-9a-z]{8})[0-9a-z]{24}-", r"/nix/store/\1…-", path)
+
+
+def _describe(setting) -> str:
+    return _short(setting.describe("").strip())
+
+
+def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus:
+    unit, memory, problems, rows = snap.unit, snap.memory, [], []
+    want = settings.tool_call_parser
+    if not unit.found:
+        problems.append(f"{settings.unit}: LoadState={unit.load_state or 'unknown'}")
+    now_p, after_p = unit.now.parser, unit.after_reboot.parser
+    rows.append(
+        Row(
+            "tool-call parser",
+            _describe(now_p),
+            _describe(after_p),
+            now_p.value != want or after_p.value != want,
+        )
+    )
+    if after_p.value != want:
+        problems.append(f"after a reboot the parser is {after_p.value}, not {want}")
+    for key in ("QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD"):
+        a, b = unit.now.env(key), unit.after_reboot.env(key)
+        required = settings.required_env.get(key)
+        drift = a != b or (required is not None and b != required)
+        rows.append(Row(key, a or "unset", b or "unset", drift))
+        if required is not None and b != required:
+            problems.append(f"after a reboot {key} is {b or 'unset'}, not {required}")
+    by_origin: dict[str, list[str]] = {}
+    for d in unit.dropins:
+        by_origin.setdefault(d.origin, []).append(d.path)
+    rows.append(
+        Row(
+            "drop-ins",
+            "; ".join(f"{o}: {', '.join(p)}" for o, p in sorted(by_origin.items())) or "none",
+            "; ".join(
+                f"{o}: {', '.join(p)}" for o, p in sorted(by_origin.items()) if o != "runtime"
+            )
+            or "none",
+            bool(unit.runtime_dropins),
+        )
+    )
+    rows.append(
+        Row(
+            "unit",
+            f"{unit.active_state}/{unit.sub_state} pid {unit.main_pid or '-'} "
+            f"restarts {unit.n_restarts if unit.n_restarts is not None else '-'}",
+            "",
+            unit.active_state != "active",
+        )
+    )
+    gb = memory.mem_available_kb * 1024 / 1e9
+    low = gb < settings.min_mem_available_gb
+    rows.append(
+        Row(
+            "MemAvailable",
+            f"{gb:.1f} GB of {memory.mem_total_kb * 1024 / 1e9:.1f} GB "
+            f"(threshold {settings.min_mem_available_gb:g} GB)",
+            "",
+            low,
+        )
+    )
+    if low:
+        problems.append(
+            f"MemAvailable {gb:.1f} GB is below {settings.min_mem_available_gb:g} GB: "
+            f"a vLLM (re)start could freeze the host; {mem.LEAK_ADVICE}"
+        )
+    booted, nxt = memory.booted_pools(), memory.next_boot_pools() or {}
+    for size in sorted(set(memory.pools) | set(booted) | set(nxt)):
+        pool = memory.pools.get(size)
+        live = f"{pool.total} (free {pool.free})" if pool else "-"
+        rows.append(
+            Row(
+                f"hugepages {mem.size_label(size)}",
+                f"live {live}, booted {booted.get(size, 0)}",
+                f"next boot {nxt.get(size, 0)}"
+                if memory.next_boot_params is not None
+                else "unknown",
+                any(v.subject == f"{mem.size_label(size)} pages" for v in snap.volatile),
+            )
+        )
+    lock = snap.flake_input
+    if lock:
+        when = (
+            datetime.fromtimestamp(lock.last_modified, UTC).strftime("%Y-%m-%d")
+            if lock.last_modified
+            else "?"
+        )
+        rows.append(Row(f"{settings.flake_input} locked", f"{(lock.rev or '?')[:12]} ({when})"))
+    else:
+        rows.append(Row(f"{settings.flake_input} locked", snap.flake_error or "unknown", "", True))
+    g = snap.generations
+    rows.append(
+        Row(
+            "system",
+            f"current {_short(g.current_system)}",
+            f"boots {_short(g.profile)}",
+            g.current_system != g.profile,
+        )
+    )
+    rows.append(
+        Row("probe", f"{snap.probe.outcome}: {snap.probe.reason}", "", not snap.probe.parsed)
+    )
+    for v in snap.volatile:
+        problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
+    if not snap.probe.parsed:
+        code, verdict = EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
+    elif snap.volatile or any(r.bad for r in rows if r.label != "MemAvailable"):
+        code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
+    else:
+        code, verdict = EXIT_OK, "healthy and durable"
+    return HostStatus(host, code, verdict, rows, problems, snap)

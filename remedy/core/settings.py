@@ -1,0 +1,210 @@
+"""Host data the engine reads: every key, its type and default, in one place.
+
+Inventory files pass their hosts through ``checked_hosts`` so that unknown or
+misspelled keys and wrong types are rejected when the inventory loads, before
+pyinfra connects. ``--data KEY=VALUE`` on pyinfra's command line is checked the
+same way there. pyinfra's own keys (``ssh_*``, ``_sudo`` …) pass through.
+
+=====================  ======================================  ==========================
+key                    default                                 meaning
+=====================  ======================================  ==========================
+unit                   tenstorrent-serving.service             the serving unit
+flake_dir              /etc/nixos                              host flake checkout
+flake_host             the inventory host name                 nixosConfigurations.NAME
+flake_input            tt-stack                                input to bump
+required_fix_rev       none                                    must be an ancestor of the
+                                                               bumped rev (40 hex)
+tool_call_parser       qwen3_xml                               the parser production needs
+required_env           {QWEN36_SDPA_STREAMING: "1"}            env the fallback adds
+durable                true                                    try the durable path first
+server_url             http://127.0.0.1:8000                   the server, seen from host
+model                  Qwen/Qwen3.6-27B                        model id for the probe
+min_mem_available_gb   4                                       memory gate threshold
+hugepages_target       {}                                      e.g. {"1G": 2}: release
+                                                               free pages above it
+probe_timeout_s        20                                      one probe request
+ready_timeout_s        300                                     wait for readiness
+audit_log              the user's state dir                    audit log path
+remedy_environment     none                                    production | staging | twin
+=====================  ======================================  ==========================
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from remedy.errors import ConfigError
+
+PARSERS = ("qwen3_xml", "qwen3_coder", "hermes")  # the allowlist
+ENVIRONMENTS = ("production", "staging", "twin")
+UNIT_RE = re.compile(r"^[A-Za-z0-9@_.:-]+\.service$")
+ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9_./:,=+-]*$")
+PATH_RE = re.compile(r"^/[A-Za-z0-9_./+-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+REV_RE = re.compile(r"^[0-9a-f]{40}$")
+URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/[A-Za-z0-9._~/-]*)?$")
+PAGE_SIZE_RE = re.compile(r"^(2M|1G)$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    unit: str = "tenstorrent-serving.service"
+    flake_dir: str = "/etc/nixos"
+    flake_host: str = ""  # filled with the inventory name
+    flake_input: str = "tt-stack"
+    required_fix_rev: str | None = None
+    tool_call_parser: str = "qwen3_xml"
+    required_env: dict[str, str] = field(default_factory=lambda: {"QWEN36_SDPA_STREAMING": "1"})
+    durable: bool = True
+    server_url: str = "http://127.0.0.1:8000"
+    model: str = "Qwen/Qwen3.6-27B"
+    min_mem_available_gb: float = 4.0
+    hugepages_target: dict[str, int] = field(default_factory=dict)
+    probe_timeout_s: int = 20
+    ready_timeout_s: int = 300
+    audit_log: str | None = None
+    remedy_environment: str | None = None
+
+    @property
+    def override_script(self) -> str:
+        return "/run/tt-serving-override/start"
+
+    @property
+    def override_dropin(self) -> str:
+        return f"/run/systemd/system/{self.unit}.d/override.conf"
+
+
+KEYS = {f.name for f in fields(Settings)}
+
+
+def _passthrough(key: str) -> bool:
+    """pyinfra's own data keys and private keys are not ours to check."""
+    return key.startswith(("ssh_", "_", "winrm_", "docker_", "chroot_", "local_"))
+
+
+def _fail(host: str, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"host {host}: data key {key!r} {problem}")
+
+
+def _bool(host, key, value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
+        return value.lower() in ("true", "yes", "1")
+    raise _fail(host, key, f"must be true or false, not {value!r}")
+
+
+def _number(host, key, value, kind):
+    if isinstance(value, bool):
+        raise _fail(host, key, f"must be a number, not {value!r}")
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise _fail(host, key, f"must be a number, not {value!r}") from None
+    if number < 0:
+        raise _fail(host, key, f"must not be negative (got {value!r})")
+    return number
+
+
+def _string(host, key, value, pattern, what):
+    if not isinstance(value, str) or not pattern.match(value):
+        raise _fail(host, key, f"must be {what}, not {value!r}")
+    return value
+
+
+def _coerce(host: str, key: str, value: Any) -> Any:
+    if key == "durable":
+        return _bool(host, key, value)
+    if key == "min_mem_available_gb":
+        return _number(host, key, value, float)
+    if key in ("probe_timeout_s", "ready_timeout_s"):
+        return _number(host, key, value, int)
+    if key == "unit":
+        return _string(host, key, value, UNIT_RE, "a unit name like tenstorrent-serving.service")
+    if key in ("flake_dir", "audit_log"):
+        return _string(host, key, value, PATH_RE, "an absolute path of plain characters")
+    if key in ("flake_host", "flake_input"):
+        return _string(host, key, value, NAME_RE, "a plain name (letters, digits, . _ -)")
+    if key == "model":
+        return _string(host, key, value, re.compile(r"^[A-Za-z0-9_./:-]+$"), "a model id")
+    if key == "server_url":
+        return _string(host, key, value, URL_RE, "an http(s) URL like http://127.0.0.1:8000")
+    if key == "required_fix_rev":
+        return (
+            None
+            if value in (None, "")
+            else _string(host, key, value, REV_RE, "a full 40-character git commit id")
+        )
+    if key == "tool_call_parser":
+        if value not in PARSERS:
+            raise _fail(host, key, f"must be one of {', '.join(PARSERS)} (got {value!r})")
+        return value
+    if key == "remedy_environment":
+        if value not in ENVIRONMENTS:
+            raise _fail(host, key, f"must be one of {', '.join(ENVIRONMENTS)} (got {value!r})")
+        return value
+    if key == "required_env":
+        if not isinstance(value, dict):
+            raise _fail(host, key, 'must be a mapping like {"QWEN36_SDPA_STREAMING": "1"}')
+        for k, v in value.items():
+            _string(host, f"{key}.{k}", k, ENV_KEY_RE, "an environment variable name")
+            _string(host, f"{key}.{k}", str(v), ENV_VALUE_RE, "a plain value (no spaces/quotes)")
+        return {k: str(v) for k, v in value.items()}
+    if key == "hugepages_target":
+        if not isinstance(value, dict):
+            raise _fail(host, key, 'must be a mapping like {"1G": 2, "2M": 0}')
+        out = {}
+        for size, count in value.items():
+            _string(host, f"{key}.{size}", size, PAGE_SIZE_RE, "a page size: 2M or 1G")
+            out[size] = _number(host, f"{key}.{size}", count, int)
+        return out
+    raise AssertionError(key)
+
+
+def check_keys(host: str, data: dict) -> None:
+    for key in data:
+        if key in KEYS or _passthrough(key):
+            continue
+        close = difflib.get_close_matches(key, sorted(KEYS), n=1, cutoff=0.6)
+        hint = (
+            f"; did you mean {close[0]!r}?"
+            if close
+            else f"; known keys: {', '.join(sorted(KEYS))} (see remedy/core/settings.py)"
+        )
+        raise _fail(host, key, "is unknown" + hint)
+
+
+def from_host_data(host: str, data: dict) -> Settings:
+    """Typed settings for HOST from its data (a dict or pyinfra's HostData)."""
+    items = dict(data.dict() if hasattr(data, "dict") else data)
+    check_keys(host, items)
+    values = {k: _coerce(host, k, v) for k, v in items.items() if k in KEYS and v is not None}
+    values.setdefault("flake_host", host.lstrip("@"))
+    return Settings(**values)
+
+
+def cli_data(argv: list[str]) -> dict[str, str]:
+    """``--data KEY=VALUE`` pairs from pyinfra's command line."""
+    out = {}
+    for i, arg in enumerate(argv):
+        if arg == "--data" and i + 1 < len(argv):
+            key, _, value = argv[i + 1].partition("=")
+            out[key] = value
+        elif arg.startswith("--data="):
+            key, _, value = arg[len("--data=") :].partition("=")
+            out[key] = value
+    return out
+
+
+def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
+    """Validate an inventory's hosts (and pyinfra's --data) before anything connects."""
+    extra = cli_data(sys.argv if argv is None else argv)
+    for entry in hosts:
+        name, data = (entry, {}) if isinstance(entry, str) else entry
+        from_host_data(name, {**data, **extra})
+    return hosts
