@@ -120,3 +120,15 @@ def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
         parts.append(QuoteString(f"{key}={value}"))
     parts += ["sh", "-c", QuoteString(script)]
     return StringCommand(*parts)
+
+
+BUILT = r"""
+t=$REMEDY_TOPLEVEL
+u=$REMEDY_UNIT
+echo "@@remedy:section built.unit"
+catfile "$t/etc/systemd/system/$u"
+echo "@@remedy:section built.scripts"
+[ -f "$t/etc/systemd/system/$u" ] && \
+  sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$t/etc/systemd/system/$u" \
+  | while read -r s; do catfile "$s"; done
+"""

@@ -114,3 +114,16 @@ class HostSnapshot(FactBase[Snapshot]):
 
 
 __all__ = ["ServingUnit", "ToolCallProbe", "VolatileState", "HostSnapshot", "VolatileEntry"]
+
+
+class BuiltService(FactBase):
+    """The serving unit and start script inside a built (not yet switched) toplevel:
+    what the new configuration *will* run."""
+
+    def command(self, toplevel: str, unit: str = DEFAULT_UNIT):
+        return _remote.command([_remote.BUILT], {"REMEDY_TOPLEVEL": toplevel, "REMEDY_UNIT": unit})
+
+    def process(self, output):
+        from remedy.core.serving import read_built
+
+        return read_built(sections.split(output, "BuiltService"))

@@ -226,3 +226,22 @@ def volatile_entries(
             )
         )
     return out
+
+
+@dataclass
+class BuiltUnit:
+    unit_path: str | None
+    exec_start: str | None
+    script: startscript.StartScript | None
+
+
+def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
+    unit_files = _files(sections.one(parts, "built.unit", "BuiltService"))
+    if not unit_files:
+        return BuiltUnit(None, None, None)
+    conf = systemd.configure(unit_files[0], [])
+    scripts = {
+        b.path: startscript.parse(b.path, b.text)
+        for b in sections.one(parts, "built.scripts", "BuiltService").files
+    }
+    return BuiltUnit(unit_files[0].path, conf.exec_start, scripts.get(conf.exec_start))

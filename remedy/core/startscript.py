@@ -18,6 +18,7 @@ class StartScript:
     flags: list[str] = field(default_factory=list)  # everything else, in order
     exports: dict[str, str] = field(default_factory=dict)
     parser_flag_count: int = 0
+    text: str = ""
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -54,7 +55,7 @@ def parse(path: str, text: str) -> StartScript:
                     exports[key] = value
         elif "serve" in parts and ("--tool-call-parser" in s or any("vllm" in p for p in parts)):
             words = parts
-    script = StartScript(path, NONE, False, None, None, exports=exports)
+    script = StartScript(path, NONE, False, None, None, exports=exports, text=text)
     if not words:
         return script
     after = words[words.index("serve") + 1 :]

@@ -1,0 +1,165 @@
+"""The remote commands of every remediation step, as argv lists.
+
+One definition, two users: the pyinfra operations quote these with
+``QuoteString`` (see ``remedy.operations.argv``), and ``remedy runbooks show
+--manual`` prints them with ``shlex.join`` for a person with only SSH. Host data
+only ever appears as separate argv elements, never inside a shell program.
+"""
+
+from __future__ import annotations
+
+from remedy.core import probe
+
+# Rewrites a start script for the fallback: the one --tool-call-parser value is
+# replaced and the environment exported after the shebang. Exits 3 (writing
+# nothing useful) unless the flag occurs exactly once.
+OVERRIDE_AWK = r"""
+{ lines[NR] = $0; n += gsub(/--tool-call-parser[ =][A-Za-z0-9_]+/, "&", $0) }
+END {
+  if (n != 1) { printf "%s: --tool-call-parser appears %d times, expected exactly once\n", FILENAME, n > "/dev/stderr"; exit 3 }
+  start = 1
+  if (lines[1] ~ /^#!/) { print lines[1]; start = 2 }
+  print "# remedy: runtime override (tt-stack#49); /run is wiped at reboot"
+  ne = split(exports, ex, "\n")
+  for (i = 1; i <= ne; i++) if (ex[i] != "") print "export " ex[i]
+  for (i = start; i <= NR; i++) {
+    line = lines[i]
+    sub(/--tool-call-parser[ =][A-Za-z0-9_]+/, "--tool-call-parser " parser, line)
+    print line
+  }
+}
+"""
+
+
+def update_input(update_argv: list[str], flake_dir: str, flake_input: str) -> list[str]:
+    """Bump one input with the command the host's Nix supports (see NixInfo)."""
+    if update_argv[-1] == "--update-input":  # nix flake lock [FLAKE] --update-input NAME
+        return [*update_argv[:-1], flake_dir, "--update-input", flake_input]
+    return [*update_argv, flake_input, "--flake", flake_dir]  # nix flake update NAME --flake
+
+
+def toplevel_attr(flake_dir: str, flake_host: str) -> str:
+    return f'{flake_dir}#nixosConfigurations."{flake_host}".config.system.build.toplevel'
+
+
+def build_toplevel(flake_dir: str, flake_host: str) -> list[str]:
+    return ["nix", "build", "--no-link", "--json", toplevel_attr(flake_dir, flake_host)]
+
+
+def lock_revert(flake_dir: str) -> list[str]:
+    return ["git", "-C", flake_dir, "checkout", "--", "flake.lock"]
+
+
+def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
+    return [
+        "git",
+        "-C",
+        flake_dir,
+        "-c",
+        "user.name=remedy",
+        "-c",
+        f"user.email=remedy@{flake_host}",
+        "commit",
+        "-q",
+        "-m",
+        message,
+        "--",
+        "flake.lock",
+    ]
+
+
+def is_ancestor(repo: str, ancestor: str, rev: str) -> list[str]:
+    return ["git", "-C", repo, "merge-base", "--is-ancestor", ancestor, rev]
+
+
+def switch(flake_dir: str, flake_host: str) -> list[str]:
+    return ["nixos-rebuild", "switch", "--flake", f"{flake_dir}#{flake_host}"]
+
+
+def rollback() -> list[str]:
+    return ["nixos-rebuild", "switch", "--rollback"]
+
+
+def daemon_reload() -> list[str]:
+    return ["systemctl", "daemon-reload"]
+
+
+def restart(unit: str) -> list[str]:
+    return ["systemctl", "restart", unit]
+
+
+def remove_files(*paths: str) -> list[str]:
+    return ["rm", "-f", "--", *paths]
+
+
+def make_dir(path: str) -> list[str]:
+    return ["install", "-d", "-m", "0755", "-o", "root", "-g", "root", path]
+
+
+def derive_override(
+    store_script: str, dest_tmp: str, parser: str, env: dict[str, str]
+) -> list[str]:
+    exports = "\n".join(f"{k}={v}" for k, v in sorted(env.items()))
+    return [
+        "sh",
+        "-c",
+        'awk -v parser="$1" -v exports="$2" "$3" "$4" > "$5"',
+        "sh",
+        parser,
+        exports,
+        OVERRIDE_AWK,
+        store_script,
+        dest_tmp,
+    ]
+
+
+def write_text(text: str, dest_tmp: str) -> list[str]:
+    return ["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", text, dest_tmp]
+
+
+def install_atomically(tmp: str, dest: str, mode: str) -> list[str]:
+    """chmod/chown the temporary file, then rename it over DEST (same directory)."""
+    return [
+        "sh",
+        "-c",
+        'chmod "$1" "$2" && chown root:root "$2" && mv -f -T "$2" "$3"',
+        "sh",
+        mode,
+        tmp,
+        dest,
+    ]
+
+
+def dropin_text(script_path: str, env: dict[str, str]) -> str:
+    lines = [
+        "# remedy: runtime override (tt-stack#49); /run is wiped at reboot",
+        "[Service]",
+        "ExecStart=",
+        f"ExecStart={script_path}",
+    ]
+    lines += [f"Environment={k}={v}" for k, v in sorted(env.items())]
+    return "\n".join(lines) + "\n"
+
+
+def set_hugepages(size_kb: int, count: int) -> list[str]:
+    path = f"/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"
+    return ["sh", "-c", 'echo "$1" > "$2"', "sh", str(count), path]
+
+
+def memory_gate(min_gb: float) -> list[str]:
+    """Exit 1 (with MemAvailable and the threshold) if MemAvailable < MIN_GB."""
+    return [
+        "awk",
+        "-v",
+        f"min={min_gb:g}",
+        "/^MemAvailable:/ { gb = $2 * 1024 / 1e9; "
+        'printf "MemAvailable %.1f GB, threshold %s GB\\n", gb, min; '
+        'if (gb < min) { print "refusing: below the threshold; reboot reclaims the '
+        'tenstorrent pinned-page leak; a module reload does not" > "/dev/stderr"; '
+        "exit 1 } }",
+        "/proc/meminfo",
+    ]
+
+
+def probe_curl(server_url: str, model: str, timeout_s: int) -> list[str]:
+    return probe.curl_argv(server_url, model, timeout_s)

@@ -1,0 +1,97 @@
+"""Memory operations: release free hugepages, then gate any restart on MemAvailable.
+
+Booting vLLM below ~4 GB of MemAvailable can hard-freeze the host; only free
+hugepages can be released, so the pool is reduced before (re)starting.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import FunctionCommand, operation
+
+from facts.memory import MemoryHeadroom
+from remedy.core import commands
+from remedy.core import memory as mem
+from remedy.core.plan import RestoreRun
+from remedy.operations.argv import command
+
+SIZES = {"2M": 2048, "1G": 1048576}
+
+
+def _restart_ahead(r: RestoreRun, stage: str) -> str | None:
+    """None if this stage will restart the server; else why the step is idle."""
+    if r.stopped:
+        return f"stopped earlier: {r.refused or r.failed}"
+    if stage == "durable":
+        if not r.durable_active:
+            return "the durable path is not running"
+    elif not r.fallback_active:
+        return "the fallback is not needed"
+    if not r.plan.restart_expected and not r.durable_failed:
+        return "no restart ahead"
+    return None
+
+
+def hugepage_releases(r: RestoreRun, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
+    """(size_kb, current total, new total) for pools with free pages above the target."""
+    out = []
+    for label, target in sorted(r.settings.hugepages_target.items()):
+        size = SIZES[label]
+        pool = headroom.pools.get(size)
+        if pool is None or pool.total <= target:
+            continue
+        new_total = max(target, pool.total - pool.free)
+        if new_total < pool.total:
+            out.append((size, pool.total, new_total))
+    return out
+
+
+@operation()
+def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
+    """Release free hugepages above ``hugepages_target`` before a restart (runtime only:
+    a reboot restores the kernel parameters' count).
+
+    + r: the host's RestoreRun
+    + stage: "durable" or "fallback"
+    """
+    if reason := _restart_ahead(r, stage):
+        host.noop(reason)
+        return
+    if not r.settings.hugepages_target:
+        host.noop("no hugepages_target set for this host")
+        return
+    releases = hugepage_releases(r, r.before.memory)
+    if not releases:
+        host.noop("no free hugepages above the target")
+        return
+    for size, old, new in releases:
+        host.log_styled(f"hugepages {mem.size_label(size)}: {old} -> {new}", fg="blue")
+        yield command(commands.set_hugepages(size, new))
+
+
+@operation(is_idempotent=False)
+def headroom_gated(r: RestoreRun, stage: str = "durable"):
+    """Refuse to go on if MemAvailable < ``min_mem_available_gb``: nothing is restarted.
+
+    + r: the host's RestoreRun
+    + stage: "durable" or "fallback"
+    """
+    if reason := _restart_ahead(r, stage):
+        host.noop(reason)
+        return
+    yield FunctionCommand(_gate, (r,), {})
+
+
+def _gate(state, host, r: RestoreRun) -> bool:
+    headroom = host.get_fact(MemoryHeadroom)
+    refusal = r.memory_refusal(headroom)
+    gb = headroom.mem_available_kb * 1024 / 1e9
+    if refusal:
+        r.refused = refusal
+        host.log_styled(refusal, fg="red")
+        return False
+    host.log_styled(
+        f"memory gate: MemAvailable {gb:.1f} GB >= {r.settings.min_mem_available_gb:g} GB",
+        fg="green",
+    )
+    return True

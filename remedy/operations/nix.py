@@ -1,0 +1,202 @@
+"""Nix operations of the durable path: bump the input, prove the fix, commit, switch.
+
+Each takes the host's ``RestoreRun`` (``remedy.core.plan``): it decides from
+what the plan and the earlier steps found, and says why when it does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pyinfra import host, state
+from pyinfra.api import FunctionCommand, operation
+
+from facts.nix import FlakeInput
+from facts.serving import BuiltService
+from remedy.core import commands
+from remedy.core.plan import Proof, RestoreRun
+from remedy.operations.argv import command, run
+
+
+def _durable_idle_reason(r: RestoreRun) -> str | None:
+    if r.stopped:
+        return f"stopped earlier: {r.refused or r.failed}"
+    if r.plan.path != "durable":
+        blockers = "; ".join(r.plan.durable_blockers) or r.plan.path
+        return f"durable path not taken ({blockers})"
+    if r.durable_failed:
+        return f"durable path abandoned: {r.durable_failed}"
+    return None
+
+
+@operation(is_idempotent=False)
+def flake_input_updated(r: RestoreRun):
+    """Bump the serving input (``flake_input``) in ``flake_dir`` with the host's Nix command.
+
+    + r: the host's RestoreRun
+    """
+    if reason := _durable_idle_reason(r):
+        host.noop(reason)
+        return
+    if not r.plan.bump:
+        host.noop(f"the deployed configuration already runs {r.settings.tool_call_parser}")
+        return
+    s = r.settings
+    yield command(commands.update_input(r.before.nix.update_input_argv, s.flake_dir, s.flake_input))
+
+
+@operation(is_idempotent=False)
+def fix_proven(r: RestoreRun):
+    """Build the new toplevel and read its start script: it must run the wanted parser
+    (and contain ``required_fix_rev`` when set). Otherwise revert flake.lock and hand over
+    to the fallback; nothing is switched.
+
+    + r: the host's RestoreRun
+    """
+    if reason := _durable_idle_reason(r):
+        host.noop(reason)
+        return
+    if not r.plan.bump:
+        host.noop("nothing was bumped")
+        return
+    yield FunctionCommand(_prove, (r,), {})
+
+
+def _abandon(state, host, r: RestoreRun, why: str) -> bool:
+    s = r.settings
+    r.durable_failed = why
+    if r.new_rev != r.old_rev:
+        ok, out = run(host, commands.lock_revert(s.flake_dir))
+        if not ok:
+            r.failed = f"could not revert {s.flake_dir}/flake.lock: {out}"
+            return False
+        r.notes.append(f"reverted {s.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
+    r.new_rev = r.old_rev
+    host.log_styled(f"durable path aborted: {why}", fg="yellow")
+    return True
+
+
+def _prove(state, host, r: RestoreRun) -> bool:
+    s = r.settings
+    lock = host.get_fact(FlakeInput, flake_dir=s.flake_dir, flake_input=s.flake_input)
+    r.new_rev = lock.rev if lock else None
+    if r.new_rev == r.old_rev:
+        r.notes.append(f"{s.flake_input} is already at its newest commit {(r.old_rev or '?')[:12]}")
+    if s.required_fix_rev:
+        url = (lock.url or "") if lock else ""
+        m = re.match(r"^git\+file://(/[^?]*)", url)
+        if not m:
+            return _abandon(
+                state,
+                host,
+                r,
+                f"cannot check required_fix_rev against {url}: "
+                "only git+file:// inputs can be checked on the host",
+            )
+        ok, _ = run(host, commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev))
+        if not ok:
+            return _abandon(
+                state,
+                host,
+                r,
+                f"{s.flake_input} at {(r.new_rev or '?')[:12]} "
+                f"does not contain required_fix_rev {s.required_fix_rev[:12]}",
+            )
+    host.log_styled(f"building {commands.toplevel_attr(s.flake_dir, s.flake_host)}", fg="blue")
+    ok, out = run(host, commands.build_toplevel(s.flake_dir, s.flake_host))
+    if not ok:
+        return _abandon(
+            state,
+            host,
+            r,
+            f"the new configuration does not build: "
+            f"{out.strip().splitlines()[-1] if out.strip() else 'no output'}",
+        )
+    try:
+        toplevel = json.loads(out[out.index("[") :])[0]["outputs"]["out"]
+    except (ValueError, KeyError, IndexError):
+        return _abandon(state, host, r, f"unreadable nix build output: {out[:200]}")
+    built = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
+    script = built.script if built else None
+    r.proof = Proof(
+        toplevel,
+        script.path if script else None,
+        script.tool_call_parser if script else "none",
+        dict(script.exports) if script else {},
+    )
+    if not r.proof.contains_fix(s):
+        return _abandon(
+            state,
+            host,
+            r,
+            f"{s.flake_input} at {(r.new_rev or '?')[:12]} still "
+            f"builds --tool-call-parser {r.proof.parser} (the fix is not in)",
+        )
+    host.log_styled(f"proven: {toplevel} runs --tool-call-parser {r.proof.parser}", fg="green")
+    return True
+
+
+@operation(is_idempotent=False)
+def flake_lock_committed(r: RestoreRun):
+    """Commit flake.lock in the checkout, naming tt-stack#49 and the old and new rev.
+
+    + r: the host's RestoreRun
+    """
+    if reason := _durable_idle_reason(r):
+        host.noop(reason)
+        return
+    if not r.plan.bump or (state.is_executing and r.new_rev == r.old_rev):
+        host.noop("flake.lock is unchanged; nothing to commit")
+        return
+    s = r.settings
+    old, new = (r.old_rev or "?")[:12], (r.new_rev or "(bumped)")[:12]
+    message = (
+        f"flake.lock: bump {s.flake_input} {old} -> {new} (tt-stack#49)\n\n"
+        f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): "
+        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's "
+        f"restore_toolcalling deploy."
+    )
+    yield command(commands.lock_commit(s.flake_dir, message, s.flake_host))
+
+
+@operation(is_idempotent=False)
+def system_switched(r: RestoreRun):
+    """``nixos-rebuild switch --flake DIR#HOST`` once the fix is proven (restarts the
+    server if its unit changed).
+
+    + r: the host's RestoreRun
+    """
+    if reason := _durable_idle_reason(r):
+        host.noop(reason)
+        return
+    if not r.plan.bump:
+        host.noop("the deployed configuration already has the fix; no switch needed")
+        return
+    s = r.settings
+    yield command(commands.switch(s.flake_dir, s.flake_host))
+    yield FunctionCommand(_mark_switched, (r,), {})
+
+
+def _mark_switched(state, host, r: RestoreRun) -> bool:
+    r.switched = True
+    return True
+
+
+@operation(is_idempotent=False)
+def system_rolled_back(r: RestoreRun):
+    """``nixos-rebuild switch --rollback`` when the switched system failed verification.
+
+    + r: the host's RestoreRun
+    """
+    if not (r.switched and r.verification_failed):
+        host.noop("no failed switch to roll back")
+        return
+    yield command(commands.rollback())
+    yield FunctionCommand(_mark_rolled_back, (r,), {})
+
+
+def _mark_rolled_back(state, host, r: RestoreRun) -> bool:
+    r.rolled_back = True
+    r.notes.append("rolled back to the previous system generation")
+    return True

@@ -1,0 +1,125 @@
+"""Starting a restore on a host and recording it when pyinfra is done.
+
+``begin_restore`` is called from a deploy file, once per host, at prepare time:
+one ``HostSnapshot`` read, the pure plan, and the decision printed (this is
+what ``--dry`` shows). The audit line is written when the process exits, from
+pyinfra's own record of which operations changed something, so recording does
+not itself count as a change.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api.state import StateStage
+
+from facts.serving import HostSnapshot
+from remedy import audit
+from remedy.core import settings as settings_mod
+from remedy.core.plan import RestoreRun, plan_restore
+from remedy.errors import ConfigError
+
+ISSUES = ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
+_runs: dict[str, RestoreRun] = {}
+_registered: list = []
+
+
+def snapshot_kwargs(s: settings_mod.Settings) -> dict:
+    return {
+        "unit": s.unit,
+        "flake_dir": s.flake_dir,
+        "flake_input": s.flake_input,
+        "server_url": s.server_url,
+        "model": s.model,
+        "timeout_s": s.probe_timeout_s,
+    }
+
+
+def begin_restore() -> RestoreRun:
+    try:
+        s = settings_mod.from_host_data(host.name, host.data)
+    except ConfigError as exc:
+        raise SystemExit(f"remedy: {exc}") from None
+    snap = host.get_fact(HostSnapshot, **snapshot_kwargs(s))
+    if snap is None:
+        raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
+    plan = plan_restore(snap, s)
+    r = RestoreRun(host.name, s, snap, plan)
+    logger.info(plan.summary(host.name))
+    _runs[host.name] = r
+    if not _registered:
+        # gitpython cannot run at exit under pyinfra's gevent: read the commits now.
+        project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
+        _registered.append(audit.commits_of(project))
+        atexit.register(_record_all, state, _registered[0])
+    return r
+
+
+def _op_results(st, h) -> list[dict]:
+    out = []
+    for op_hash in st.get_op_order():
+        op_data = st.ops.get(h, {}).get(op_hash)
+        if op_data is None:
+            continue
+        meta = op_data.operation_meta
+        name = ", ".join(st.get_op_meta(op_hash).names)
+        if not meta.is_complete():
+            out.append({"name": name, "changed": False, "executed": False})
+            continue
+        out.append(
+            {
+                "name": name,
+                "changed": bool(meta.did_change()),
+                "succeeded": bool(meta.did_succeed(_raise_if_not_complete=False)),
+            }
+        )
+    return out
+
+
+def _record_all(st, commits: dict) -> None:
+    if st.current_stage < StateStage.Execute:
+        return  # a dry run records nothing
+    for h in st.inventory.iter_activated_hosts():
+        r = _runs.get(h.name)
+        if r is None:
+            continue
+        if r.refused:
+            result = "refused"
+        elif r.failed or r.verification_failed or h in st.failed_hosts:
+            result = "failed"
+        else:
+            result = "ok"
+        after = (
+            r.probe_after.outcome
+            if r.probe_after
+            else (r.before.probe.outcome if r.plan.path == "noop" else None)
+        )
+        record = audit.AuditRecord(
+            host=h.name,
+            result=result,
+            runbook=os.environ.get("REMEDY_RUNBOOK", "001"),
+            commits=commits,
+            issues=ISSUES,
+            path=r.path_taken,
+            operations=_op_results(st, h),
+            probe_before=r.before.probe.outcome,
+            probe_after=after,
+            dirty_override=os.environ.get("REMEDY_FORCE_DIRTY") == "1",
+            details={
+                "old_rev": r.old_rev,
+                "new_rev": r.new_rev,
+                "restarts": r.restarts,
+                "durable_failed": r.durable_failed,
+                "refused": r.refused,
+                "failed": r.failed,
+                "notes": r.notes,
+            },
+        )
+        try:
+            audit.append(audit.log_path_for(dict(h.data.dict())), record)
+        except Exception as exc:  # never hide the run's own outcome behind the log
+            print(f"remedy: could not write the audit line for {h.name}: {exc!r}", file=sys.stderr)

@@ -1,0 +1,293 @@
+"""Serving operations: the /run override (remove or write), restart, verification.
+
+Every file written on a host goes to a temporary name in the same directory,
+gets its exact mode and owner, and is renamed into place.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pyinfra import host
+from pyinfra.api import FunctionCommand, operation
+
+from facts.serving import ServingUnit, ToolCallProbe
+from remedy.core import commands, probe
+from remedy.core.plan import RestoreRun
+from remedy.operations.argv import command, run
+
+
+def _stage_idle(r: RestoreRun, stage: str) -> str | None:
+    if r.stopped:
+        return f"stopped earlier: {r.refused or r.failed}"
+    if stage == "durable" and not r.durable_active:
+        return "the durable path is not running"
+    if stage == "fallback" and not r.fallback_active:
+        return (
+            "the durable path restored tool calling; no fallback needed"
+            if r.plan.path == "durable"
+            else f"path is {r.plan.path}"
+        )
+    return None
+
+
+@operation(is_idempotent=False)
+def runtime_override_removed(r: RestoreRun):
+    """Remove the stale /run override (start script and drop-in) and daemon-reload, before
+    the switch, so the durable configuration takes over with a single restart.
+
+    + r: the host's RestoreRun
+    """
+    if reason := _stage_idle(r, "durable"):
+        host.noop(reason)
+        return
+    if not r.plan.remove_override:
+        host.noop("no runtime override to remove")
+        return
+    s = r.settings
+    paths = [d.path for d in r.before.unit.runtime_dropins]
+    if r.before.unit.now.exec_start and r.before.unit.now.exec_start.startswith("/run/"):
+        paths.append(r.before.unit.now.exec_start)
+    if s.override_script not in paths:
+        paths.append(s.override_script)
+    yield command(commands.remove_files(*paths))
+    yield command(commands.daemon_reload())
+
+
+def _desired_override(r: RestoreRun) -> tuple[str | None, str]:
+    """(reason it cannot be derived, drop-in text)."""
+    s = r.settings
+    store = r.before.unit.store_script
+    if store is None:
+        return (f"{s.unit} has no start script in its fragment to derive an override from", "")
+    if store.parser_flag_count != 1:
+        return (
+            f"{store.path}: --tool-call-parser appears {store.parser_flag_count} times, "
+            "expected exactly once; not deriving an override from it",
+            "",
+        )
+    return None, commands.dropin_text(s.override_script, s.required_env)
+
+
+def override_in_place(r: RestoreRun) -> bool:
+    s = r.settings
+    unit = r.before.unit
+    dropin = next((d for d in unit.runtime_dropins if d.path == s.override_dropin), None)
+    _, text = _desired_override(r)
+    script = unit.now.script
+    return (
+        dropin is not None
+        and dropin.content == text
+        and script is not None
+        and script.path == s.override_script
+        and script.tool_call_parser == s.tool_call_parser
+        and all(script.exports.get(k) == v for k, v in s.required_env.items())
+    )
+
+
+@operation(is_idempotent=False)
+def runtime_override_written(r: RestoreRun):
+    """Write the fallback: /run/tt-serving-override/start (the store start script with the
+    wanted parser and environment, 0755) and the drop-in that points ExecStart at it (0644),
+    atomically, then daemon-reload and check the override is what systemd runs.
+
+    + r: the host's RestoreRun
+    """
+    if reason := _stage_idle(r, "fallback"):
+        host.noop(reason)
+        return
+    s = r.settings
+    problem, dropin = _desired_override(r)
+    if problem:
+        yield FunctionCommand(_fail, (r, problem), {})
+        return
+    if override_in_place(r):
+        host.noop(f"the /run override is already in place with {s.tool_call_parser}")
+        return
+    store = r.before.unit.store_script
+    script_dir = s.override_script.rsplit("/", 1)[0]
+    dropin_dir = s.override_dropin.rsplit("/", 1)[0]
+    tmp_script, tmp_dropin = s.override_script + ".remedy-tmp", s.override_dropin + ".remedy-tmp"
+    yield command(commands.make_dir(script_dir))
+    yield command(
+        commands.derive_override(store.path, tmp_script, s.tool_call_parser, s.required_env)
+    )
+    yield command(commands.install_atomically(tmp_script, s.override_script, "0755"))
+    yield command(commands.make_dir(dropin_dir))
+    yield command(commands.write_text(dropin, tmp_dropin))
+    yield command(commands.install_atomically(tmp_dropin, s.override_dropin, "0644"))
+    yield command(commands.daemon_reload())
+    yield FunctionCommand(_check_effective_override, (r,), {})
+
+
+def _fail(state, host, r: RestoreRun, why: str) -> bool:
+    r.failed = why
+    host.log_styled(why, fg="red")
+    return False
+
+
+def _check_effective_override(state, host, r: RestoreRun) -> bool:
+    s = r.settings
+    r.override_written = True
+    unit = host.get_fact(ServingUnit, unit=s.unit)
+    if unit.now.exec_start != s.override_script:
+        return _fail(
+            state,
+            host,
+            r,
+            (
+                f"the /run override is written but systemd runs ExecStart={unit.now.exec_start} "
+                f"set by {unit.now.exec_start_via}: that file shadows {s.override_dropin} "
+                "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
+            ),
+        )
+    return True
+
+
+@operation(is_idempotent=False)
+def restarted(r: RestoreRun, stage: str = "durable"):
+    """Restart the server only if what systemd would start changed since it started (and
+    nothing else restarted it already), or if it is not running.
+
+    + r: the host's RestoreRun
+    + stage: "durable" or "fallback"
+    """
+    if reason := _stage_idle(r, stage):
+        host.noop(reason)
+        return
+    if stage == "durable" and not r.plan.restart_expected:
+        host.noop("the effective ExecStart did not change")
+        return
+    if stage == "fallback" and override_in_place(r) and r.before.probe.parsed:
+        host.noop("the override was already running and parsed")
+        return
+    yield FunctionCommand(_restart_if_needed, (r, stage), {})
+
+
+def _restart_if_needed(state, host, r: RestoreRun, stage: str) -> bool:
+    s = r.settings
+    unit = host.get_fact(ServingUnit, unit=s.unit)
+    if (
+        unit.active_state == "active"
+        and unit.main_pid
+        and unit.main_pid != r.unit_pid_before
+        and not r.override_written
+    ):
+        r.restarts += 1
+        host.log_styled(
+            f"already restarted (pid {r.unit_pid_before} -> {unit.main_pid}) by "
+            "nixos-rebuild switch; not restarting again",
+            fg="blue",
+        )
+        return True
+    host.log_styled(f"restarting {s.unit}", fg="blue")
+    ok, out = run(host, commands.restart(s.unit))
+    if not ok:
+        return _fail(state, host, r, f"systemctl restart {s.unit} failed: {out.strip()[-300:]}")
+    r.restarts += 1
+    return True
+
+
+@operation(is_idempotent=False)
+def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
+    """Wait (bounded by ``ready_timeout_s``) for the server, then require the effective
+    parser to be the wanted one and the tool-call probe to be ``parsed``.
+
+    + r: the host's RestoreRun
+    + stage: "durable" or "fallback"
+    """
+    if reason := _stage_idle(r, stage):
+        host.noop(reason)
+        return
+    yield FunctionCommand(_verify, (r, stage), {})
+
+
+def _verify(state, host, r: RestoreRun, stage: str) -> bool:
+    s = r.settings
+    deadline = time.monotonic() + s.ready_timeout_s
+    started, last_note = time.monotonic(), 0.0
+    unparsed_in_a_row = 0
+    while True:
+        result = host.get_fact(
+            ToolCallProbe, url=s.server_url, model=s.model, timeout_s=s.probe_timeout_s
+        )
+        elapsed = time.monotonic() - started
+        if result.parsed:
+            unit = host.get_fact(ServingUnit, unit=s.unit)
+            if unit.now.parser.value != s.tool_call_parser:
+                why = (
+                    f"the probe is parsed but systemd's effective parser is "
+                    f"{unit.now.parser.describe('')}"
+                )
+                break
+            r.probe_after = result
+            host.log_styled(
+                f"verified after {elapsed:.0f}s: "
+                f"{unit.now.parser.describe('parser')}; probe parsed",
+                fg="green",
+            )
+            return True
+        if result.outcome == probe.UNPARSED:
+            unparsed_in_a_row += 1
+            if unparsed_in_a_row >= 3:
+                why = f"the probe stays unparsed: {result.reason}"
+                break
+        if time.monotonic() > deadline:
+            why = (
+                f"not ready after {s.ready_timeout_s}s (ready_timeout_s): "
+                f"{result.outcome}: {result.reason}"
+            )
+            break
+        if elapsed - last_note >= 5:
+            host.log_styled(
+                f"waiting for the server ({result.outcome}, {elapsed:.0f}s of "
+                f"{s.ready_timeout_s}s)",
+                fg="blue",
+            )
+            last_note = elapsed
+        time.sleep(1)
+    r.probe_after = result
+    if stage == "durable":
+        r.verification_failed = why
+        r.durable_failed = f"verification failed: {why}"
+        host.log_styled(f"durable path failed verification: {why}; rolling back", fg="red")
+        return True
+    return _fail(state, host, r, f"fallback verification failed: {why}")
+
+
+def outcome(r: RestoreRun) -> str:
+    s = r.settings
+    if r.plan.path == "noop":
+        return f"tool calling is parsed and durable ({s.tool_call_parser} in the store script)"
+    parts = [f"path {r.path_taken}"]
+    if r.new_rev and r.new_rev != r.old_rev:
+        parts.append(f"{s.flake_input} {(r.old_rev or '?')[:12]} -> {r.new_rev[:12]}")
+    if r.durable_failed:
+        parts.append(f"durable path abandoned: {r.durable_failed}")
+    if r.fallback_active or r.path_taken == "fallback":
+        parts.append(
+            "VOLATILE: tool calling rests on the /run override until the durable "
+            "fix is deployed; a reboot reverts it"
+        )
+    parts.append(f"restarts {r.restarts}")
+    parts += r.notes
+    return "; ".join(parts)
+
+
+@operation(is_idempotent=False)
+def outcome_reported(r: RestoreRun):
+    """Say what was done; fail the run (exit != 0) if verification failed at any stage.
+
+    + r: the host's RestoreRun
+    """
+    if not (r.failed or r.verification_failed or r.refused):
+        host.noop(outcome(r))
+        return
+    yield FunctionCommand(_report_failure, (r,), {})
+
+
+def _report_failure(state, host, r: RestoreRun) -> bool:
+    host.log_styled(
+        f"restore FAILED: {r.failed or r.verification_failed or r.refused}; {outcome(r)}", fg="red"
+    )
+    return False
