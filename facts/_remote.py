@@ -128,7 +128,7 @@ u=$REMEDY_UNIT
 echo "@@remedy:section built.unit"
 catfile "$t/etc/systemd/system/$u"
 echo "@@remedy:section built.scripts"
-[ -f "$t/etc/systemd/system/$u" ] && \
-  sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$t/etc/systemd/system/$u" \
+f=$t/etc/systemd/system/$u
+[ -f "$f" ] && sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$f" \
   | while read -r s; do catfile "$s"; done
 """

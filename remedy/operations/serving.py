@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import FunctionCommand, operation
 
 from facts.serving import ServingUnit, ToolCallProbe
@@ -199,6 +199,11 @@ def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
     if reason := _stage_idle(r, stage):
         host.noop(reason)
         return
+    if r.before.probe.parsed and not (
+            r.restarts or r.switched or r.override_written if state.is_executing
+            else r.plan.restart_expected):
+        host.noop("nothing was restarted and the probe was parsed before the run")
+        return
     yield FunctionCommand(_verify, (r, stage), {})
 
 
@@ -281,6 +286,9 @@ def outcome_reported(r: RestoreRun):
     + r: the host's RestoreRun
     """
     if not (r.failed or r.verification_failed or r.refused):
+        if state.is_executing:
+            host.log_styled(f"outcome: {outcome(r)}",
+                            fg="yellow" if r.fallback_active else "green")
         host.noop(outcome(r))
         return
     yield FunctionCommand(_report_failure, (r,), {})
