@@ -68,3 +68,52 @@ def wait_probe(twin: machine.Twin, timeout: float = 60) -> probe.ProbeResult:
         if result.outcome != probe.UNREACHABLE or time.monotonic() > deadline:
             return result
         time.sleep(0.5)
+
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_restore(twin: machine.Twin, *extra: str, audit_log=None, debug: bool = False):
+    """``pyinfra inventory/twin.py deploys/restore_toolcalling.py -y`` on one twin."""
+    import subprocess
+
+    argv = ["pyinfra", "-y", "--limit", twin.name, *extra]
+    if debug:
+        argv.append("--debug")
+    argv += ["inventory/twin.py", "deploys/restore_toolcalling.py"]
+    env = dict(os.environ)
+    if audit_log is not None:
+        env["REMEDY_AUDIT_LOG"] = str(audit_log)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900)
+
+
+def remedy_json(*argv: str):
+    """Run ``remedy ARGV --json``; (exit code, parsed document)."""
+    import json
+    import subprocess
+
+    proc = subprocess.run(
+        ["remedy", *argv, "--json"], capture_output=True, text=True, cwd=PROJECT, timeout=300
+    )
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(
+            f"remedy {' '.join(argv)}: not JSON: {proc.stdout!r} {proc.stderr!r}"
+        ) from None
+    return proc.returncode, doc
+
+
+def unit_props(twin: machine.Twin) -> dict:
+    out = twin.exec(
+        ["systemctl", "show", "tenstorrent-serving.service", "-p", "MainPID", "-p", "NRestarts"]
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def server_starts(twin: machine.Twin) -> int:
+    """How many times the model server finished loading (its own log line, per process)."""
+    out = twin.exec(
+        ["journalctl", "-q", "-u", "tenstorrent-serving.service", "-o", "cat"], check=False
+    ).stdout
+    return out.count("Application startup complete")

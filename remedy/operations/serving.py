@@ -200,8 +200,10 @@ def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
         host.noop(reason)
         return
     if r.before.probe.parsed and not (
-            r.restarts or r.switched or r.override_written if state.is_executing
-            else r.plan.restart_expected):
+        r.restarts or r.switched or r.override_written
+        if state.is_executing
+        else r.plan.restart_expected
+    ):
         host.noop("nothing was restarted and the probe was parsed before the run")
         return
     yield FunctionCommand(_verify, (r, stage), {})
@@ -287,8 +289,7 @@ def outcome_reported(r: RestoreRun):
     """
     if not (r.failed or r.verification_failed or r.refused):
         if state.is_executing:
-            host.log_styled(f"outcome: {outcome(r)}",
-                            fg="yellow" if r.fallback_active else "green")
+            host.log_styled(f"outcome: {outcome(r)}", fg="yellow" if r.fallback_active else "green")
         host.noop(outcome(r))
         return
     yield FunctionCommand(_report_failure, (r,), {})

@@ -1,0 +1,162 @@
+"""Issue 4 acceptance on twins: the restore deploy in each starting state."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from remedy.twin import machine
+from tests.conftest import (
+    probe_inside,
+    remedy_json,
+    run_restore,
+    server_starts,
+    unit_props,
+)
+
+pytestmark = pytest.mark.twin
+
+DROPIN = "/run/systemd/system/tenstorrent-serving.service.d/override.conf"
+SCRIPT = "/run/tt-serving-override/start"
+
+
+def audit_lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def exists(twin, path):
+    return twin.exec(["test", "-e", path], check=False).returncode == 0
+
+
+def locked_rev(twin):
+    lock = json.loads(twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout)
+    return lock["nodes"]["tt-stack"]["locked"]["rev"]
+
+
+def test_fresh_twin_gets_the_durable_fix_that_survives_reboot_and_is_idempotent(twin, tmp_path):
+    log = tmp_path / "audit.jsonl"
+    proc = run_restore(twin, audit_log=log)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    head = twin.exec(["git", "-C", "/etc/nixos", "log", "-1", "--format=%B"]).stdout
+    assert "tt-stack#49" in head and "flake.lock" in head
+    assert twin.exec(["git", "-C", "/etc/nixos", "status", "--porcelain"]).stdout == ""
+    code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
+    snap = doc["hosts"][0]["snapshot"]
+    assert snap["unit"]["fragment_view"]["parser"]["value"] == "qwen3_xml"
+    assert snap["unit"]["fragment_view"]["parser"]["source"].startswith("/nix/store/")
+    assert snap["probe"]["outcome"] == "parsed" and code == 0
+    assert not exists(twin, DROPIN) and not exists(twin, SCRIPT)
+    (first,) = audit_lines(log)
+    assert first["path"] == "durable" and first["result"] == "ok"
+    assert (first["probe_before"], first["probe_after"]) == ("unparsed", "parsed")
+
+    machine.reboot(twin.name, progress=lambda _m: None)
+    assert probe_inside(twin).outcome == "parsed"  # with no further run
+
+    before = unit_props(twin)
+    second = run_restore(twin, audit_log=log, debug=True)
+    assert second.returncode == 0, second.stdout[-3000:]
+    record = audit_lines(log)[-1]
+    assert record["path"] == "noop"
+    assert [op["name"] for op in record["operations"] if op["changed"]] == []
+    assert unit_props(twin) == before  # same MainPID, same NRestarts
+    round_trips = (second.stdout + second.stderr).count("Command exit status")
+    assert round_trips <= 2, f"{round_trips} remote round trips on a no-drift run"
+
+
+def test_seed_state_takes_the_durable_path_and_restarts_once(make_twin, tmp_path):
+    twin = make_twin(with_emergency_override=True)
+    starts = server_starts(twin)
+    proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert not exists(twin, DROPIN) and not exists(twin, SCRIPT)
+    assert probe_inside(twin).outcome == "parsed"
+    assert server_starts(twin) - starts <= 1
+    assert "tt-stack#49" in twin.exec(["git", "-C", "/etc/nixos", "log", "-1"]).stdout
+
+
+def test_fallback_when_durable_is_disabled(twin, tmp_path):
+    proc = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert probe_inside(twin).outcome == "parsed"
+    modes = twin.exec(["stat", "-c", "%a %U %G", SCRIPT, DROPIN]).stdout.split("\n")
+    assert modes[:2] == ["755 root root", "644 root root"]
+    assert locked_rev(twin) == audit_lines(tmp_path / "a.jsonl")[0]["details"]["old_rev"]
+    machine.reboot(twin.name, progress=lambda _m: None)
+    assert probe_inside(twin).outcome == "unparsed"
+    again = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert probe_inside(twin).outcome == "parsed"
+    third = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+    assert [op for op in audit_lines(tmp_path / "a.jsonl")[-1]["operations"] if op["changed"]] == []
+    assert third.returncode == 0
+
+
+def test_low_memory_refuses_and_restarts_nothing(twin, tmp_path):
+    pid = unit_props(twin)["MainPID"]
+    proc = run_restore(
+        twin, "--data", "min_mem_available_gb=100000", audit_log=tmp_path / "a.jsonl"
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "MemAvailable" in out and "min_mem_available_gb 100000 GB" in out
+    assert "reboot reclaims the tenstorrent pinned-page leak; a module reload does not" in out
+    assert unit_props(twin)["MainPID"] == pid
+    assert audit_lines(tmp_path / "a.jsonl")[-1]["result"] == "refused"
+
+
+def test_fix_not_contained_aborts_durable_and_falls_back(twin, tmp_path):
+    root = twin.exec(
+        ["git", "-C", "/srv/git/tt-stack", "rev-list", "--max-parents=0", "HEAD"]
+    ).stdout.strip()
+    twin.exec(["git", "-C", "/srv/git/tt-stack", "reset", "-q", "--hard", root])
+    twin.exec(
+        [
+            "sh",
+            "-c",
+            "cd /srv/git/tt-stack && echo notes > NOTES.md && git add NOTES.md "
+            "&& git -c user.name=t -c user.email=t@t commit -qm 'docs: notes'",
+        ]
+    )
+    rev, head = locked_rev(twin), twin.exec(["git", "-C", "/etc/nixos", "rev-parse", "HEAD"]).stdout
+    proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "the fix is not in" in out
+    assert locked_rev(twin) == rev
+    assert twin.exec(["git", "-C", "/etc/nixos", "rev-parse", "HEAD"]).stdout == head
+    assert twin.exec(["git", "-C", "/etc/nixos", "status", "--porcelain"]).stdout == ""
+    assert probe_inside(twin).outcome == "parsed"
+    assert exists(twin, DROPIN)
+    assert audit_lines(tmp_path / "a.jsonl")[-1]["path"] == "durable+fallback"
+
+
+def test_dry_run_changes_nothing_and_says_what_it_would_do(twin, tmp_path):
+    pid, rev = unit_props(twin)["MainPID"], locked_rev(twin)
+    proc = run_restore(twin, "--dry", audit_log=tmp_path / "a.jsonl")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert "path durable" in out and "the server WILL restart" in out
+    assert unit_props(twin)["MainPID"] == pid and locked_rev(twin) == rev
+    assert probe_inside(twin).outcome == "unparsed"
+    assert not (tmp_path / "a.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ("min_mem_availabe_gb=3", ["min_mem_availabe_gb", "did you mean 'min_mem_available_gb'"]),
+        ("tool_call_parser=qwen3_xml; reboot", ["tool_call_parser", "qwen3_xml; reboot"]),
+        ("durable=perhaps", ["durable", "true or false"]),
+    ],
+)
+def test_bad_host_data_is_rejected_before_connecting(twin, data, words):
+    pid = unit_props(twin)["MainPID"]
+    proc = run_restore(twin, "--data", data)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for word in words:
+        assert word in out
+    assert "Connected" not in out
+    assert unit_props(twin)["MainPID"] == pid
