@@ -52,7 +52,6 @@ def test_after_a_hand_bump_and_rebuild_it_is_healthy_and_durable(twin):
 
 
 def test_status_names_an_unknown_limit():
-    code, _ = 0, None
     import subprocess
 
     from tests.conftest import PROJECT

@@ -43,7 +43,7 @@ OPERATIONS = {
         "runtime_override_written",
         "restarted",
         "toolcalling_verified",
-        "audit_recorded",
+        "outcome_reported",
     ],
 }
 
@@ -160,7 +160,8 @@ def test_runbook_001_steps_name_every_restore_operation_in_order():
     assert named.index("memory.headroom_gated") < named.index("nix.system_switched")
     assert named.index("nix.system_switched") < named.index("serving.runtime_override_written")
     assert named.index("serving.restarted") < named.index("serving.toolcalling_verified")
-    assert named[-1] == "serving.audit_recorded"
+    assert named.index("nix.system_rolled_back") < named.index("serving.runtime_override_written")
+    assert named[-1] == "serving.outcome_reported"
 
 
 def test_restarting_runbooks_carry_the_memory_gate_precondition():
@@ -263,7 +264,7 @@ def test_step_naming_a_missing_operation_fails(project):
     line = line_of(path, "serving.restarted_twice")
     problems = problems_of(root, package)
     assert problems == [
-        f"{RUNBOOK_001}:{line}: $.steps[8].operation: operation serving.restarted_twice does "
+        f"{RUNBOOK_001}:{line}: $.steps[7].operation: operation serving.restarted_twice does "
         f"not exist: {package}.serving has no 'restarted_twice'"
     ]
 
@@ -272,7 +273,7 @@ def test_step_naming_a_missing_module_or_a_helper_fails(project):
     root, package = project
     path = root / RUNBOOK_001
     edit(path, "operation: serving.restarted\n", "operation: kernel.module_reloaded\n")
-    edit(path, "serving.audit_recorded\n", "serving.helper_not_an_operation\n")
+    edit(path, "serving.outcome_reported\n", "serving.helper_not_an_operation\n")
     problems = "\n".join(problems_of(root, package))
     assert f"there is no module {package}.kernel" in problems
     assert "helper_not_an_operation is not a pyinfra @operation" in problems
@@ -561,7 +562,7 @@ def test_show_renders_for_a_person(project):
         "Tool calling is /run-only",
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
-        "12. record-audit",
+        "16. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",
