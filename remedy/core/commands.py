@@ -141,9 +141,19 @@ def dropin_text(script_path: str, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def set_hugepages(size_kb: int, count: int) -> list[str]:
-    path = f"/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"
-    return ["sh", "-c", 'echo "$1" > "$2"', "sh", str(count), path]
+RELEASE_HUGEPAGES_SH = r"""
+d=/sys/kernel/mm/hugepages/hugepages-$1kB
+[ -d "$d" ] || { echo "no $1 kB hugepage pool"; exit 0; }
+nr=$(cat "$d/nr_hugepages"); free=$(cat "$d/free_hugepages"); new=$((nr - free))
+[ "$new" -lt "$2" ] && new=$2
+if [ "$new" -lt "$nr" ]; then echo "$new" > "$d/nr_hugepages"; echo "hugepages $1 kB: $nr -> $new"
+else echo "hugepages $1 kB: $nr (free $free), nothing above $2 to release"; fi
+"""
+
+
+def release_hugepages(size_kb: int, target: int) -> list[str]:
+    """Lower the pool to max(TARGET, in use): only free pages can be released."""
+    return ["sh", "-c", RELEASE_HUGEPAGES_SH, "sh", str(size_kb), str(target)]
 
 
 def memory_gate(min_gb: float) -> list[str]:

@@ -97,3 +97,6 @@ class MemoryHeadroom:
 
 def size_label(kb: int) -> str:
     return f"{kb // GIB}G" if kb >= GIB and kb % GIB == 0 else f"{kb // 1024}M"
+
+
+SIZES_BY_LABEL = {"2M": 2048, "1G": GIB}

@@ -64,9 +64,10 @@ def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
     if not releases:
         host.noop("no free hugepages above the target")
         return
+    targets = {SIZES[label]: n for label, n in r.settings.hugepages_target.items()}
     for size, old, new in releases:
         host.log_styled(f"hugepages {mem.size_label(size)}: {old} -> {new}", fg="blue")
-        yield command(commands.set_hugepages(size, new))
+        yield command(commands.release_hugepages(size, targets[size]))
 
 
 @operation(is_idempotent=False)

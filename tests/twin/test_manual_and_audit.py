@@ -1,0 +1,159 @@
+"""Issue 5 acceptance on twins: manual recovery over plain SSH, apply, the audit log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT, probe_inside, remedy_json, run_restore, unit_props
+
+pytestmark = pytest.mark.twin
+
+
+def manual_script(twin, *extra: str) -> str:
+    proc = subprocess.run(
+        [
+            "remedy",
+            "runbooks",
+            "show",
+            "001",
+            "--manual",
+            "--inventory",
+            "inventory/twin.py",
+            "--host",
+            twin.name,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        check=True,
+    )
+    return proc.stdout
+
+
+def over_ssh(twin, script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*twin.ssh_argv(), "sh", "-s", *(["--", *args] if args else [])],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_manual_commands_restore_tool_calling_over_plain_ssh(twin):
+    script = manual_script(twin)
+    assert twin.server_url in script  # the host's data fills in the values
+    proc = over_ssh(twin, script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert probe_inside(twin).outcome == "parsed"
+    log = twin.exec(["git", "-C", "/etc/nixos", "log", "-1", "--format=%B"]).stdout
+    assert "tt-stack#49" in log
+
+
+def test_manual_fallback_and_its_memory_gate(twin, tmp_path):
+    inventory = tmp_path / "strict.py"
+    inventory.write_text(
+        "from remedy.twin.machine import inventory_hosts\n"
+        f"hosts = [(n, {{**d, 'min_mem_available_gb': 100000}}) for n, d in inventory_hosts()"
+        f" if n == {twin.name!r}]\n"
+    )
+    refused = subprocess.run(
+        [
+            "remedy",
+            "runbooks",
+            "show",
+            "001",
+            "--manual",
+            "--inventory",
+            str(inventory),
+            "--host",
+            twin.name,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        check=True,
+    ).stdout
+    pid = unit_props(twin)["MainPID"]
+    proc = over_ssh(twin, refused, "fallback")
+    assert proc.returncode != 0
+    assert "MemAvailable below 100000 GB" in proc.stderr
+    assert unit_props(twin)["MainPID"] == pid  # nothing restarted
+    proc = over_ssh(twin, manual_script(twin), "fallback")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "VOLATILE" in proc.stderr
+    assert probe_inside(twin).outcome == "parsed"
+
+
+def test_audit_after_a_restore(twin, tmp_path):
+    log = tmp_path / "audit.jsonl"
+    assert run_restore(twin, audit_log=log).returncode == 0
+    code, entries = remedy_json("audit", "--log", str(log), "--host", twin.name)
+    assert code == 0
+    (entry,) = entries
+    assert entry["runbook"] == "001" and "tt-stack#49" in entry["issues"]
+    assert entry["commits"]["runbooks"]  # the runbooks' last commit
+    assert entry["path"] == "durable"
+    assert (entry["probe_before"], entry["probe_after"]) == ("unparsed", "parsed")
+    assert any(op["changed"] for op in entry["operations"])
+    text = log.read_text()
+    assert "BEGIN OPENSSH PRIVATE KEY" not in text and str(twin.key) not in text
+
+
+def test_apply_on_a_dirty_production_checkout_refuses_unless_forced(twin, tmp_path):
+    clone = tmp_path / "project"
+    subprocess.run(["git", "clone", "-q", PROJECT, str(clone)], check=True)
+    for rel in ("remedy", "facts", "deploys", "runbooks"):  # this tree, as under review
+        subprocess.run(["cp", "-a", f"{PROJECT}/{rel}/.", str(clone / rel)], check=True)
+    subprocess.run(["git", "-C", str(clone), "add", "-A"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(clone),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "snapshot",
+            "--allow-empty",
+        ],
+        check=True,
+    )
+    runbook = clone / "runbooks/001-toolcalling-run-only.yaml"
+    runbook.write_text(runbook.read_text().replace("risk:", "# edited on the box\nrisk:", 1))
+    inventory = tmp_path / "production.py"
+    inventory.write_text(
+        "from remedy.twin.machine import inventory_hosts\n"
+        f"hosts = [(n, {{**d, 'remedy_environment': 'production'}}) "
+        f"for n, d in inventory_hosts() if n == {twin.name!r}]\n"
+    )
+    log = tmp_path / "audit.jsonl"
+    base = [
+        "remedy",
+        "runbooks",
+        "apply",
+        "001",
+        str(inventory),
+        "--project",
+        str(clone),
+        "--audit-log",
+        str(log),
+    ]
+    refused = subprocess.run(base, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "001-toolcalling-run-only.yaml" in refused.stderr
+    assert "--force-dirty" in refused.stderr
+    assert probe_inside(twin).outcome == "unparsed"
+    forced = subprocess.run([*base, "--force-dirty"], capture_output=True, text=True, timeout=900)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert probe_inside(twin).outcome == "parsed"
+    last = json.loads(Path(log).read_text().splitlines()[-1])
+    assert last["dirty_override"] is True and last["result"] == "ok"
