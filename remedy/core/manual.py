@@ -66,7 +66,8 @@ def _prove(s) -> list[str]:
         f"out=$({q(commands.build_toplevel(s.flake_dir, s.flake_host))})",
         """toplevel=$(printf '%s\\n' "$out" | sed -n 's/.*"out":"\\([^"]*\\)".*/\\1/p')""",
         f"""script=$(sed -n 's/^ExecStart=//p' {unit_file} | tail -n 1)""",
-        f"""if ! grep -q -- {shlex.quote("--tool-call-parser " + s.tool_call_parser)} "$script"; then""",
+        f"if ! grep -q -- {shlex.quote('--tool-call-parser ' + s.tool_call_parser)} "
+        '"$script"; then',
         f"  {q(commands.lock_revert(s.flake_dir))}",
         f'  fail "the bumped {s.flake_input} still builds $(grep -o -- '
         f"'--tool-call-parser [A-Za-z0-9_]*' \"$script\"): the fix is not in. "
@@ -172,7 +173,8 @@ def _write_override(s) -> list[str]:
         q(commands.write_text(commands.dropin_text(s.override_script, s.required_env), tmp_dropin)),
         q(commands.install_atomically(tmp_dropin, s.override_dropin, "0644")),
         q(commands.daemon_reload()),
-        f'[ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} | sed -n "s/^{{ path=\\([^ ;]*\\).*/\\1/p")" '
+        f'[ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '
+        f'| sed -n "s/^{{ path=\\([^ ;]*\\).*/\\1/p")" '
         f'= {shlex.quote(s.override_script)} ] || fail "another drop-in shadows '
         f'{s.override_dropin}: see systemctl show -p DropInPaths {s.unit}"',
     ]
