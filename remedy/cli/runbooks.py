@@ -8,7 +8,6 @@ module parses options and renders.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -291,12 +290,8 @@ def _manual_script(runbook: core.Runbook, inventory: Path | None, host_name: str
         host_data.setdefault("flake_host", host.name)
     elif host_name is not None:
         raise click.BadParameter("--host needs --inventory", param_hint="--host")
-    try:
-        manual = importlib.import_module("remedy.core.manual")
-    except ModuleNotFoundError as exc:
-        if exc.name == "remedy.core.manual":
-            raise ConfigError("--manual is not available yet") from exc
-        raise
+    from remedy.core import manual
+
     return manual.render(runbook, host_data)
 
 

@@ -80,10 +80,11 @@ def headroom_gated(r: RestoreRun, stage: str = "durable"):
     if reason := _restart_ahead(r, stage):
         host.noop(reason)
         return
-    yield FunctionCommand(_gate, (r,), {})
+    yield FunctionCommand(gate_now, (r,), {})
 
 
-def _gate(state, host, r: RestoreRun) -> bool:
+def gate_now(state, host, r: RestoreRun) -> bool:
+    """Read MemAvailable now; False (the operation fails) below the threshold."""
     headroom = host.get_fact(MemoryHeadroom)
     refusal = r.memory_refusal(headroom)
     gb = headroom.mem_available_kb * 1024 / 1e9

@@ -17,6 +17,7 @@ from facts.serving import BuiltService
 from remedy.core import commands
 from remedy.core.plan import Proof, RestoreRun
 from remedy.operations.argv import command, run
+from remedy.operations.memory import gate_now
 
 
 def _durable_idle_reason(r: RestoreRun) -> str | None:
@@ -185,13 +186,15 @@ def _mark_switched(state, host, r: RestoreRun) -> bool:
 
 @operation(is_idempotent=False)
 def system_rolled_back(r: RestoreRun):
-    """``nixos-rebuild switch --rollback`` when the switched system failed verification.
+    """``nixos-rebuild switch --rollback`` when the switched system failed verification
+    (memory-gated: it restarts the server).
 
     + r: the host's RestoreRun
     """
     if not (r.switched and r.verification_failed):
         host.noop("no failed switch to roll back")
         return
+    yield FunctionCommand(gate_now, (r,), {})  # the rollback restarts the server too
     yield command(commands.rollback())
     yield FunctionCommand(_mark_rolled_back, (r,), {})
 

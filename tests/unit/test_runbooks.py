@@ -7,7 +7,6 @@ and, where git matters, a real git repository made with gitpython.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -582,15 +581,13 @@ def test_show_refuses_an_invalid_runbook(project):
     assert f"{RUNBOOK_001}:3: $.issues[1]: malformed issue reference" in str(result.exception)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("remedy.core.manual") is not None,
-    reason="remedy.core.manual exists; --manual is tested with it",
-)
-def test_show_manual_without_the_renderer_says_so(project):
+def test_show_manual_renders_a_shell_script_with_default_values(project):
     root, _ = project
     result = invoke("show", "001", "--manual", "--project", str(root))
-    assert isinstance(result.exception, ConfigError)
-    assert str(result.exception) == "--manual is not available yet"
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("#!/bin/sh\n")
+    assert "nixos-rebuild switch --flake '/etc/nixos#cfx-llm2'" in result.output
+    assert "http://127.0.0.1:8000/v1/chat/completions" in result.output
 
 
 def test_show_host_without_inventory_is_a_usage_error(project):

@@ -1,0 +1,96 @@
+"""Benchmark of the restore deploy on twins; prints figures, asserts nothing.
+
+    python bench/restore.py [--runs 5]
+
+* no-drift run: remote round trips (pyinfra --debug "Command exit status" lines)
+  and wall time, against a trivial pyinfra deploy to the same twin;
+* engine overhead on the restore path: a full durable restore minus the same
+  remote work done by hand over plain SSH on a second fresh twin (bump, build,
+  commit, switch, wait until the probe is parsed), so the restart and the
+  readiness wait are excluded from the difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from remedy.core import commands, probe  # noqa: E402
+from remedy.twin import machine  # noqa: E402
+
+
+def timed(argv, **kw) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, **kw)
+    return time.perf_counter() - start, proc
+
+
+def pyinfra(twin, *args) -> list[str]:
+    return ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py", *args]
+
+
+def by_hand(twin) -> float:
+    """The restore's remote work, typed by a person over SSH."""
+    ssh = twin.ssh_argv()
+    steps = [
+        commands.update_input(["nix", "flake", "lock", "--update-input"], "/etc/nixos",
+                              "tt-stack"),
+        commands.build_toplevel("/etc/nixos", "cfx-llm2"),
+        commands.lock_commit("/etc/nixos", "bump (bench)", "cfx-llm2"),
+        commands.switch("/etc/nixos", "cfx-llm2"),
+    ]
+    start = time.perf_counter()
+    for argv in steps:
+        subprocess.run([*ssh, shlex.join(argv)], capture_output=True, check=True)
+    curl = shlex.join(commands.probe_curl(twin.server_url, "Qwen/Qwen3.6-27B", 20))
+    while True:
+        out = subprocess.run([*ssh, curl], capture_output=True, text=True).stdout
+        if probe.read_curl_output(out.splitlines()).parsed:
+            break
+        time.sleep(0.5)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    quiet = lambda _m: None  # noqa: E731
+    a = machine.up("bench-a", progress=quiet)
+    b = None
+    try:
+        trivial = [timed(pyinfra(a, "bench/trivial_deploy.py"))[0] for _ in range(args.runs)]
+        t_restore, proc = timed(pyinfra(a, "deploys/restore_toolcalling.py"))
+        assert proc.returncode == 0, proc.stdout[-2000:]
+        nodrift, trips = [], []
+        for _ in range(args.runs):
+            t, proc = timed(pyinfra(a, "--debug", "deploys/restore_toolcalling.py"))
+            nodrift.append(t)
+            trips.append((proc.stdout + proc.stderr).count("Command exit status"))
+        b = machine.up("bench-b", progress=quiet)
+        t_hand = by_hand(b)
+    finally:
+        machine.down("bench-a", progress=quiet)
+        if b is not None:
+            machine.down("bench-b", progress=quiet)
+    med_trivial, med_nodrift = statistics.median(trivial), statistics.median(nodrift)
+    print(f"trivial pyinfra deploy (median of {args.runs}):  {med_trivial:6.2f} s")
+    print(f"no-drift restore run (median of {args.runs}):    {med_nodrift:6.2f} s  "
+          f"= {med_nodrift / med_trivial:.2f}x trivial (budget 1.5x)")
+    print(f"remote round trips per no-drift run:     {max(trips)} (budget 2)")
+    print(f"durable restore, fresh twin:             {t_restore:6.2f} s")
+    print(f"same remote work by hand over SSH:       {t_hand:6.2f} s")
+    print(f"engine overhead on the restore path:     {t_restore - t_hand:6.2f} s (budget 2 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
