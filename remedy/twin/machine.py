@@ -40,6 +40,22 @@ IN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BOOT_TIMEOUT = 90.0
 
 
+def _alive(pid: int) -> bool:
+    """True if PID runs. A supervisor started by this process is our child: once it exits
+    it stays a zombie (kill(pid, 0) still succeeds) until reaped, so reap it here."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass  # not our child
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def state_root() -> Path:
     return Path(os.environ.get("REMEDY_TWIN_STATE", "/var/lib/remedy/twins"))
 
@@ -79,11 +95,7 @@ class Twin:
             pid = int((self.dir / name).read_text().strip())
         except (OSError, ValueError):
             return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        return pid
+        return pid if _alive(pid) else None
 
     @property
     def supervisor_pid(self) -> int | None:
