@@ -41,8 +41,7 @@ def by_hand(twin) -> float:
     """The restore's remote work, typed by a person over SSH."""
     ssh = twin.ssh_argv()
     steps = [
-        commands.update_input(["nix", "flake", "lock", "--update-input"], "/etc/nixos",
-                              "tt-stack"),
+        commands.update_input(["nix", "flake", "lock", "--update-input"], "/etc/nixos", "tt-stack"),
         commands.build_toplevel("/etc/nixos", "cfx-llm2"),
         commands.lock_commit("/etc/nixos", "bump (bench)", "cfx-llm2"),
         commands.switch("/etc/nixos", "cfx-llm2"),
@@ -83,8 +82,10 @@ def main() -> int:
             machine.down("bench-b", progress=quiet)
     med_trivial, med_nodrift = statistics.median(trivial), statistics.median(nodrift)
     print(f"trivial pyinfra deploy (median of {args.runs}):  {med_trivial:6.2f} s")
-    print(f"no-drift restore run (median of {args.runs}):    {med_nodrift:6.2f} s  "
-          f"= {med_nodrift / med_trivial:.2f}x trivial (budget 1.5x)")
+    print(
+        f"no-drift restore run (median of {args.runs}):    {med_nodrift:6.2f} s  "
+        f"= {med_nodrift / med_trivial:.2f}x trivial (budget 1.5x)"
+    )
     print(f"remote round trips per no-drift run:     {max(trips)} (budget 2)")
     print(f"durable restore, fresh twin:             {t_restore:6.2f} s")
     print(f"same remote work by hand over SSH:       {t_hand:6.2f} s")

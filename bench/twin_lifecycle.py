@@ -33,8 +33,10 @@ def main() -> int:
         os.environ["REMEDY_TWIN_CACHE"] = tmp
         start = time.perf_counter()
         rootfs.ensure_base(quiet)
-        print(f"cold rootfs build (debootstrap + provisioning): "
-              f"{time.perf_counter() - start:6.1f} s (budget 180 s)")
+        print(
+            f"cold rootfs build (debootstrap + provisioning): "
+            f"{time.perf_counter() - start:6.1f} s (budget 180 s)"
+        )
         shutil.rmtree(tmp)
         del os.environ["REMEDY_TWIN_CACHE"]
     rootfs.ensure_base(quiet)

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+# pyinfra's CLI package runs gevent's monkey.patch_all() when imported (pyinfra-testing
+# imports it). Patching halfway through a session breaks subprocess for later tests, so
+# patch first, as pyinfra's own CLI does.
+from gevent import monkey
+
+monkey.patch_all()
+
 import itertools
 import os
 

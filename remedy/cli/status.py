@@ -15,17 +15,6 @@ from remedy.core.report import host_status
 from remedy.errors import EXIT_ERROR
 
 
-def snapshot_kwargs(s: settings_mod.Settings) -> dict:
-    return {
-        "unit": s.unit,
-        "flake_dir": s.flake_dir,
-        "flake_input": s.flake_input,
-        "server_url": s.server_url,
-        "model": s.model,
-        "timeout_s": s.probe_timeout_s,
-    }
-
-
 @click.command()
 @click.argument("inventory")
 @click.option("--limit", multiple=True, help="Only this host (repeatable).")
@@ -43,7 +32,7 @@ def status(inventory, limit, as_json):
             s = settings_mod.from_host_data(host.name, host.data)
             if not as_json:
                 err_console.print(f"[dim]… reading {host.name}[/]")
-            snap = host.get_fact(HostSnapshot, **snapshot_kwargs(s))
+            snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
             if snap is None:
                 errors[host.name] = "the remote read failed"
                 continue

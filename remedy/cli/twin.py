@@ -34,9 +34,12 @@ def twin():
     is_flag=True,
     help="Start in the seed's state: the /run override present, tool calling working.",
 )
-@click.option("--fresh", is_flag=True,
-              help="Take an existing twin of this name down first (start from production's "
-                   "state, not from what was done to it).")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Take an existing twin of this name down first (start from production's "
+    "state, not from what was done to it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the twin as JSON.")
 def up(name, with_emergency_override, fresh, as_json):
     """Build or reuse the cached rootfs, boot a twin, wait until SSH and the server answer."""

@@ -70,6 +70,17 @@ class Settings:
     audit_log: str | None = None
     remedy_environment: str | None = None
 
+    def snapshot_kwargs(self) -> dict:
+        """Arguments of facts.serving.HostSnapshot for this host."""
+        return {
+            "unit": self.unit,
+            "flake_dir": self.flake_dir,
+            "flake_input": self.flake_input,
+            "server_url": self.server_url,
+            "model": self.model,
+            "timeout_s": self.probe_timeout_s,
+        }
+
     @property
     def override_script(self) -> str:
         return "/run/tt-serving-override/start"

@@ -28,23 +28,12 @@ _runs: dict[str, RestoreRun] = {}
 _registered: list = []
 
 
-def snapshot_kwargs(s: settings_mod.Settings) -> dict:
-    return {
-        "unit": s.unit,
-        "flake_dir": s.flake_dir,
-        "flake_input": s.flake_input,
-        "server_url": s.server_url,
-        "model": s.model,
-        "timeout_s": s.probe_timeout_s,
-    }
-
-
 def begin_restore() -> RestoreRun:
     try:
         s = settings_mod.from_host_data(host.name, host.data)
     except ConfigError as exc:
         raise SystemExit(f"remedy: {exc}") from None
-    snap = host.get_fact(HostSnapshot, **snapshot_kwargs(s))
+    snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
     if snap is None:
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
     plan = plan_restore(snap, s)

@@ -288,41 +288,20 @@ def _mount_overlay(twin: Twin) -> None:
     )
 
 
+def _keygen(path: Path, comment: str, what: str) -> None:
+    rootfs._run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        f"ssh-keygen ({what})",
+    )
+
+
 def _personalise(twin: Twin, progress) -> None:
     """First boot only: this twin's host keys, client key, ports."""
     root = twin.merged
     (twin.dir / "ssh").mkdir(mode=0o700, exist_ok=True)
     host_key = root / "etc/ssh/ssh_host_ed25519_key"
-    rootfs._run(
-        [
-            "ssh-keygen",
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            f"root@{twin.name}",
-            "-f",
-            str(host_key),
-        ],
-        "ssh-keygen (host key)",
-    )
-    rootfs._run(
-        [
-            "ssh-keygen",
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            f"remedy-twin-{twin.name}",
-            "-f",
-            str(twin.key),
-        ],
-        "ssh-keygen (client key)",
-    )
+    _keygen(host_key, f"root@{twin.name}", "host key")
+    _keygen(twin.key, f"remedy-twin-{twin.name}", "client key")
     ssh_dir = root / "root/.ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     auth = ssh_dir / "authorized_keys"

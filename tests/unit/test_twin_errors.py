@@ -14,20 +14,30 @@ from remedy.twin import rootfs
 
 
 def remedy(*argv, env=None):
-    return subprocess.run([sys.executable, "-m", "remedy.cli.main", *argv],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "remedy.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_missing_systemd_nspawn_names_the_package(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(sys.executable)
-    env = dict(os.environ, PATH=str(bin_dir), REMEDY_TWIN_CACHE=str(tmp_path / "cache"),
-               REMEDY_TWIN_STATE=str(tmp_path / "state"))
+    env = dict(
+        os.environ,
+        PATH=str(bin_dir),
+        REMEDY_TWIN_CACHE=str(tmp_path / "cache"),
+        REMEDY_TWIN_STATE=str(tmp_path / "state"),
+    )
     proc = remedy("twin", "up", "--name", "nospawn", env=env)
     assert proc.returncode != 0
     assert "systemd-nspawn is not installed: run `apt-get install systemd-container`" in (
-        proc.stderr.replace("\n", " "))
+        proc.stderr.replace("\n", " ")
+    )
     assert "Traceback" not in proc.stderr
 
 
