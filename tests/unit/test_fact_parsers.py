@@ -208,3 +208,23 @@ def test_etc_overrides_conf_sorts_after_run_override_conf():
     conf = systemd.configure(frag, [run, etc])
     assert conf.exec_start == "/nix/store/b-start"
     assert conf.exec_start_via.endswith("overrides.conf")
+
+
+def test_start_script_without_the_parser_flag_reports_none():
+    from remedy.core import startscript
+
+    unit = fact("serving.ServingUnit", "fresh", facts.serving.ServingUnit)
+    recorded = unit.now.script.text
+    text = "\n".join(line for line in recorded.splitlines() if "--tool-call-parser" not in line)
+    script = startscript.parse(unit.now.script.path, text.replace("--enable-auto-tool-choice \\",
+                                                                  "--enable-auto-tool-choice"))
+    assert script.tool_call_parser == "none" and script.parser_flag_count == 0
+    assert script.model == "Qwen/Qwen3.6-27B"
+
+
+def test_unreadable_flake_lock_names_file_and_input():
+    lines = output("nix.FlakeInput", "fresh")
+    cut = [line for line in lines if not line.strip().startswith('"nodes"')]
+    with pytest.raises(FactProcessError) as err:
+        facts.nix.FlakeInput().process(cut)
+    assert "/etc/nixos/flake.lock" in str(err.value) and "'tt-stack'" in str(err.value)
