@@ -216,8 +216,10 @@ def test_start_script_without_the_parser_flag_reports_none():
     unit = fact("serving.ServingUnit", "fresh", facts.serving.ServingUnit)
     recorded = unit.now.script.text
     text = "\n".join(line for line in recorded.splitlines() if "--tool-call-parser" not in line)
-    script = startscript.parse(unit.now.script.path, text.replace("--enable-auto-tool-choice \\",
-                                                                  "--enable-auto-tool-choice"))
+    script = startscript.parse(
+        unit.now.script.path,
+        text.replace("--enable-auto-tool-choice \\", "--enable-auto-tool-choice"),
+    )
     assert script.tool_call_parser == "none" and script.parser_flag_count == 0
     assert script.model == "Qwen/Qwen3.6-27B"
 
