@@ -43,6 +43,18 @@ class TwinFactory:
                 print(f"could not take twin {name} down: {exc}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _clear_dead_test_twins():
+    """A killed test run can leave a test twin's overlay mounted and its slot taken;
+    remove such leftovers (names t<pid>-<n>, no supervisor). Live twins are left alone."""
+    import re
+
+    for t in machine.all_twins():
+        if re.fullmatch(r"t\d+-\d+", t.name) and not t.running:
+            machine.down(t.name, progress=lambda _m: None)
+    yield
+
+
 @pytest.fixture
 def make_twin():
     if os.environ.get("REMEDY_SKIP_TWIN") == "1":
