@@ -37,9 +37,8 @@ def status(inventory, limit, as_json):
                 errors[host.name] = "the remote read failed"
                 continue
             results.append(host_status(host.name, s, snap))
-    code = max([r.exit_code for r in results] + ([EXIT_ERROR] if errors else [0]))
-    if errors and results:
-        code = max(code, EXIT_ERROR) if code < EXIT_ERROR else code
+    # A host that cannot be read may be the frozen one: an incomplete report is an error.
+    code = EXIT_ERROR if errors else max([r.exit_code for r in results] + [0])
     if as_json:
         click.echo(
             json.dumps(

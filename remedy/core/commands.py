@@ -68,6 +68,25 @@ def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
     ]
 
 
+def lock_commit_revert(flake_dir: str, commit: str, flake_host: str) -> list[str]:
+    return [
+        "git",
+        "-C",
+        flake_dir,
+        "-c",
+        "user.name=remedy",
+        "-c",
+        f"user.email=remedy@{flake_host}",
+        "revert",
+        "--no-edit",
+        commit,
+    ]
+
+
+def head(flake_dir: str) -> list[str]:
+    return ["git", "-C", flake_dir, "rev-parse", "HEAD"]
+
+
 def is_ancestor(repo: str, ancestor: str, rev: str) -> list[str]:
     return ["git", "-C", repo, "merge-base", "--is-ancestor", ancestor, rev]
 
@@ -146,8 +165,9 @@ d=/sys/kernel/mm/hugepages/hugepages-$1kB
 [ -d "$d" ] || { echo "no $1 kB hugepage pool"; exit 0; }
 nr=$(cat "$d/nr_hugepages"); free=$(cat "$d/free_hugepages"); new=$((nr - free))
 [ "$new" -lt "$2" ] && new=$2
-if [ "$new" -lt "$nr" ]; then echo "$new" > "$d/nr_hugepages"; echo "hugepages $1 kB: $nr -> $new"
-else echo "hugepages $1 kB: $nr (free $free), nothing above $2 to release"; fi
+if [ "$new" -ge "$nr" ]; then echo "hugepages $1 kB: $nr (free $free), nothing above $2 to release"; exit 0; fi
+echo "$new" > "$d/nr_hugepages" || { echo "could not write $d/nr_hugepages" >&2; exit 1; }
+echo "hugepages $1 kB: $nr -> $(cat "$d/nr_hugepages")"
 """
 
 

@@ -44,7 +44,8 @@ nix_at_least_2_19() {
 
 
 def q(argv: list[str]) -> str:
-    return shlex.join(argv)
+    # `ssh HOST sh -s < FILE` feeds the script on stdin: no command may read from it.
+    return shlex.join(argv) + " </dev/null"
 
 
 def _bump(s) -> list[str]:
@@ -62,19 +63,28 @@ def _bump(s) -> list[str]:
 
 def _prove(s) -> list[str]:
     unit_file = f'"$toplevel"/etc/systemd/system/{shlex.quote(s.unit)}'
+    revert = q(commands.lock_revert(s.flake_dir))
+    again = "flake.lock reverted; run this script again with: sh -s -- fallback"
     lines = [
-        f"out=$({q(commands.build_toplevel(s.flake_dir, s.flake_host))})",
+        f"out=$({q(commands.build_toplevel(s.flake_dir, s.flake_host))}) || "
+        f'{{ {revert}; fail "the new configuration does not build; {again}"; }}',
         """toplevel=$(printf '%s\\n' "$out" | sed -n 's/.*"out":"\\([^"]*\\)".*/\\1/p')""",
         f"""script=$(sed -n 's/^ExecStart=//p' {unit_file} | tail -n 1)""",
         f"if ! grep -q -- {shlex.quote('--tool-call-parser ' + s.tool_call_parser)} "
         '"$script"; then',
-        f"  {q(commands.lock_revert(s.flake_dir))}",
+        f"  {revert}",
         f'  fail "the bumped {s.flake_input} still builds $(grep -o -- '
-        f"'--tool-call-parser [A-Za-z0-9_]*' \"$script\"): the fix is not in. "
-        'flake.lock reverted; run this script again with: sh -s -- fallback"',
+        f'\'--tool-call-parser [A-Za-z0-9_]*\' "$script"): the fix is not in; {again}"',
         "fi",
-        f'echo "proven: $toplevel runs --tool-call-parser {s.tool_call_parser}" >&2',
     ]
+    for key, value in sorted(s.required_env.items()):  # exported by the script or the unit
+        lines += [
+            f'if ! grep -qs -- {shlex.quote(f"{key}={value}")} "$script" {unit_file}; then',
+            f"  {revert}",
+            f'  fail "the bumped {s.flake_input} does not set {key}={value}; {again}"',
+            "fi",
+        ]
+    lines.append(f'echo "proven: $toplevel runs --tool-call-parser {s.tool_call_parser}" >&2')
     return lines
 
 
@@ -134,14 +144,14 @@ def _restart(s) -> list[str]:
 def _verify(s) -> list[str]:
     curl = q(commands.probe_curl(s.server_url, s.model, s.probe_timeout_s))
     return [
-        "i=0; ok=no",
-        f"while [ $i -lt {max(1, s.ready_timeout_s // 2)} ]; do",
+        f"deadline=$(( $(date +%s) + {s.ready_timeout_s} )); ok=no",
+        'while [ "$(date +%s)" -lt "$deadline" ]; do',
         f"  body=$({curl} 2>/dev/null || true)",
         """  if printf '%s' "$body" | grep -q '"tool_calls": *\\[ *{' && """
         """printf '%s' "$body" | grep -q '"name": *"get_weather"'; then ok=yes; break; fi""",
         """  if printf '%s' "$body" | grep -q '"tool_calls": *\\[\\]'; then """
         """fail "tool calls come back unparsed (HTTP 200, tool_calls: [])"; fi""",
-        "  i=$((i + 1)); sleep 2",
+        "  sleep 2",
         "done",
         f'[ "$ok" = yes ] || fail "no parsed tool call from {s.server_url} '
         f'within {s.ready_timeout_s}s"',

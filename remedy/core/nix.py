@@ -29,10 +29,12 @@ def parse_nix_version(lines: list[str]) -> NixInfo | None:
     text = " ".join(lines).strip()
     if not text or "not found" in text:
         return None
-    m = re.search(r"\(Nix\)\s+(\d+\.\d+(?:\.\d+)?\S*)", text)
-    if not m:
+    # "nix (Nix) 2.8.0", "nix (Lix, like Nix) 2.91.1", "nix (Determinate Nix 3.6.2) 2.29.0":
+    # the Nix-compatible version is the last one on the line.
+    found = re.findall(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])", text)
+    if not text.startswith("nix") or not found:
         raise FactProcessError(f"nix --version: unreadable answer {text[:120]!r}")
-    version = m.group(1)
+    version = found[-1]
     major_minor = tuple(int(x) for x in version.split(".")[:2])
     if major_minor >= (2, 19):
         argv = ["nix", "flake", "update"]

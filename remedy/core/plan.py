@@ -9,6 +9,7 @@ after an earlier step ran (whether the bumped input contains the fix).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from remedy.core import memory as mem
@@ -41,9 +42,39 @@ class RestorePlan:
         return "\n".join(lines)
 
 
-def _override_present(snap: HostSnapshot) -> bool:
-    return bool(snap.unit.runtime_dropins) or bool(
-        snap.unit.now.exec_start and snap.unit.now.exec_start.startswith("/run/")
+def override_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
+    """Runtime drop-ins that belong to a tool-calling override: the managed one, or any
+    /run drop-in that sets ExecStart. Others (e.g. `set-property --runtime` limits) are
+    reported as volatile but never removed."""
+    return [
+        d.path
+        for d in snap.unit.runtime_dropins
+        if d.path == s.override_dropin or re.search(r"(?m)^\s*ExecStart=", d.content)
+    ]
+
+
+def override_present(snap: HostSnapshot, s: Settings) -> bool:
+    exec_start = snap.unit.now.exec_start
+    return bool(override_dropins(snap, s)) or bool(exec_start and exec_start.startswith("/run/"))
+
+
+def missing_env(env: dict[str, str], s: Settings) -> list[str]:
+    return [f"{k}={v}" for k, v in sorted(s.required_env.items()) if env.get(k) != v]
+
+
+def view_env(view) -> dict[str, str]:
+    return {k: v.value for k, v in view.environment.items()} if view else {}
+
+
+def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
+    """What systemd runs now is an override with the wanted parser and environment.
+
+    Judged by effect, not by text: a hand-made override that works is left alone."""
+    now = snap.unit.now
+    return (
+        bool(now.exec_start and now.exec_start.startswith("/run/"))
+        and now.parser.value == s.tool_call_parser
+        and not missing_env(view_env(now), s)
     )
 
 
@@ -77,53 +108,74 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
 def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
     unit, want = snap.unit, s.tool_call_parser
     store = unit.store_script
-    store_ok = store is not None and store.tool_call_parser == want
-    override = _override_present(snap)
+    store_env_missing = missing_env(view_env(unit.fragment_view), s)
+    store_ok = store is not None and store.tool_call_parser == want and not store_env_missing
+    override = override_present(snap, s)
     active = unit.active_state == "active"
-    if store_ok and snap.probe.parsed and not override:
-        return RestorePlan(
-            NOOP,
-            [
-                f"the store start script has {want}, the probe is parsed "
-                "and there is no runtime override"
-            ],
+    busy = snap.probe.outcome == "unreachable" and snap.probe.timed_out and active
+    if store_ok and not override and (snap.probe.parsed or busy):
+        env = ", ".join(f"{k}={v}" for k, v in sorted(s.required_env.items()))
+        reasons = [
+            f"the store start script has {want}"
+            + (f" and {env}" if env else "")
+            + ", and there is no runtime override"
+        ]
+        reasons.append(
+            "the probe is parsed"
+            if snap.probe.parsed
+            else "the probe timed out: not restarting a running server that is "
+            "configured correctly (check `remedy status` again)"
         )
+        return RestorePlan(NOOP, reasons)
     if not unit.found:
         return RestorePlan(
             FALLBACK,
             [],
             [f"{s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
         )
-    blockers = durable_blockers(snap, s)
-    if not blockers:
-        reasons, bump = [], not store_ok
-        if bump:
-            lock = snap.flake_input
+    if store_ok:
+        # The durable fix is already deployed: cleaning up needs no Nix and no checkout.
+        reasons = [f"the deployed configuration already has {want}; no bump needed"]
+        if override:
             reasons.append(
-                f"the deployed start script has --tool-call-parser "
-                f"{store.tool_call_parser if store else 'none'}; bump "
-                f"{s.flake_input} (locked {(lock.rev or '?')[:12]}), prove the "
-                f"build runs {want}, commit flake.lock, nixos-rebuild switch"
+                "remove the stale /run override, daemon-reload, restart onto the "
+                "durable configuration"
             )
         else:
-            reasons.append(f"the deployed configuration already has {want}; no bump needed")
+            reasons.append(f"the probe is {snap.probe.outcome}; restart the server")
+        return RestorePlan(DURABLE, reasons, [], False, override, True)
+    blockers = durable_blockers(snap, s)
+    if not blockers:
+        lock = snap.flake_input
+        reasons = [
+            f"the deployed start script has --tool-call-parser "
+            f"{store.tool_call_parser if store else 'none'}"
+            + (f" and lacks {', '.join(store_env_missing)}" if store_env_missing else "")
+            + f"; bump {s.flake_input} (locked {(lock.rev or '?')[:12]}), prove the "
+            f"build runs {want}, commit flake.lock, nixos-rebuild switch"
+        ]
         if override:
             reasons.append(
                 "remove the stale /run override before switching, so the server restarts once"
             )
-        if not bump and not override and not snap.probe.parsed:
-            reasons.append(f"the probe is {snap.probe.outcome}; restart the server")
-        restart = bump or override or not active or not snap.probe.parsed
-        return RestorePlan(DURABLE, reasons, [], bump, override, restart)
+        return RestorePlan(DURABLE, reasons, [], True, override, True)
+    if override_in_place(snap, s) and snap.probe.parsed:
+        return RestorePlan(
+            FALLBACK,
+            [
+                "the /run override is in place with the wanted parser "
+                "and environment, and parsed; nothing to rewrite"
+            ],
+            blockers,
+            False,
+            False,
+            False,
+        )
     reasons = [
         f"write {s.override_script} and {s.override_dropin} from the store start "
         f"script with --tool-call-parser {want}, daemon-reload, restart"
     ]
-    if override and unit.now.parser.value == want and snap.probe.parsed:
-        reasons = ["the /run override is already in place and parsed; rewrite only if it differs"]
-    return RestorePlan(
-        FALLBACK, reasons, blockers, False, False, not (override and snap.probe.parsed)
-    )
+    return RestorePlan(FALLBACK, reasons, blockers, False, False, True)
 
 
 @dataclass
@@ -133,8 +185,14 @@ class Proof:
     parser: str
     env: dict[str, str]
 
-    def contains_fix(self, s: Settings) -> bool:
-        return self.parser == s.tool_call_parser
+    def missing(self, s: Settings) -> list[str]:
+        """What the built configuration lacks: the parser, required environment."""
+        out = (
+            []
+            if self.parser == s.tool_call_parser
+            else [f"--tool-call-parser {s.tool_call_parser} (it has {self.parser})"]
+        )
+        return out + missing_env(self.env, s)
 
 
 @dataclass
@@ -156,6 +214,9 @@ class RestoreRun:
     failed: str | None = None  # the run cannot succeed
     restarts: int = 0
     override_written: bool = False
+    override_removed: bool = False
+    lock_commit: str | None = None
+    hugepages_released: bool = False
     probe_after: ProbeResult | None = None
     unit_pid_before: int | None = None
     notes: list[str] = field(default_factory=list)

@@ -35,6 +35,11 @@ def request_body(model: str) -> str:
             "messages": [{"role": "user", "content": "Weather in Paris?"}],
             "tools": [TOOL],
             "tool_choice": "auto",
+            # Deterministic and short: a thinking model under load must not turn a slow
+            # answer into a failed probe (and a needless restart).
+            "temperature": 0,
+            "max_tokens": 256,
+            "chat_template_kwargs": {"enable_thinking": False},
         },
         separators=(",", ":"),
     )
@@ -47,6 +52,7 @@ class ProbeResult:
     finish_reason: str | None
     content: str | None  # first 200 characters
     reason: str
+    timed_out: bool = False  # unreachable because the answer took too long (busy?)
 
     @property
     def parsed(self) -> bool:
@@ -56,7 +62,8 @@ class ProbeResult:
 def classify(status: int | None, body: str, error: str | None = None) -> ProbeResult:
     """Read one answer to ``request_body``: parsed, unparsed, http_error or unreachable."""
     if status is None or status == 0:
-        return ProbeResult(UNREACHABLE, None, None, None, error or "no answer")
+        timed_out = bool(error and ("(28)" in error or "timed out" in error.lower()))
+        return ProbeResult(UNREACHABLE, None, None, None, error or "no answer", timed_out)
     try:
         doc = json.loads(body) if body else {}
     except ValueError:

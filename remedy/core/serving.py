@@ -233,6 +233,7 @@ class BuiltUnit:
     unit_path: str | None
     exec_start: str | None
     script: startscript.StartScript | None
+    environment: dict[str, str] = field(default_factory=dict)  # unit Environment= + exports
 
 
 def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
@@ -244,4 +245,7 @@ def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
         b.path: startscript.parse(b.path, b.text)
         for b in sections.one(parts, "built.scripts", "BuiltService").files
     }
-    return BuiltUnit(unit_files[0].path, conf.exec_start, scripts.get(conf.exec_start))
+    script = scripts.get(conf.exec_start)
+    env = {k: v for k, (v, _) in conf.environment.items()}
+    env.update(script.exports if script else {})
+    return BuiltUnit(unit_files[0].path, conf.exec_start, script, env)

@@ -112,10 +112,14 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         lock, error = read_flake_input(parts), None
     except FactProcessError as exc:
         lock, error = None, str(exc)
+    try:  # an unknown Nix must not blind the whole snapshot: the fallback needs none
+        nix_info = read_nix(parts)
+    except FactProcessError as exc:
+        nix_info, error = None, error or str(exc)
     return HostSnapshot(
         unit=serving,
         memory=memory,
-        nix=read_nix(parts),
+        nix=nix_info,
         flake_input=lock,
         flake_error=error,
         checkout=read_checkout(parts),

@@ -147,11 +147,16 @@ def dropin_order(dropins: list[UnitFile]) -> list[UnitFile]:
 
     For the same name, /etc beats /run beats vendor: only the winner applies.
     """
-    rank = {ADMIN: 0, RUNTIME: 1, VENDOR: 2}
+
+    def rank(d: UnitFile) -> int:
+        # By where the file sits, not where it links: on NixOS /etc drop-ins link into
+        # the store, and systemd still ranks them as /etc.
+        return 0 if d.path.startswith("/etc/") else 1 if d.path.startswith("/run/") else 2
+
     winners: dict[str, UnitFile] = {}
     for d in dropins:
         best = winners.get(d.name)
-        if best is None or rank[d.origin] < rank[best.origin]:
+        if best is None or rank(d) < rank(best):
             winners[d.name] = d
     return [winners[n] for n in sorted(winners)]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyinfra.api import QuoteString, StringCommand
 
 
@@ -9,12 +11,20 @@ def command(argv: list[str]) -> StringCommand:
     return StringCommand(*(QuoteString(a) for a in argv))
 
 
-def run(host, argv: list[str]) -> tuple[bool, str]:
-    """Run ARGV on HOST now (inside a FunctionCommand); (ok, combined output)."""
+@dataclass
+class Ran:
+    ok: bool
+    stdout: str
+    stderr: str
+
+    @property
+    def tail(self) -> str:
+        """The last line of what the command said, for an error message."""
+        text = self.stderr.strip() or self.stdout.strip()
+        return text.splitlines()[-1] if text else "no output"
+
+
+def run(host, argv: list[str]) -> Ran:
+    """Run ARGV on HOST now (inside a FunctionCommand)."""
     ok, output = host.run_shell_command(command(argv), print_output=False)
-    text = (
-        "\n".join(line.line for line in output.combined_lines)
-        if hasattr(output, "combined_lines")
-        else "\n".join(output.stdout_lines + output.stderr_lines)
-    )
-    return ok, text
+    return Ran(ok, "\n".join(output.stdout_lines), "\n".join(output.stderr_lines))

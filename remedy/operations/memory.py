@@ -61,13 +61,21 @@ def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
         host.noop("no hugepages_target set for this host")
         return
     releases = hugepage_releases(r, r.before.memory)
-    if not releases:
-        host.noop("no free hugepages above the target")
+    if not releases or r.hugepages_released:
+        host.noop(
+            "no free hugepages above the target" if not releases else "released earlier in this run"
+        )
         return
     targets = {SIZES[label]: n for label, n in r.settings.hugepages_target.items()}
     for size, old, new in releases:
         host.log_styled(f"hugepages {mem.size_label(size)}: {old} -> {new}", fg="blue")
         yield command(commands.release_hugepages(size, targets[size]))
+    yield FunctionCommand(_mark_released, (r,), {})
+
+
+def _mark_released(state, host, r: RestoreRun) -> bool:
+    r.hugepages_released = True
+    return True
 
 
 @operation(is_idempotent=False)

@@ -67,11 +67,13 @@ def fix_proven(r: RestoreRun):
 def _abandon(state, host, r: RestoreRun, why: str) -> bool:
     s = r.settings
     r.durable_failed = why
+    # The lock was clean before the bump (a plan precondition): restore it whatever the
+    # update rewrote, not only when the tt-stack rev moved.
+    ran = run(host, commands.lock_revert(s.flake_dir))
+    if not ran.ok:
+        r.failed = f"could not revert {s.flake_dir}/flake.lock: {ran.tail}"
+        return False
     if r.new_rev != r.old_rev:
-        ok, out = run(host, commands.lock_revert(s.flake_dir))
-        if not ok:
-            r.failed = f"could not revert {s.flake_dir}/flake.lock: {out}"
-            return False
         r.notes.append(f"reverted {s.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
     r.new_rev = r.old_rev
     host.log_styled(f"durable path aborted: {why}", fg="yellow")
@@ -95,8 +97,7 @@ def _prove(state, host, r: RestoreRun) -> bool:
                 f"cannot check required_fix_rev against {url}: "
                 "only git+file:// inputs can be checked on the host",
             )
-        ok, _ = run(host, commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev))
-        if not ok:
+        if not run(host, commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev)).ok:
             return _abandon(
                 state,
                 host,
@@ -105,34 +106,28 @@ def _prove(state, host, r: RestoreRun) -> bool:
                 f"does not contain required_fix_rev {s.required_fix_rev[:12]}",
             )
     host.log_styled(f"building {commands.toplevel_attr(s.flake_dir, s.flake_host)}", fg="blue")
-    ok, out = run(host, commands.build_toplevel(s.flake_dir, s.flake_host))
-    if not ok:
-        return _abandon(
-            state,
-            host,
-            r,
-            f"the new configuration does not build: "
-            f"{out.strip().splitlines()[-1] if out.strip() else 'no output'}",
-        )
-    try:
-        toplevel = json.loads(out[out.index("[") :])[0]["outputs"]["out"]
-    except (ValueError, KeyError, IndexError):
-        return _abandon(state, host, r, f"unreadable nix build output: {out[:200]}")
-    built = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
-    script = built.script if built else None
+    built = run(host, commands.build_toplevel(s.flake_dir, s.flake_host))
+    if not built.ok:
+        return _abandon(state, host, r, f"the new configuration does not build: {built.tail}")
+    try:  # stdout only: warnings on stderr may contain brackets
+        toplevel = json.loads(built.stdout)[0]["outputs"]["out"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return _abandon(state, host, r, f"unreadable nix build output: {built.stdout[:200]}")
+    service = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
+    script = service.script if service else None
     r.proof = Proof(
         toplevel,
         script.path if script else None,
         script.tool_call_parser if script else "none",
-        dict(script.exports) if script else {},
+        dict(service.environment) if service else {},
     )
-    if not r.proof.contains_fix(s):
+    if missing := r.proof.missing(s):
         return _abandon(
             state,
             host,
             r,
-            f"{s.flake_input} at {(r.new_rev or '?')[:12]} still "
-            f"builds --tool-call-parser {r.proof.parser} (the fix is not in)",
+            f"{s.flake_input} at {(r.new_rev or '?')[:12]} builds "
+            f"a start script without {'; '.join(missing)} (the fix is not in)",
         )
     host.log_styled(f"proven: {toplevel} runs --tool-call-parser {r.proof.parser}", fg="green")
     return True
@@ -159,6 +154,13 @@ def flake_lock_committed(r: RestoreRun):
         f"restore_toolcalling deploy."
     )
     yield command(commands.lock_commit(s.flake_dir, message, s.flake_host))
+    yield FunctionCommand(_record_commit, (r,), {})
+
+
+def _record_commit(state, host, r: RestoreRun) -> bool:
+    ran = run(host, commands.head(r.settings.flake_dir))
+    r.lock_commit = ran.stdout.strip() if ran.ok else None
+    return True
 
 
 @operation(is_idempotent=False)
@@ -174,13 +176,20 @@ def system_switched(r: RestoreRun):
     if not r.plan.bump:
         host.noop("the deployed configuration already has the fix; no switch needed")
         return
+    yield FunctionCommand(_switch, (r,), {})
+
+
+def _switch(state, host, r: RestoreRun) -> bool:
+    """A failed switch may have half-activated the new system: roll back, then fall back."""
     s = r.settings
-    yield command(commands.switch(s.flake_dir, s.flake_host))
-    yield FunctionCommand(_mark_switched, (r,), {})
-
-
-def _mark_switched(state, host, r: RestoreRun) -> bool:
+    host.log_styled(f"nixos-rebuild switch --flake {s.flake_dir}#{s.flake_host}", fg="blue")
+    ran = run(host, commands.switch(s.flake_dir, s.flake_host))
     r.switched = True
+    if not ran.ok:
+        why = f"nixos-rebuild switch failed: {ran.tail}"
+        r.verification_failed = why
+        r.durable_failed = why
+        host.log_styled(f"{why}; rolling back, then the fallback", fg="red")
     return True
 
 
@@ -196,10 +205,18 @@ def system_rolled_back(r: RestoreRun):
         return
     yield FunctionCommand(gate_now, (r,), {})  # the rollback restarts the server too
     yield command(commands.rollback())
-    yield FunctionCommand(_mark_rolled_back, (r,), {})
+    yield FunctionCommand(_after_rollback, (r,), {})
 
 
-def _mark_rolled_back(state, host, r: RestoreRun) -> bool:
+def _after_rollback(state, host, r: RestoreRun) -> bool:
+    """Revert the lock commit too, or the next run would bump, switch and fail again."""
+    s = r.settings
     r.rolled_back = True
     r.notes.append("rolled back to the previous system generation")
+    if r.lock_commit:
+        ran = run(host, commands.lock_commit_revert(s.flake_dir, r.lock_commit, s.flake_host))
+        if not ran.ok:
+            r.failed = f"rolled back, but could not revert commit {r.lock_commit[:12]}: {ran.tail}"
+            return False
+        r.notes.append(f"reverted the lock commit {r.lock_commit[:12]} in {s.flake_dir}")
     return True

@@ -12,9 +12,10 @@ from pyinfra import host, state
 from pyinfra.api import FunctionCommand, operation
 
 from facts.serving import ServingUnit, ToolCallProbe
-from remedy.core import commands, probe
+from remedy.core import commands, plan, probe
 from remedy.core.plan import RestoreRun
 from remedy.operations.argv import command, run
+from remedy.operations.memory import gate_now
 
 
 def _stage_idle(r: RestoreRun, stage: str) -> str | None:
@@ -45,13 +46,19 @@ def runtime_override_removed(r: RestoreRun):
         host.noop("no runtime override to remove")
         return
     s = r.settings
-    paths = [d.path for d in r.before.unit.runtime_dropins]
+    paths = plan.override_dropins(r.before, s)  # never other runtime drop-ins
     if r.before.unit.now.exec_start and r.before.unit.now.exec_start.startswith("/run/"):
         paths.append(r.before.unit.now.exec_start)
     if s.override_script not in paths:
         paths.append(s.override_script)
     yield command(commands.remove_files(*paths))
     yield command(commands.daemon_reload())
+    yield FunctionCommand(_mark_removed, (r,), {})
+
+
+def _mark_removed(state, host, r: RestoreRun) -> bool:
+    r.override_removed = True
+    return True
 
 
 def _desired_override(r: RestoreRun) -> tuple[str | None, str]:
@@ -70,19 +77,8 @@ def _desired_override(r: RestoreRun) -> tuple[str | None, str]:
 
 
 def override_in_place(r: RestoreRun) -> bool:
-    s = r.settings
-    unit = r.before.unit
-    dropin = next((d for d in unit.runtime_dropins if d.path == s.override_dropin), None)
-    _, text = _desired_override(r)
-    script = unit.now.script
-    return (
-        dropin is not None
-        and dropin.content == text
-        and script is not None
-        and script.path == s.override_script
-        and script.tool_call_parser == s.tool_call_parser
-        and all(script.exports.get(k) == v for k, v in s.required_env.items())
-    )
+    """The override runs with the wanted parser and env, and this run has not removed it."""
+    return not r.override_removed and plan.override_in_place(r.before, r.settings)
 
 
 @operation(is_idempotent=False)
@@ -180,10 +176,12 @@ def _restart_if_needed(state, host, r: RestoreRun, stage: str) -> bool:
             fg="blue",
         )
         return True
+    if not gate_now(state, host, r):  # right before the restart, whatever the plan said
+        return False
     host.log_styled(f"restarting {s.unit}", fg="blue")
-    ok, out = run(host, commands.restart(s.unit))
-    if not ok:
-        return _fail(state, host, r, f"systemctl restart {s.unit} failed: {out.strip()[-300:]}")
+    ran = run(host, commands.restart(s.unit))
+    if not ran.ok:
+        return _fail(state, host, r, f"systemctl restart {s.unit} failed: {ran.tail}")
     r.restarts += 1
     return True
 
@@ -221,6 +219,10 @@ def _verify(state, host, r: RestoreRun, stage: str) -> bool:
         elapsed = time.monotonic() - started
         if result.parsed:
             unit = host.get_fact(ServingUnit, unit=s.unit)
+            lacking = plan.missing_env(plan.view_env(unit.now), s)
+            if lacking:
+                why = f"the probe is parsed but the server runs without {', '.join(lacking)}"
+                break
             if unit.now.parser.value != s.tool_call_parser:
                 why = (
                     f"the probe is parsed but systemd's effective parser is "

@@ -1,0 +1,115 @@
+"""The restore plan, decided from recorded twin snapshots before anything acts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import facts.serving
+from remedy.core import plan, probe
+from remedy.core.serving import DropIn, volatile_entries
+from remedy.core.settings import from_host_data
+
+FIXTURES = Path(__file__).parent.parent / "facts" / "serving.HostSnapshot"
+
+
+def snapshot(case: str):
+    lines = json.loads((FIXTURES / f"{case}.json").read_text())["output"]
+    return facts.serving.HostSnapshot().process(lines)
+
+
+def settings(**data):
+    return from_host_data("cfx-llm2", data)
+
+
+def with_runtime_dropin(snap, dropin: DropIn, exec_start: str | None = None):
+    unit = dataclasses.replace(snap.unit, dropins=[*snap.unit.dropins, dropin])
+    if exec_start:
+        unit = dataclasses.replace(unit, now=dataclasses.replace(unit.now, exec_start=exec_start))
+    return dataclasses.replace(snap, unit=unit)
+
+
+def test_fresh_host_takes_the_durable_path_and_restarts():
+    p = plan.plan_restore(snapshot("fresh"), settings())
+    assert (p.path, p.bump, p.remove_override, p.restart_expected) == ("durable", True, False, True)
+
+
+def test_seed_state_removes_the_override_before_the_switch():
+    p = plan.plan_restore(snapshot("emergency_override"), settings())
+    assert (p.path, p.bump, p.remove_override) == ("durable", True, True)
+
+
+def test_a_working_hand_made_override_is_left_alone_on_the_fallback():
+    p = plan.plan_restore(snapshot("emergency_override"), settings(durable=False))
+    assert p.path == "fallback" and not p.restart_expected
+    assert "nothing to rewrite" in p.reasons[0]
+
+
+def test_durable_host_is_a_noop():
+    p = plan.plan_restore(snapshot("durable"), settings())
+    assert p.path == "noop" and not p.restart_expected
+
+
+def test_stale_override_after_the_durable_fix_is_removed_even_without_durable():
+    snap = with_runtime_dropin(
+        snapshot("durable"),
+        DropIn(
+            "/run/systemd/system/tenstorrent-serving.service.d/override.conf",
+            "runtime",
+            "[Service]\nExecStart=\nExecStart=/run/tt-serving-override/start\n",
+        ),
+        exec_start="/run/tt-serving-override/start",
+    )
+    p = plan.plan_restore(snap, settings(durable=False))
+    assert (p.path, p.bump, p.remove_override, p.restart_expected) == ("durable", False, True, True)
+
+
+def test_an_unrelated_runtime_dropin_is_not_an_override():
+    control = DropIn(
+        "/run/systemd/system.control/tenstorrent-serving.service.d/50-MemoryMax.conf",
+        "runtime",
+        "[Service]\nMemoryMax=60G\n",
+    )
+    snap = with_runtime_dropin(snapshot("durable"), control)
+    assert plan.override_dropins(snap, settings()) == []
+    assert plan.plan_restore(snap, settings()).path == "noop"
+    assert control.path in {e.subject for e in volatile_entries(snap.unit, None, None)}
+
+
+def test_a_busy_server_with_a_correct_configuration_is_not_restarted():
+    busy = probe.classify(None, "", "curl: (28) Operation timed out after 20001 milliseconds")
+    assert busy.outcome == "unreachable" and busy.timed_out
+    snap = dataclasses.replace(snapshot("durable"), probe=busy)
+    p = plan.plan_restore(snap, settings())
+    assert p.path == "noop" and "timed out" in " ".join(p.reasons)
+    refused = probe.classify(None, "", "curl: (7) Failed to connect to 127.0.0.1 port 8000")
+    assert not refused.timed_out
+    assert plan.plan_restore(dataclasses.replace(snap, probe=refused), settings()).restart_expected
+
+
+def test_the_proof_requires_the_environment_too():
+    s = settings()
+    half = plan.Proof("/nix/store/x-system", "/nix/store/y-start", "qwen3_xml", {})
+    assert half.missing(s) == ["QWEN36_SDPA_STREAMING=1"]
+    full = plan.Proof(
+        "/nix/store/x-system", "/nix/store/y-start", "qwen3_xml", {"QWEN36_SDPA_STREAMING": "1"}
+    )
+    assert full.missing(s) == []
+    wrong = plan.Proof(
+        "/nix/store/x-system", "/nix/store/y-start", "hermes", {"QWEN36_SDPA_STREAMING": "1"}
+    )
+    assert wrong.missing(s) == ["--tool-call-parser qwen3_xml (it has hermes)"]
+
+
+def test_a_dirty_checkout_blocks_the_durable_path_with_a_reason():
+    snap = snapshot("fresh")
+    dirty = dataclasses.replace(
+        snap,
+        checkout=dataclasses.replace(
+            snap.checkout, changes=[" M hosts/cfx-llm2/configuration.nix"]
+        ),
+    )
+    p = plan.plan_restore(dirty, settings())
+    assert p.path == "fallback"
+    assert any("uncommitted changes" in b for b in p.durable_blockers)
