@@ -23,6 +23,7 @@ import json
 import os
 import re
 import socket
+import subprocess
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
@@ -311,11 +312,20 @@ def last_commit(project_dir: Path | str, relative: str) -> CommitInfo | None:
 
 
 def commits_of(project_dir: Path | str) -> dict[str, str | None]:
-    """``{"runbooks": sha, "deploys": sha}``: the last commits touching each directory."""
+    """``{"runbooks": sha, "deploys": sha}``: the last commits touching each directory.
+
+    Plain ``git log`` rather than gitpython: every deploy run pays for this, and
+    importing gitpython costs more than the two lookups.
+    """
     result: dict[str, str | None] = {}
     for key in ("runbooks", "deploys"):
-        info = last_commit(project_dir, key)
-        result[key] = info.sha if info else None
+        proc = subprocess.run(
+            ["git", "-C", str(project_dir), "log", "-1", "--format=%H", "--", key],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        result[key] = (proc.stdout.strip() or None) if proc.returncode == 0 else None
     return result
 
 
