@@ -15,7 +15,7 @@ from remedy.core import memory as mem
 from remedy.core.plan import RestoreRun
 from remedy.operations.argv import command
 
-SIZES = {"2M": 2048, "1G": 1048576}
+SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
 
 
 def _restart_ahead(r: RestoreRun, stage: str) -> str | None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 
 from remedy.twin import machine
 from tests.conftest import (
+    PROJECT,
     probe_inside,
     remedy_json,
     run_restore,
@@ -160,3 +163,32 @@ def test_bad_host_data_is_rejected_before_connecting(twin, data, words):
         assert word in out
     assert "Connected" not in out
     assert unit_props(twin)["MainPID"] == pid
+
+
+def test_free_hugepages_above_the_target_are_released_before_the_restart(twin, tmp_path):
+    pool = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+    original = twin.exec(["cat", pool]).stdout.strip()  # the kernel is the machine's: restore
+    try:
+        twin.exec(["sh", "-c", f"echo 4 > {pool}"])
+        if twin.exec(["cat", pool]).stdout.strip() != "4":
+            pytest.skip("the kernel would not give four 2 MiB pages")
+        inventory = tmp_path / "inv.py"
+        inventory.write_text(
+            "from remedy.twin.machine import inventory_hosts\n"
+            f"hosts = [(n, {{**d, 'hugepages_target': {{'2M': 1}}}}) "
+            f"for n, d in inventory_hosts() if n == {twin.name!r}]\n"
+        )
+        proc = subprocess.run(
+            ["pyinfra", "-y", str(inventory), "deploys/restore_toolcalling.py"],
+            capture_output=True,
+            text=True,
+            cwd=PROJECT,
+            timeout=900,
+            env={**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")},
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert twin.exec(["cat", pool]).stdout.strip() == "1"
+        assert "hugepages 2M: 4 -> 1" in proc.stdout + proc.stderr
+        assert probe_inside(twin).outcome == "parsed"
+    finally:
+        twin.exec(["sh", "-c", f"echo {original} > {pool}"], check=False)
