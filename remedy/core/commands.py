@@ -50,7 +50,8 @@ def lock_revert(flake_dir: str) -> list[str]:
     return ["git", "-C", flake_dir, "checkout", "--", "flake.lock"]
 
 
-def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
+def _git_as_remedy(flake_dir: str, flake_host: str) -> list[str]:
+    """git in the checkout, committing as remedy (the host's git may have no identity)."""
     return [
         "git",
         "-C",
@@ -59,6 +60,12 @@ def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
         "user.name=remedy",
         "-c",
         f"user.email=remedy@{flake_host}",
+    ]
+
+
+def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
+    return [
+        *_git_as_remedy(flake_dir, flake_host),
         "commit",
         "-q",
         "-m",
@@ -69,18 +76,7 @@ def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
 
 
 def lock_commit_revert(flake_dir: str, commit: str, flake_host: str) -> list[str]:
-    return [
-        "git",
-        "-C",
-        flake_dir,
-        "-c",
-        "user.name=remedy",
-        "-c",
-        f"user.email=remedy@{flake_host}",
-        "revert",
-        "--no-edit",
-        commit,
-    ]
+    return [*_git_as_remedy(flake_dir, flake_host), "revert", "--no-edit", commit]
 
 
 def head(flake_dir: str) -> list[str]:
