@@ -237,6 +237,31 @@ class RestoreRun:
     def fallback_active(self) -> bool:
         return not self.stopped and (self.plan.path == FALLBACK or bool(self.durable_failed))
 
+    def idle_reason(self, stage: str) -> str | None:
+        """None if STAGE ("durable" or "fallback") is running; otherwise why its steps
+        have nothing to do."""
+        if self.stopped:
+            return f"stopped earlier: {self.refused or self.failed}"
+        if stage == DURABLE:
+            if self.plan.path != DURABLE:
+                why = "; ".join(self.plan.durable_blockers) or self.plan.path
+                return f"durable path not taken ({why})"
+            if self.durable_failed:
+                return f"durable path abandoned: {self.durable_failed}"
+        elif not self.fallback_active:
+            return (
+                "the durable path restored tool calling; no fallback needed"
+                if self.plan.path == DURABLE
+                else f"path is {self.plan.path}"
+            )
+        return None
+
+    def restart_ahead(self, stage: str) -> bool:
+        """Whether STAGE is running and will (re)start the server."""
+        return self.idle_reason(stage) is None and (
+            self.plan.restart_expected or bool(self.durable_failed)
+        )
+
     @property
     def path_taken(self) -> str:
         if self.plan.path == DURABLE and self.durable_failed:

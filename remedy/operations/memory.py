@@ -18,20 +18,6 @@ from remedy.operations.argv import command
 SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
 
 
-def _restart_ahead(r: RestoreRun, stage: str) -> str | None:
-    """None if this stage will restart the server; else why the step is idle."""
-    if r.stopped:
-        return f"stopped earlier: {r.refused or r.failed}"
-    if stage == "durable":
-        if not r.durable_active:
-            return "the durable path is not running"
-    elif not r.fallback_active:
-        return "the fallback is not needed"
-    if not r.plan.restart_expected and not r.durable_failed:
-        return "no restart ahead"
-    return None
-
-
 def hugepage_releases(r: RestoreRun, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
     """(size_kb, current total, new total) for pools with free pages above the target."""
     out = []
@@ -54,8 +40,8 @@ def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
     """
-    if reason := _restart_ahead(r, stage):
-        host.noop(reason)
+    if not r.restart_ahead(stage):
+        host.noop(r.idle_reason(stage) or "no restart ahead")
         return
     if not r.settings.hugepages_target:
         host.noop("no hugepages_target set for this host")
@@ -85,8 +71,8 @@ def headroom_gated(r: RestoreRun, stage: str = "durable"):
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
     """
-    if reason := _restart_ahead(r, stage):
-        host.noop(reason)
+    if not r.restart_ahead(stage):
+        host.noop(r.idle_reason(stage) or "no restart ahead")
         return
     yield FunctionCommand(gate_now, (r,), {})
 

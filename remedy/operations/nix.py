@@ -20,24 +20,13 @@ from remedy.operations.argv import command, run
 from remedy.operations.memory import gate_now
 
 
-def _durable_idle_reason(r: RestoreRun) -> str | None:
-    if r.stopped:
-        return f"stopped earlier: {r.refused or r.failed}"
-    if r.plan.path != "durable":
-        blockers = "; ".join(r.plan.durable_blockers) or r.plan.path
-        return f"durable path not taken ({blockers})"
-    if r.durable_failed:
-        return f"durable path abandoned: {r.durable_failed}"
-    return None
-
-
 @operation(is_idempotent=False)
 def flake_input_updated(r: RestoreRun):
     """Bump the serving input (``flake_input``) in ``flake_dir`` with the host's Nix command.
 
     + r: the host's RestoreRun
     """
-    if reason := _durable_idle_reason(r):
+    if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
     if not r.plan.bump:
@@ -55,7 +44,7 @@ def fix_proven(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if reason := _durable_idle_reason(r):
+    if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
     if not r.plan.bump:
@@ -139,7 +128,7 @@ def flake_lock_committed(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if reason := _durable_idle_reason(r):
+    if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
     if not r.plan.bump or (state.is_executing and r.new_rev == r.old_rev):
@@ -170,7 +159,7 @@ def system_switched(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if reason := _durable_idle_reason(r):
+    if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
     if not r.plan.bump:

@@ -18,20 +18,6 @@ from remedy.operations.argv import command, run
 from remedy.operations.memory import gate_now
 
 
-def _stage_idle(r: RestoreRun, stage: str) -> str | None:
-    if r.stopped:
-        return f"stopped earlier: {r.refused or r.failed}"
-    if stage == "durable" and not r.durable_active:
-        return "the durable path is not running"
-    if stage == "fallback" and not r.fallback_active:
-        return (
-            "the durable path restored tool calling; no fallback needed"
-            if r.plan.path == "durable"
-            else f"path is {r.plan.path}"
-        )
-    return None
-
-
 @operation(is_idempotent=False)
 def runtime_override_removed(r: RestoreRun):
     """Remove the stale /run override (start script and drop-in) and daemon-reload, before
@@ -39,7 +25,7 @@ def runtime_override_removed(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if reason := _stage_idle(r, "durable"):
+    if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
     if not r.plan.remove_override:
@@ -89,7 +75,7 @@ def runtime_override_written(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if reason := _stage_idle(r, "fallback"):
+    if reason := r.idle_reason("fallback"):
         host.noop(reason)
         return
     s = r.settings
@@ -148,7 +134,7 @@ def restarted(r: RestoreRun, stage: str = "durable"):
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
     """
-    if reason := _stage_idle(r, stage):
+    if reason := r.idle_reason(stage):
         host.noop(reason)
         return
     if stage == "durable" and not r.plan.restart_expected:
@@ -194,7 +180,7 @@ def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
     """
-    if reason := _stage_idle(r, stage):
+    if reason := r.idle_reason(stage):
         host.noop(reason)
         return
     if r.before.probe.parsed and not (
