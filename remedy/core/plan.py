@@ -217,6 +217,7 @@ class RestoreRun:
     override_removed: bool = False
     lock_commit: str | None = None
     hugepages_released: bool = False
+    gated: set[str] = field(default_factory=set)  # stages whose memory gate passed
     probe_after: ProbeResult | None = None
     unit_pid_before: int | None = None
     notes: list[str] = field(default_factory=list)

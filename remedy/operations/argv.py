@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyinfra.api import QuoteString, StringCommand
+from pyinfra.api import FunctionCommand, QuoteString, StringCommand
 
 
 def command(argv: list[str]) -> StringCommand:
@@ -25,6 +25,15 @@ class Ran:
 
 
 def run(host, argv: list[str]) -> Ran:
-    """Run ARGV on HOST now (inside a FunctionCommand)."""
+    """Run ARGV on HOST now (at execution, inside an operation or a FunctionCommand)."""
     ok, output = host.run_shell_command(command(argv), print_output=False)
     return Ran(ok, "\n".join(output.stdout_lines), "\n".join(output.stderr_lines))
+
+
+def _fails(state, host) -> bool:
+    return False
+
+
+def failure() -> FunctionCommand:
+    """A command that fails its operation (the reason was already logged and recorded)."""
+    return FunctionCommand(_fails, (), {})

@@ -6,14 +6,14 @@ hugepages can be released, so the pool is reduced before (re)starting.
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api import FunctionCommand, operation
+from pyinfra import host, state
+from pyinfra.api import operation
 
 from facts.memory import MemoryHeadroom
 from remedy.core import commands
 from remedy.core import memory as mem
 from remedy.core.plan import RestoreRun
-from remedy.operations.argv import command
+from remedy.operations.argv import command, failure
 
 SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
 
@@ -56,17 +56,13 @@ def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
     for size, old, new in releases:
         host.log_styled(f"hugepages {mem.size_label(size)}: {old} -> {new}", fg="blue")
         yield command(commands.release_hugepages(size, targets[size]))
-    yield FunctionCommand(_mark_released, (r,), {})
+    r.hugepages_released = True  # runs once the commands above have run
 
 
-def _mark_released(state, host, r: RestoreRun) -> bool:
-    r.hugepages_released = True
-    return True
-
-
-@operation(is_idempotent=False)
+@operation()
 def headroom_gated(r: RestoreRun, stage: str = "durable"):
     """Refuse to go on if MemAvailable < ``min_mem_available_gb``: nothing is restarted.
+    A check, not a change: it reads memory right before the restart, on the run itself.
 
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
@@ -74,20 +70,27 @@ def headroom_gated(r: RestoreRun, stage: str = "durable"):
     if not r.restart_ahead(stage):
         host.noop(r.idle_reason(stage) or "no restart ahead")
         return
-    yield FunctionCommand(gate_now, (r,), {})
+    if not state.is_executing:
+        host.noop(
+            f"will require MemAvailable >= {r.settings.min_mem_available_gb:g} GB right "
+            f"before the restart (now {r.before.memory.mem_available_kb * 1024 / 1e9:.1f} GB)"
+        )
+        return
+    yield from gate(r, stage)
 
 
-def gate_now(state, host, r: RestoreRun) -> bool:
-    """Read MemAvailable now; False (the operation fails) below the threshold."""
+def gate(r: RestoreRun, stage: str):
+    """Inside an operation, at execution: read MemAvailable now. Passing says so and yields
+    nothing; a refusal is recorded and yields a failing command (the operation errors)."""
     headroom = host.get_fact(MemoryHeadroom)
     refusal = r.memory_refusal(headroom)
-    gb = headroom.mem_available_kb * 1024 / 1e9
     if refusal:
         r.refused = refusal
         host.log_styled(refusal, fg="red")
-        return False
-    host.log_styled(
-        f"memory gate: MemAvailable {gb:.1f} GB >= {r.settings.min_mem_available_gb:g} GB",
-        fg="green",
-    )
-    return True
+        yield failure()
+        return
+    r.gated.add(stage)
+    gb = headroom.mem_available_kb * 1024 / 1e9
+    message = f"memory gate: MemAvailable {gb:.1f} GB >= {r.settings.min_mem_available_gb:g} GB"
+    host.log_styled(message, fg="green")
+    host.noop(message)

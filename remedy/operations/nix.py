@@ -17,7 +17,7 @@ from facts.serving import BuiltService
 from remedy.core import commands
 from remedy.core.plan import Proof, RestoreRun
 from remedy.operations.argv import command, run
-from remedy.operations.memory import gate_now
+from remedy.operations.memory import gate
 
 
 @operation(is_idempotent=False)
@@ -36,11 +36,12 @@ def flake_input_updated(r: RestoreRun):
     yield command(commands.update_input(r.before.nix.update_input_argv, s.flake_dir, s.flake_input))
 
 
-@operation(is_idempotent=False)
+@operation()
 def fix_proven(r: RestoreRun):
-    """Build the new toplevel and read its start script: it must run the wanted parser
-    (and contain ``required_fix_rev`` when set). Otherwise revert flake.lock and hand over
-    to the fallback; nothing is switched.
+    """Build the new toplevel and read its start script: it must run the wanted parser and
+    environment (and contain ``required_fix_rev`` when set). If so this is a check and
+    changes nothing; if not, flake.lock is reverted and the fallback takes over: nothing
+    is switched.
 
     + r: the host's RestoreRun
     """
@@ -50,58 +51,54 @@ def fix_proven(r: RestoreRun):
     if not r.plan.bump:
         host.noop("nothing was bumped")
         return
-    yield FunctionCommand(_prove, (r,), {})
-
-
-def _abandon(state, host, r: RestoreRun, why: str) -> bool:
-    s = r.settings
-    r.durable_failed = why
+    if not state.is_executing:
+        host.noop("will build the bumped configuration and read its start script")
+        return
+    why = _missing_fix(r)
+    if why is None:
+        message = f"proven: {r.proof.toplevel} runs --tool-call-parser {r.proof.parser}"
+        host.log_styled(message, fg="green")
+        host.noop(message)
+        return
     # The lock was clean before the bump (a plan precondition): restore it whatever the
     # update rewrote, not only when the tt-stack rev moved.
-    ran = run(host, commands.lock_revert(s.flake_dir))
-    if not ran.ok:
-        r.failed = f"could not revert {s.flake_dir}/flake.lock: {ran.tail}"
-        return False
+    r.durable_failed = why
+    host.log_styled(f"durable path aborted: {why}; reverting flake.lock", fg="yellow")
     if r.new_rev != r.old_rev:
-        r.notes.append(f"reverted {s.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
+        r.notes.append(f"reverted {r.settings.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
     r.new_rev = r.old_rev
-    host.log_styled(f"durable path aborted: {why}", fg="yellow")
-    return True
+    yield command(commands.lock_revert(r.settings.flake_dir))
 
 
-def _prove(state, host, r: RestoreRun) -> bool:
+def _missing_fix(r: RestoreRun) -> str | None:
+    """Why the bumped configuration does not carry the fix, or None if it does."""
     s = r.settings
     lock = host.get_fact(FlakeInput, flake_dir=s.flake_dir, flake_input=s.flake_input)
     r.new_rev = lock.rev if lock else None
+    short = (r.new_rev or "?")[:12]
     if r.new_rev == r.old_rev:
-        r.notes.append(f"{s.flake_input} is already at its newest commit {(r.old_rev or '?')[:12]}")
+        r.notes.append(f"{s.flake_input} is already at its newest commit {short}")
     if s.required_fix_rev:
         url = (lock.url or "") if lock else ""
         m = re.match(r"^git\+file://(/[^?]*)", url)
         if not m:
-            return _abandon(
-                state,
-                host,
-                r,
-                f"cannot check required_fix_rev against {url}: "
-                "only git+file:// inputs can be checked on the host",
+            return (
+                f"cannot check required_fix_rev against {url}: only git+file:// inputs "
+                "can be checked on the host"
             )
         if not run(host, commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev)).ok:
-            return _abandon(
-                state,
-                host,
-                r,
-                f"{s.flake_input} at {(r.new_rev or '?')[:12]} "
-                f"does not contain required_fix_rev {s.required_fix_rev[:12]}",
+            return (
+                f"{s.flake_input} at {short} does not contain required_fix_rev "
+                f"{s.required_fix_rev[:12]}"
             )
     host.log_styled(f"building {commands.toplevel_attr(s.flake_dir, s.flake_host)}", fg="blue")
     built = run(host, commands.build_toplevel(s.flake_dir, s.flake_host))
     if not built.ok:
-        return _abandon(state, host, r, f"the new configuration does not build: {built.tail}")
+        return f"the new configuration does not build: {built.tail}"
     try:  # stdout only: warnings on stderr may contain brackets
         toplevel = json.loads(built.stdout)[0]["outputs"]["out"]
     except (ValueError, KeyError, IndexError, TypeError):
-        return _abandon(state, host, r, f"unreadable nix build output: {built.stdout[:200]}")
+        return f"unreadable nix build output: {built.stdout[:200]}"
     service = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
     script = service.script if service else None
     r.proof = Proof(
@@ -111,15 +108,11 @@ def _prove(state, host, r: RestoreRun) -> bool:
         dict(service.environment) if service else {},
     )
     if missing := r.proof.missing(s):
-        return _abandon(
-            state,
-            host,
-            r,
-            f"{s.flake_input} at {(r.new_rev or '?')[:12]} builds "
-            f"a start script without {'; '.join(missing)} (the fix is not in)",
+        return (
+            f"{s.flake_input} at {short} builds a start script without "
+            f"{'; '.join(missing)} (the fix is not in)"
         )
-    host.log_styled(f"proven: {toplevel} runs --tool-call-parser {r.proof.parser}", fg="green")
-    return True
+    return None
 
 
 @operation(is_idempotent=False)
@@ -143,13 +136,9 @@ def flake_lock_committed(r: RestoreRun):
         f"restore_toolcalling deploy."
     )
     yield command(commands.lock_commit(s.flake_dir, message, s.flake_host))
-    yield FunctionCommand(_record_commit, (r,), {})
-
-
-def _record_commit(state, host, r: RestoreRun) -> bool:
-    ran = run(host, commands.head(r.settings.flake_dir))
+    # Resumed once the commit ran (at execution only): remember it for a rollback.
+    ran = run(host, commands.head(s.flake_dir))
     r.lock_commit = ran.stdout.strip() if ran.ok else None
-    return True
 
 
 @operation(is_idempotent=False)
@@ -192,20 +181,13 @@ def system_rolled_back(r: RestoreRun):
     if not (r.switched and r.verification_failed):
         host.noop("no failed switch to roll back")
         return
-    yield FunctionCommand(gate_now, (r,), {})  # the rollback restarts the server too
+    yield from gate(r, "rollback")  # the rollback restarts the server too
+    if r.refused:
+        return
     yield command(commands.rollback())
-    yield FunctionCommand(_after_rollback, (r,), {})
-
-
-def _after_rollback(state, host, r: RestoreRun) -> bool:
-    """Revert the lock commit too, or the next run would bump, switch and fail again."""
-    s = r.settings
     r.rolled_back = True
     r.notes.append("rolled back to the previous system generation")
-    if r.lock_commit:
-        ran = run(host, commands.lock_commit_revert(s.flake_dir, r.lock_commit, s.flake_host))
-        if not ran.ok:
-            r.failed = f"rolled back, but could not revert commit {r.lock_commit[:12]}: {ran.tail}"
-            return False
+    if r.lock_commit:  # or the next run would bump, switch and fail again
+        s = r.settings
+        yield command(commands.lock_commit_revert(s.flake_dir, r.lock_commit, s.flake_host))
         r.notes.append(f"reverted the lock commit {r.lock_commit[:12]} in {s.flake_dir}")
-    return True

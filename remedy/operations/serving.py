@@ -9,13 +9,13 @@ from __future__ import annotations
 import time
 
 from pyinfra import host, state
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import operation
 
 from facts.serving import ServingUnit, ToolCallProbe
 from remedy.core import commands, plan, probe
 from remedy.core.plan import RestoreRun
-from remedy.operations.argv import command, run
-from remedy.operations.memory import gate_now
+from remedy.operations.argv import command, failure
+from remedy.operations.memory import gate
 
 
 @operation(is_idempotent=False)
@@ -39,27 +39,20 @@ def runtime_override_removed(r: RestoreRun):
         paths.append(s.override_script)
     yield command(commands.remove_files(*paths))
     yield command(commands.daemon_reload())
-    yield FunctionCommand(_mark_removed, (r,), {})
-
-
-def _mark_removed(state, host, r: RestoreRun) -> bool:
     r.override_removed = True
-    return True
 
 
-def _desired_override(r: RestoreRun) -> tuple[str | None, str]:
-    """(reason it cannot be derived, drop-in text)."""
-    s = r.settings
+def _override_problem(r: RestoreRun) -> str | None:
+    """Why no override can be derived from the store start script, if it cannot."""
     store = r.before.unit.store_script
     if store is None:
-        return (f"{s.unit} has no start script in its fragment to derive an override from", "")
+        return f"{r.settings.unit} has no start script in its fragment to derive an override from"
     if store.parser_flag_count != 1:
         return (
             f"{store.path}: --tool-call-parser appears {store.parser_flag_count} times, "
-            "expected exactly once; not deriving an override from it",
-            "",
+            "expected exactly once; not deriving an override from it"
         )
-    return None, commands.dropin_text(s.override_script, s.required_env)
+    return None
 
 
 def override_in_place(r: RestoreRun) -> bool:
@@ -79,9 +72,8 @@ def runtime_override_written(r: RestoreRun):
         host.noop(reason)
         return
     s = r.settings
-    problem, dropin = _desired_override(r)
-    if problem:
-        yield FunctionCommand(_fail, (r, problem), {})
+    if problem := _override_problem(r):
+        yield from _fail(r, problem)
         return
     if override_in_place(r):
         host.noop(f"the /run override is already in place with {s.tool_call_parser}")
@@ -96,26 +88,15 @@ def runtime_override_written(r: RestoreRun):
     )
     yield command(commands.install_atomically(tmp_script, s.override_script, "0755"))
     yield command(commands.make_dir(dropin_dir))
+    dropin = commands.dropin_text(s.override_script, s.required_env)
     yield command(commands.write_text(dropin, tmp_dropin))
     yield command(commands.install_atomically(tmp_dropin, s.override_dropin, "0644"))
     yield command(commands.daemon_reload())
-    yield FunctionCommand(_check_effective_override, (r,), {})
-
-
-def _fail(state, host, r: RestoreRun, why: str) -> bool:
-    r.failed = why
-    host.log_styled(why, fg="red")
-    return False
-
-
-def _check_effective_override(state, host, r: RestoreRun) -> bool:
-    s = r.settings
+    # Resumed after the daemon-reload ran: is the override what systemd runs now?
     r.override_written = True
     unit = host.get_fact(ServingUnit, unit=s.unit)
     if unit.now.exec_start != s.override_script:
-        return _fail(
-            state,
-            host,
+        yield from _fail(
             r,
             (
                 f"the /run override is written but systemd runs ExecStart={unit.now.exec_start} "
@@ -123,13 +104,18 @@ def _check_effective_override(state, host, r: RestoreRun) -> bool:
                 "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
             ),
         )
-    return True
+
+
+def _fail(r: RestoreRun, why: str):
+    r.failed = why
+    host.log_styled(why, fg="red")
+    yield failure()
 
 
 @operation(is_idempotent=False)
 def restarted(r: RestoreRun, stage: str = "durable"):
     """Restart the server only if what systemd would start changed since it started (and
-    nothing else restarted it already), or if it is not running.
+    nothing else restarted it already), or if it is not running. Memory-gated.
 
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
@@ -143,36 +129,33 @@ def restarted(r: RestoreRun, stage: str = "durable"):
     if stage == "fallback" and override_in_place(r) and r.before.probe.parsed:
         host.noop("the override was already running and parsed")
         return
-    yield FunctionCommand(_restart_if_needed, (r, stage), {})
-
-
-def _restart_if_needed(state, host, r: RestoreRun, stage: str) -> bool:
     s = r.settings
-    unit = host.get_fact(ServingUnit, unit=s.unit)
-    if (
-        unit.active_state == "active"
-        and unit.main_pid
-        and unit.main_pid != r.unit_pid_before
-        and not r.override_written
-    ):
-        r.restarts += 1
-        host.log_styled(
-            f"already restarted (pid {r.unit_pid_before} -> {unit.main_pid}) by "
-            "nixos-rebuild switch; not restarting again",
-            fg="blue",
-        )
-        return True
-    if not gate_now(state, host, r):  # right before the restart, whatever the plan said
-        return False
-    host.log_styled(f"restarting {s.unit}", fg="blue")
-    ran = run(host, commands.restart(s.unit))
-    if not ran.ok:
-        return _fail(state, host, r, f"systemctl restart {s.unit} failed: {ran.tail}")
+    if state.is_executing:
+        unit = host.get_fact(ServingUnit, unit=s.unit)
+        if (
+            unit.active_state == "active"
+            and unit.main_pid
+            and unit.main_pid != r.unit_pid_before
+            and not r.override_written
+        ):
+            r.restarts += 1
+            message = (
+                f"already restarted (pid {r.unit_pid_before} -> {unit.main_pid}) by "
+                "nixos-rebuild switch; not restarting again"
+            )
+            host.log_styled(message, fg="blue")
+            host.noop(message)
+            return
+        if stage not in r.gated:  # every restart passes the gate, planned or not
+            yield from gate(r, stage)
+            if r.refused:
+                return
+        host.log_styled(f"restarting {s.unit}", fg="blue")
+    yield command(commands.restart(s.unit))
     r.restarts += 1
-    return True
 
 
-@operation(is_idempotent=False)
+@operation()
 def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
     """Wait (bounded by ``ready_timeout_s``) for the server, then require the effective
     parser to be the wanted one and the tool-call probe to be ``parsed``.
@@ -190,10 +173,23 @@ def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
     ):
         host.noop("nothing was restarted and the probe was parsed before the run")
         return
-    yield FunctionCommand(_verify, (r, stage), {})
+    if not state.is_executing:
+        host.noop("will wait for the server, then send a real tool call")
+        return
+    why = _wait_until_parsed(r)
+    if why is None:
+        host.noop("verified: the tool-call probe is parsed")
+    elif stage == "durable":
+        r.verification_failed = why
+        r.durable_failed = f"verification failed: {why}"
+        host.log_styled(f"durable path failed verification: {why}; rolling back", fg="red")
+    else:
+        yield from _fail(r, f"fallback verification failed: {why}")
 
 
-def _verify(state, host, r: RestoreRun, stage: str) -> bool:
+def _wait_until_parsed(r: RestoreRun) -> str | None:
+    """Poll the probe (bounded by ready_timeout_s); None once parsed with the wanted
+    parser and environment, else why not."""
     s = r.settings
     deadline = time.monotonic() + s.ready_timeout_s
     started, last_note = time.monotonic(), 0.0
@@ -221,7 +217,7 @@ def _verify(state, host, r: RestoreRun, stage: str) -> bool:
                 f"{unit.now.parser.describe('parser')}; probe parsed",
                 fg="green",
             )
-            return True
+            return None
         if result.outcome == probe.UNPARSED:
             unparsed_in_a_row += 1
             if unparsed_in_a_row >= 3:
@@ -242,18 +238,13 @@ def _verify(state, host, r: RestoreRun, stage: str) -> bool:
             last_note = elapsed
         time.sleep(1)
     r.probe_after = result
-    if stage == "durable":
-        r.verification_failed = why
-        r.durable_failed = f"verification failed: {why}"
-        host.log_styled(f"durable path failed verification: {why}; rolling back", fg="red")
-        return True
-    return _fail(state, host, r, f"fallback verification failed: {why}")
+    return why
 
 
 def outcome(r: RestoreRun) -> str:
     s = r.settings
     if r.plan.path == "noop":
-        return f"tool calling is parsed and durable ({s.tool_call_parser} in the store script)"
+        return "nothing to do: " + "; ".join(r.plan.reasons)
     parts = [f"path {r.path_taken}"]
     if r.new_rev and r.new_rev != r.old_rev:
         parts.append(f"{s.flake_input} {(r.old_rev or '?')[:12]} -> {r.new_rev[:12]}")
@@ -280,11 +271,7 @@ def outcome_reported(r: RestoreRun):
             host.log_styled(f"outcome: {outcome(r)}", fg="yellow" if r.fallback_active else "green")
         host.noop(outcome(r))
         return
-    yield FunctionCommand(_report_failure, (r,), {})
-
-
-def _report_failure(state, host, r: RestoreRun) -> bool:
     host.log_styled(
         f"restore FAILED: {r.failed or r.verification_failed or r.refused}; {outcome(r)}", fg="red"
     )
-    return False
+    yield failure()
