@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import gevent
 from pyinfra.api import Config, State
-from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.connect import disconnect_all
+from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_state
 
@@ -22,7 +24,7 @@ from remedy.errors import ConfigError
 
 @contextmanager
 def connected(inventory_path: str, limit: list[str] | None = None) -> Iterator[tuple]:
-    """Yield (state, hosts, failed): connected hosts and the names that did not connect."""
+    """Yield (state, hosts, failed): connected hosts, and {name: why} for the others."""
     from pyinfra_cli.inventory import make_inventory
 
     path = Path(inventory_path)
@@ -47,9 +49,34 @@ def connected(inventory_path: str, limit: list[str] | None = None) -> Iterator[t
         hosts = [h for h in inventory if not limit or h.name in limit]
         state.init(inventory, Config(), initial_limit=hosts)
         state.set_stage(StateStage.Connect)
-        connect_all(state)
-        failed = [h.name for h in hosts if h in state.failed_hosts or not h.connected]
+        failed = _connect(state, hosts)
         try:
             yield state, [h for h in hosts if h.name not in failed], failed
         finally:
             disconnect_all(state)
+
+
+def _connect(state: State, hosts: list) -> dict[str, str]:
+    """Connect to HOSTS in parallel; {name: why} for those that could not be reached.
+
+    Unlike pyinfra's connect_all this keeps each host's reason (the SSH error) and
+    does not give up when every host fails: a report must say which host and why.
+    """
+
+    def attempt(host):
+        try:
+            host.connect(show_errors=False, raise_exceptions=True)
+        except ConnectError as exc:
+            return str(exc) or type(exc).__name__
+        return None if host.connected else "not connected"
+
+    greenlets = {host: state.pool.spawn(attempt, host) for host in hosts}
+    gevent.joinall(list(greenlets.values()))
+    failed = {}
+    for host, greenlet in greenlets.items():
+        why = greenlet.get()
+        if why is None:
+            state.activate_host(host)
+        else:
+            failed[host.name] = why
+    return failed

@@ -26,8 +26,8 @@ def status(inventory, limit, as_json):
     Exit 0 healthy and durable, 3 healthy but volatile or drifted, 4 unhealthy, 1 error."""
     results, errors = [], {}
     with session.connected(inventory, list(limit) or None) as (_state, hosts, failed):
-        for name in failed:
-            errors[name] = "could not connect (see the SSH error above)"
+        for name, why in failed.items():
+            errors[name] = f"could not connect over SSH: {why}"
         for host in hosts:
             s = settings_mod.from_host_data(host.name, host.data)
             if not as_json:
