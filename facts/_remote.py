@@ -8,15 +8,23 @@ ends with the end marker, so a cut-short answer is detected.
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra.api import QuoteString, StringCommand
 
+from remedy.core import probe
 from remedy.core.sections import END
 
-CATFILE = r"""
+# Shell functions every remote snippet may use.
+PRELUDE = r"""
 catfile() {
   [ -n "$1" ] || return 0
   printf '@@remedy:file %s %s\n' "$1" "$(readlink -f -- "$1" 2>/dev/null || printf '%s' "$1")"
   [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
+}
+# The command paths that ExecStart= lines of unit files name (prefixes like - @ ! dropped).
+exec_paths() {
+  sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$@" 2>/dev/null
 }
 """
 
@@ -35,7 +43,7 @@ echo "@@remedy:section unit.next"
 [ -e "$next" ] && catfile "$next"
 echo "@@remedy:section unit.scripts"
 for f in "$frag" $dropins "$next"; do
-  [ -f "$f" ] && sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$f"
+  [ -f "$f" ] && exec_paths "$f"
 done | sort -u | while read -r s; do catfile "$s"; done
 """
 
@@ -100,12 +108,11 @@ for l in /nix/var/nix/profiles/system-*-link; do
 done
 """
 
-PROBE = r"""
+PROBE = f"""
 echo "@@remedy:section probe"
 if command -v curl >/dev/null 2>&1; then
-  curl -sS --max-time "$REMEDY_PROBE_TIMEOUT" --connect-timeout 3 \
-    -H 'Content-Type: application/json' --data-binary "$REMEDY_PROBE_BODY" \
-    -w '\n@@remedy-http-status=%{http_code}\n' -o - "$REMEDY_PROBE_URL" 2>&1
+  curl {shlex.join(probe.CURL_FLAGS)} --max-time "$REMEDY_PROBE_TIMEOUT" \\
+    --data-binary "$REMEDY_PROBE_BODY" "$REMEDY_PROBE_URL" 2>&1
 else
   echo "curl: (2) curl is not installed on this host"
 fi
@@ -114,7 +121,7 @@ fi
 
 def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
     """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS."""
-    script = "\n".join([CATFILE, *snippets, f"echo '{END}'", "exit 0"])
+    script = "\n".join([PRELUDE, *snippets, f"echo '{END}'", "exit 0"])
     parts: list = ["env"]
     for key, value in sorted(env.items()):
         parts.append(QuoteString(f"{key}={value}"))
@@ -129,6 +136,6 @@ echo "@@remedy:section built.unit"
 catfile "$t/etc/systemd/system/$u"
 echo "@@remedy:section built.scripts"
 f=$t/etc/systemd/system/$u
-[ -f "$f" ] && sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$f" \
+[ -f "$f" ] && exec_paths "$f" \
   | while read -r s; do catfile "$s"; done
 """

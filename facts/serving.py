@@ -29,7 +29,7 @@ PROBE_TIMEOUT_S = 20
 
 def probe_env(server_url: str, model: str, timeout_s: int) -> dict[str, str]:
     return {
-        "REMEDY_PROBE_URL": server_url.rstrip("/") + "/v1/chat/completions",
+        "REMEDY_PROBE_URL": probe.endpoint(server_url),
         "REMEDY_PROBE_BODY": probe.request_body(model),
         "REMEDY_PROBE_TIMEOUT": str(int(timeout_s)),
     }

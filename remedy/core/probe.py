@@ -119,24 +119,35 @@ def classify(status: int | None, body: str, error: str | None = None) -> ProbeRe
 STATUS_MARK = "@@remedy-http-status="
 
 
+# How curl sends the probe and reports the status (000 when unreachable), shared by
+# the fact's remote snippet (facts/_remote.py) and curl_argv (the manual script).
+CURL_FLAGS = [
+    "-sS",
+    "--connect-timeout",
+    "3",
+    "-H",
+    "Content-Type: application/json",
+    "-w",
+    "\n" + STATUS_MARK + "%{http_code}\n",
+    "-o",
+    "-",
+]
+
+
+def endpoint(server_url: str) -> str:
+    return server_url.rstrip("/") + "/v1/chat/completions"
+
+
 def curl_argv(url: str, model: str, timeout_s: int = 20) -> list[str]:
-    """curl sending the probe; prints the body, then a status line (000 when unreachable)."""
+    """curl sending the probe; prints the body, then a status line."""
     return [
         "curl",
-        "-sS",
+        *CURL_FLAGS,
         "--max-time",
         str(timeout_s),
-        "--connect-timeout",
-        "3",
-        "-H",
-        "Content-Type: application/json",
         "--data-binary",
         request_body(model),
-        "-w",
-        "\n" + STATUS_MARK + "%{http_code}\n",
-        "-o",
-        "-",
-        url.rstrip("/") + "/v1/chat/completions",
+        endpoint(url),
     ]
 
 

@@ -16,10 +16,16 @@ def free_port() -> int:
 
 def test_an_unreachable_host_is_named_with_the_ssh_reason(tmp_path):
     inventory = tmp_path / "inv.py"
-    inventory.write_text(f'hosts = [("deadhost", {{"ssh_hostname": "127.0.0.1", '
-                         f'"ssh_port": {free_port()}, "ssh_user": "root"}})]\n')
-    proc = subprocess.run([sys.executable, "-m", "remedy.cli.main", "status", str(inventory),
-                           "--json"], capture_output=True, text=True, timeout=120)
+    inventory.write_text(
+        f'hosts = [("deadhost", {{"ssh_hostname": "127.0.0.1", '
+        f'"ssh_port": {free_port()}, "ssh_user": "root"}})]\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "remedy.cli.main", "status", str(inventory), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["exit_code"] == 1 and doc["hosts"] == []
@@ -28,7 +34,10 @@ def test_an_unreachable_host_is_named_with_the_ssh_reason(tmp_path):
 
 
 def test_a_missing_inventory_file_is_named(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "remedy.cli.main", "status",
-                           str(tmp_path / "nope.py")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "remedy.cli.main", "status", str(tmp_path / "nope.py")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "nope.py does not exist" in proc.stderr
