@@ -136,3 +136,12 @@ def server_starts(twin: machine.Twin) -> int:
         ["journalctl", "-q", "-u", "tenstorrent-serving.service", "-o", "cat"], check=False
     ).stdout
     return out.count("Application startup complete")
+
+
+def twin_inventory(path, twin: machine.Twin, **data):
+    """Write a pyinfra inventory file at PATH holding TWIN only, with DATA over its data."""
+    path.write_text(
+        "from remedy.twin.machine import inventory_hosts\n"
+        f"hosts = [(n, {{**d, **{data!r}}}) for n, d in inventory_hosts() if n == {twin.name!r}]\n"
+    )
+    return path

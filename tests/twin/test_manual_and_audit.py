@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT, probe_inside, remedy_json, run_restore, unit_props
+from tests.conftest import (
+    PROJECT,
+    probe_inside,
+    remedy_json,
+    run_restore,
+    twin_inventory,
+    unit_props,
+)
 
 pytestmark = pytest.mark.twin
 
@@ -56,12 +63,7 @@ def test_manual_commands_restore_tool_calling_over_plain_ssh(twin):
 
 
 def test_manual_fallback_and_its_memory_gate(twin, tmp_path):
-    inventory = tmp_path / "strict.py"
-    inventory.write_text(
-        "from remedy.twin.machine import inventory_hosts\n"
-        f"hosts = [(n, {{**d, 'min_mem_available_gb': 100000}}) for n, d in inventory_hosts()"
-        f" if n == {twin.name!r}]\n"
-    )
+    inventory = twin_inventory(tmp_path / "strict.py", twin, min_mem_available_gb=100000)
     refused = subprocess.run(
         [
             "remedy",
@@ -129,12 +131,7 @@ def test_apply_on_a_dirty_production_checkout_refuses_unless_forced(twin, tmp_pa
     )
     runbook = clone / "runbooks/001-toolcalling-run-only.yaml"
     runbook.write_text(runbook.read_text().replace("risk:", "# edited on the box\nrisk:", 1))
-    inventory = tmp_path / "production.py"
-    inventory.write_text(
-        "from remedy.twin.machine import inventory_hosts\n"
-        f"hosts = [(n, {{**d, 'remedy_environment': 'production'}}) "
-        f"for n, d in inventory_hosts() if n == {twin.name!r}]\n"
-    )
+    inventory = twin_inventory(tmp_path / "production.py", twin, remedy_environment="production")
     log = tmp_path / "audit.jsonl"
     base = [
         "remedy",

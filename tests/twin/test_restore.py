@@ -15,6 +15,7 @@ from tests.conftest import (
     remedy_json,
     run_restore,
     server_starts,
+    twin_inventory,
     unit_props,
 )
 
@@ -172,12 +173,7 @@ def test_free_hugepages_above_the_target_are_released_before_the_restart(twin, t
         twin.exec(["sh", "-c", f"echo 4 > {pool}"])
         if twin.exec(["cat", pool]).stdout.strip() != "4":
             pytest.skip("the kernel would not give four 2 MiB pages")
-        inventory = tmp_path / "inv.py"
-        inventory.write_text(
-            "from remedy.twin.machine import inventory_hosts\n"
-            f"hosts = [(n, {{**d, 'hugepages_target': {{'2M': 1}}}}) "
-            f"for n, d in inventory_hosts() if n == {twin.name!r}]\n"
-        )
+        inventory = twin_inventory(tmp_path / "inv.py", twin, hugepages_target={"2M": 1})
         proc = subprocess.run(
             ["pyinfra", "-y", str(inventory), "deploys/restore_toolcalling.py"],
             capture_output=True,
