@@ -79,17 +79,16 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         rows.append(Row(key, a or "unset", b or "unset", drift))
         if required is not None and b != required:
             problems.append(f"after a reboot {key} is {b or 'unset'}, not {required}")
-    by_origin: dict[str, list[str]] = {}
-    for d in unit.dropins:
-        by_origin.setdefault(d.origin, []).append(d.path)
+
+    def dropins(origins) -> str:
+        listed = [f"{d.origin}: {d.path}" for d in unit.dropins if d.origin in origins]
+        return "; ".join(listed) or "none"
+
     rows.append(
         Row(
             "drop-ins",
-            "; ".join(f"{o}: {', '.join(p)}" for o, p in sorted(by_origin.items())) or "none",
-            "; ".join(
-                f"{o}: {', '.join(p)}" for o, p in sorted(by_origin.items()) if o != "runtime"
-            )
-            or "none",
+            dropins({"runtime", "admin", "vendor"}),
+            dropins({"admin", "vendor"}),
             bool(unit.runtime_dropins),
         )
     )
@@ -158,8 +157,10 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
     if not snap.probe.parsed:
         code, verdict = EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
-    elif snap.volatile or any(r.bad for r in rows if r.label != "MemAvailable"):
+    elif snap.volatile:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
+    elif any(r.bad for r in rows if r.label != "MemAvailable"):
+        code, verdict = EXIT_VOLATILE, "healthy now, but drifted from the wanted configuration"
     else:
         code, verdict = EXIT_OK, "healthy and durable"
     return HostStatus(host, code, verdict, rows, problems, snap)

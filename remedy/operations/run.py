@@ -25,7 +25,7 @@ from remedy.errors import ConfigError
 
 ISSUES = ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
 _runs: dict[str, RestoreRun] = {}
-_registered: list = []
+_recording: list[dict] = []  # the project's commits, once the exit hook is registered
 
 
 def begin_restore() -> RestoreRun:
@@ -40,11 +40,11 @@ def begin_restore() -> RestoreRun:
     r = RestoreRun(host.name, s, snap, plan)
     logger.info(plan.summary(host.name))
     _runs[host.name] = r
-    if not _registered:
-        # gitpython cannot run at exit under pyinfra's gevent: read the commits now.
+    if not _recording:
+        # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
         project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
-        _registered.append(audit.commits_of(project))
-        atexit.register(_record_all, state, _registered[0])
+        _recording.append(audit.commits_of(project))
+        atexit.register(_record_all, state, _recording[0])
     return r
 
 
@@ -82,10 +82,13 @@ def _record_all(st, commits: dict) -> None:
             result = "failed"
         else:
             result = "ok"
+        untouched = not (r.restarts or r.switched or r.override_written or r.rolled_back)
         after = (
             r.probe_after.outcome
             if r.probe_after
-            else (r.before.probe.outcome if r.plan.path == "noop" else None)
+            else r.before.probe.outcome
+            if untouched
+            else None
         )
         record = audit.AuditRecord(
             host=h.name,
