@@ -15,7 +15,7 @@ from pathlib import Path
 import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
-from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_state
 
@@ -36,7 +36,10 @@ def connected(inventory_path: str, limit: list[str] | None = None) -> Iterator[t
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     state = State(check_for_changes=False)
     with ctx_state.use(state):  # the inventory file runs with a state in context
-        inventory = make_inventory(str(path), cwd=os.getcwd())
+        try:
+            inventory = make_inventory(str(path), cwd=os.getcwd())
+        except PyinfraError as exc:
+            raise ConfigError(f"inventory {inventory_path}: {exc}") from None
         names = [h.name for h in inventory]
         unknown = [n for n in limit or [] if n not in names]
         if unknown:

@@ -37,6 +37,8 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pyinfra.api.exceptions import InventoryError
+
 from remedy.errors import ConfigError
 
 PARSERS = ("qwen3_xml", "qwen3_coder", "hermes")  # the allowlist
@@ -217,5 +219,9 @@ def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
     extra = cli_data(sys.argv if argv is None else argv)
     for entry in hosts:
         name, data = (entry, {}) if isinstance(entry, str) else entry
-        from_host_data(name, {**data, **extra})
+        try:
+            from_host_data(name, {**data, **extra})
+        except ConfigError as exc:
+            # pyinfra prints its own InventoryError as one line, not a traceback.
+            raise InventoryError(str(exc)) from None
     return hosts
