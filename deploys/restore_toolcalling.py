@@ -3,11 +3,12 @@
     pyinfra inventory/twin.py deploys/restore_toolcalling.py -y
     pyinfra inventory/production.py deploys/restore_toolcalling.py --dry
 
-Durable path: bump the tt-stack input, prove the built start script runs the
-wanted parser, commit flake.lock, memory gate, remove the stale /run override,
-nixos-rebuild switch, verify; roll back if verification fails. Fallback (when
-durable=false, impossible, or failed): write the /run override, memory gate,
-restart, verify. The decision is made before anything acts and printed first.
+Durable path: bump the tt-stack input (as the checkout's owner), ask Nix what
+it would compile, prove the built start script runs the wanted parser, commit
+flake.lock, memory gate, remove the stale /run override, switch to the proven
+system, verify. If any of it fails, the /run override goes back first, then the
+rollback to the recorded generation, then the fallback (memory gate, restart,
+verify). The decision is made before anything acts and printed first.
 """
 
 from remedy.operations import memory, nix, serving
@@ -27,10 +28,10 @@ serving.restarted(
     r, stage="durable", name="Restart if the effective ExecStart changed (tt-stack#49)"
 )
 serving.toolcalling_verified(r, stage="durable", name="Verify tool calling (tt-stack#49)")
-nix.system_rolled_back(r, name="Roll back a switch that failed verification (tt-stack#49)")
 
-# Fallback path
+# Fallback path: the override first, so a failed durable path never leaves hermes on disk
 serving.runtime_override_written(r, name="Write the /run fallback override (tt-stack#49)")
+nix.system_rolled_back(r, name="Roll back to the recorded generation (tt-stack#49)")
 memory.hugepages_reduced(
     r, stage="fallback", name="Release free hugepages before the fallback (tt-stack#49)"
 )

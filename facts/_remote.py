@@ -8,11 +8,9 @@ ends with the end marker, so a cut-short answer is detected.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra.api import QuoteString, StringCommand
 
-from remedy.core import probe
+from remedy.core import commands, probe
 from remedy.core.sections import END
 
 # Shell functions every remote snippet may use.
@@ -22,11 +20,25 @@ catfile() {
   printf '@@remedy:file %s %s\n' "$1" "$(readlink -f -- "$1" 2>/dev/null || printf '%s' "$1")"
   [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
 }
-# The command paths that ExecStart= lines of unit files name (prefixes like - @ ! dropped).
+# The command paths that ExecStart= lines of unit files name (prefixes like - @ ! dropped,
+# NixOS's trailing space trimmed).
 exec_paths() {
-  sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$@" 2>/dev/null
+  sed -n '@EXEC_PATH_SED@' "$@" 2>/dev/null
 }
-"""
+# The store scripts a script execs (NixOS `script =` units exec the real start script).
+exec_targets() {
+  sed -n '@EXEC_TARGET_SED@' "$@" 2>/dev/null
+}
+# A script and, one level down, the store scripts it execs.
+catscripts() {
+  while read -r s; do
+    catfile "$s"
+    [ -f "$s" ] && exec_targets "$s" | while read -r t; do catfile "$t"; done
+  done
+}
+""".replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED).replace(
+    "@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED
+)
 
 UNIT = r"""
 u=$REMEDY_UNIT
@@ -44,7 +56,7 @@ echo "@@remedy:section unit.next"
 echo "@@remedy:section unit.scripts"
 for f in "$frag" $dropins "$next"; do
   [ -f "$f" ] && exec_paths "$f"
-done | sort -u | while read -r s; do catfile "$s"; done
+done | sort -u | catscripts
 """
 
 MEMORY = r"""
@@ -77,6 +89,9 @@ FLAKE = r"""
 d=$REMEDY_FLAKE_DIR
 echo "@@remedy:section nix.flake_args"
 printf 'dir=%s\ninput=%s\n' "$d" "$REMEDY_FLAKE_INPUT"
+echo "@@remedy:section nix.tools"
+for t in git runuser; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
+[ -S /nix/var/nix/daemon-socket/socket ] && echo "daemon-socket"
 if [ -r "$d/flake.lock" ]; then
   echo "@@remedy:section nix.flake_lock ok"
   sed -e '$a\' "$d/flake.lock"
@@ -86,11 +101,25 @@ else
   echo "@@remedy:section nix.flake_lock missing"
 fi
 echo "@@remedy:section nix.checkout"
-if git -C "$d" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  echo "head $(git -C "$d" rev-parse HEAD 2>/dev/null)"
-  git -C "$d" status --porcelain 2>&1 | sed 's/^/status /'
+# git runs as the checkout's owner: root's git refuses a repo another user owns, and a
+# root git would leave root-owned files (index, objects) in a person's repo.
+owner=$(stat -c %U -- "$d" 2>/dev/null) || owner=
+home=$(getent passwd "$owner" 2>/dev/null | cut -d: -f6)
+echo "owner ${owner:-?} ${home:-/}"
+g() {
+  if [ -z "$owner" ] || [ "$owner" = "$(id -un)" ] || ! command -v runuser >/dev/null 2>&1
+  then git -C "$d" "$@"
+  else runuser -u "$owner" -- env HOME="${home:-/}" git -C "$d" "$@"
+  fi
+}
+if ! command -v git >/dev/null 2>&1; then
+  echo "no-git"
+elif top=$(g rev-parse --show-toplevel 2>&1); then
+  echo "top $top"
+  echo "head $(g rev-parse HEAD 2>/dev/null)"
+  g status --porcelain --untracked-files=no 2>&1 | sed 's/^/status /'
 else
-  echo "not-a-checkout"
+  printf '%s\n' "$top" | sed 's/^/error /'
 fi
 """
 
@@ -110,9 +139,12 @@ done
 
 PROBE = f"""
 echo "@@remedy:section probe"
+remedy_probe() {{
+{probe.PROBE_SH}
+}}
 if command -v curl >/dev/null 2>&1; then
-  curl {shlex.join(probe.CURL_FLAGS)} --max-time "$REMEDY_PROBE_TIMEOUT" \\
-    --data-binary "$REMEDY_PROBE_BODY" "$REMEDY_PROBE_URL" 2>&1
+  remedy_probe "$REMEDY_PROBE_URL" "$REMEDY_PROBE_MODEL" "$REMEDY_PROBE_TIMEOUT" \\
+    "$REMEDY_PROBE_TRIES" "$REMEDY_PROBE_HEAD" "$REMEDY_PROBE_TAIL" 2>&1
 else
   echo "curl: (2) curl is not installed on this host"
 fi
@@ -136,6 +168,5 @@ echo "@@remedy:section built.unit"
 catfile "$t/etc/systemd/system/$u"
 echo "@@remedy:section built.scripts"
 f=$t/etc/systemd/system/$u
-[ -f "$f" ] && exec_paths "$f" \
-  | while read -r s; do catfile "$s"; done
+[ -f "$f" ] && exec_paths "$f" | catscripts
 """

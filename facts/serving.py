@@ -23,15 +23,22 @@ from remedy.core.snapshot import read_generations, read_memory, read_probe, read
 
 DEFAULT_UNIT = "tenstorrent-serving.service"
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
-DEFAULT_MODEL = "Qwen/Qwen3.6-27B"
 PROBE_TIMEOUT_S = 20
 
 
-def probe_env(server_url: str, model: str, timeout_s: int) -> dict[str, str]:
+def probe_env(server_url: str, model: str | None, timeout_s: int) -> dict[str, str]:
+    """PROBE_SH's arguments as environment variables; an empty model means "the first id
+    /v1/models lists"."""
+    url, model_, timeout, tries, head, tail = probe.probe_args(
+        server_url, model, timeout_s, probe.DEFAULT_TRIES
+    )
     return {
-        "REMEDY_PROBE_URL": probe.endpoint(server_url),
-        "REMEDY_PROBE_BODY": probe.request_body(model),
-        "REMEDY_PROBE_TIMEOUT": str(int(timeout_s)),
+        "REMEDY_PROBE_URL": url,
+        "REMEDY_PROBE_MODEL": model_,
+        "REMEDY_PROBE_TIMEOUT": timeout,
+        "REMEDY_PROBE_TRIES": tries,
+        "REMEDY_PROBE_HEAD": head,
+        "REMEDY_PROBE_TAIL": tail,
     }
 
 
@@ -49,13 +56,14 @@ class ServingUnit(FactBase[ServingUnitState]):
 
 class ToolCallProbe(FactBase[probe.ProbeResult]):
     """Sends the field-notes tool call from the host and classifies the answer: parsed,
-    unparsed (200 without tool_calls), http_error or unreachable. curl's --max-time bounds
-    it, so it never hangs."""
+    unparsed (200, no tool_calls, the raw <tool_call> in content), inconclusive (prose,
+    asked again up to three times), http_error or unreachable. The model id is the first
+    one /v1/models lists unless MODEL is given. curl's --max-time bounds every request."""
 
     def command(
         self,
         url: str = DEFAULT_SERVER_URL,
-        model: str = DEFAULT_MODEL,
+        model: str | None = None,
         timeout_s: int = PROBE_TIMEOUT_S,
     ):
         return _remote.command([_remote.PROBE], probe_env(url, model, timeout_s))
@@ -88,7 +96,7 @@ class HostSnapshot(FactBase[Snapshot]):
         flake_dir: str = "/etc/nixos",
         flake_input: str = "tt-stack",
         server_url: str = DEFAULT_SERVER_URL,
-        model: str = DEFAULT_MODEL,
+        model: str | None = None,
         timeout_s: int = PROBE_TIMEOUT_S,
     ):
         env = {

@@ -31,23 +31,80 @@ END {
 """
 
 
+# sed programs shared by the facts' remote snippets and the manual script.
+# The command path an ExecStart= line names (prefixes - @ : + ! dropped; NixOS writes a
+# trailing space after it).
+EXEC_PATH_SED = r"s/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p"
+# The store script a start script execs (a NixOS `script =` unit execs the real one).
+EXEC_TARGET_SED = (
+    r"s/^[[:space:]]*exec[[:space:]]\{1,\}\(\/nix\/store\/[^[:space:];&|]\{1,\}\).*/\1/p"
+)
+
+NIX_FEATURES = ["--extra-experimental-features", "nix-command flakes"]
+SYSTEM_PROFILE = "/nix/var/nix/profiles/system"
+
+
+def nix(*args: str) -> list[str]:
+    """``nix`` with the flake features passed on the command line, as nixos-rebuild does:
+    a host can deploy flakes without enabling them in nix.conf."""
+    return ["nix", *NIX_FEATURES, *args]
+
+
+def as_owner(owner: str | None, home: str | None, argv: list[str]) -> list[str]:
+    """ARGV as the checkout's owner (``runuser``), with the owner's HOME so git and
+    libgit2 read the owner's config and accept the owner's repo; as is for root.
+
+    Running git and nix as the owner is what keeps a person's checkout theirs: no
+    root-owned object, index or flake.lock is left behind."""
+    if not owner or owner == "root":
+        return argv
+    return ["runuser", "-u", owner, "--", "env", f"HOME={home or '/'}", *argv]
+
+
 def update_input(update_argv: list[str], flake_dir: str, flake_input: str) -> list[str]:
     """Bump one input with the command the host's Nix supports (see NixInfo)."""
+    base = nix(*update_argv[1:]) if update_argv[:1] == ["nix"] else update_argv
     if update_argv[-1] == "--update-input":  # nix flake lock [FLAKE] --update-input NAME
-        return [*update_argv[:-1], flake_dir, "--update-input", flake_input]
-    return [*update_argv, flake_input, "--flake", flake_dir]  # nix flake update NAME --flake
+        return [*base[:-1], flake_dir, "--update-input", flake_input]
+    return [*base, flake_input, "--flake", flake_dir]  # nix flake update NAME --flake
 
 
 def toplevel_attr(flake_dir: str, flake_host: str) -> str:
     return f'{flake_dir}#nixosConfigurations."{flake_host}".config.system.build.toplevel'
 
 
-def build_toplevel(flake_dir: str, flake_host: str) -> list[str]:
-    return ["nix", "build", "--no-link", "--json", toplevel_attr(flake_dir, flake_host)]
+def build_limits(max_jobs: int, cores: int) -> list[str]:
+    """Bound a build on the serving host: it shares memory with the model server."""
+    return ["--max-jobs", str(max_jobs), "--cores", str(cores)]
+
+
+def build_toplevel(flake_dir: str, flake_host: str, max_jobs: int = 1, cores: int = 2) -> list[str]:
+    return nix(
+        "build",
+        "--no-link",
+        "--json",
+        *build_limits(max_jobs, cores),
+        toplevel_attr(flake_dir, flake_host),
+    )
+
+
+def dry_run_toplevel(flake_dir: str, flake_host: str) -> list[str]:
+    """What building the toplevel would build locally and fetch (Nix prints it on stderr)."""
+    return nix("build", "--dry-run", "--no-link", toplevel_attr(flake_dir, flake_host))
+
+
+def show_derivations(new_cli: bool, drvs: list[str]) -> list[str]:
+    """The derivations as JSON (``nix derivation show`` from 2.15, ``show-derivation``
+    before), to read their ``preferLocalBuild``."""
+    return nix(*(["derivation", "show"] if new_cli else ["show-derivation"]), *drvs)
+
+
+def git(flake_dir: str, *args: str) -> list[str]:
+    return ["git", "-C", flake_dir, *args]
 
 
 def lock_revert(flake_dir: str) -> list[str]:
-    return ["git", "-C", flake_dir, "checkout", "--", "flake.lock"]
+    return git(flake_dir, "checkout", "--", "flake.lock")
 
 
 def _git_as_remedy(flake_dir: str, flake_host: str) -> list[str]:
@@ -80,11 +137,21 @@ def lock_commit_revert(flake_dir: str, commit: str, flake_host: str) -> list[str
 
 
 def head(flake_dir: str) -> list[str]:
-    return ["git", "-C", flake_dir, "rev-parse", "HEAD"]
+    return git(flake_dir, "rev-parse", "HEAD")
 
 
 def is_ancestor(repo: str, ancestor: str, rev: str) -> list[str]:
-    return ["git", "-C", repo, "merge-base", "--is-ancestor", ancestor, rev]
+    return git(repo, "merge-base", "--is-ancestor", ancestor, rev)
+
+
+def profile_set(path: str) -> list[str]:
+    """Point the system profile at PATH (a new generation), as nixos-rebuild does."""
+    return ["nix-env", "-p", SYSTEM_PROFILE, "--set", path]
+
+
+def activate(toplevel: str) -> list[str]:
+    """Install the boot entry and activate TOPLEVEL (restarts units whose files changed)."""
+    return [f"{toplevel}/bin/switch-to-configuration", "switch"]
 
 
 def switch(flake_dir: str, flake_host: str) -> list[str]:

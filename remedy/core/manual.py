@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
-from remedy.core import commands
+from remedy.core import commands, probe
 from remedy.core import settings as settings_mod
 from remedy.core.memory import SIZES_BY_LABEL
 from remedy.core.nix import NixInfo
@@ -26,26 +26,70 @@ DURABLE_ONLY = {
     "nix.fix_proven",
     "nix.flake_lock_committed",
     "nix.system_switched",
-    "nix.system_rolled_back",
     "serving.runtime_override_removed",
 }
 FALLBACK_ONLY = {"serving.runtime_override_written"}
+AFTER_DURABLE_FAILURE = {"nix.system_rolled_back"}
 
 PRELUDE = r"""set -eu
 path=${1:-durable}
 case "$path" in durable|fallback) ;; *) echo "usage: sh -s -- [durable|fallback]" >&2; exit 2;; esac
+durable_failed=no switched=no rc=0 lock_commit=
 say() { printf '\n== %s\n' "$*" >&2; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
-nix_at_least_2_19() {
+nix_at_least() {  # nix_at_least MAJOR MINOR
   v=$(nix --version | sed -n 's/.* \([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p')
-  set -- $v
-  [ "${1:-0}" -gt 2 ] || { [ "${1:-0}" -eq 2 ] && [ "${2:-0}" -ge 19 ]; }
-}"""
+  set -- "$1" "$2" $v
+  [ "${3:-0}" -gt "$1" ] || { [ "${3:-0}" -eq "$1" ] && [ "${4:-0}" -ge "$2" ]; }
+}
+# git and nix run as the checkout's owner: root's git refuses a person's repo, and root
+# would leave root-owned files in it.
+as_owner() {
+  if [ "$owner" = "$(id -un)" ]; then "$@"
+  else runuser -u "$owner" -- env HOME="${home:-/}" "$@"
+  fi
+}
+# The script that holds --tool-call-parser: $1, or the store script it execs.
+flags_script() {
+  if grep -q -- --tool-call-parser "$1"; then echo "$1"; return 0; fi
+  t=$(sed -n '@EXEC_TARGET_SED@' "$1" | head -n 1)
+  echo "${t:-$1}"
+}
+exec_path() { sed -n '@EXEC_PATH_SED@' "$1" | tail -n 1; }""".replace(
+    "@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED
+).replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED)
 
 
 def q(argv: list[str]) -> str:
     # `ssh HOST sh -s < FILE` feeds the script on stdin: no command may read from it.
     return shlex.join(argv) + " </dev/null"
+
+
+def qv(argv: list[str], **variables: str) -> str:
+    """q(ARGV) where the placeholders @NAME@ become the shell variables given."""
+    text = q(argv)
+    for key, var in variables.items():
+        text = text.replace(shlex.quote(f"@{key}@"), f'"${var}"')
+    return text
+
+
+def _owner(s) -> list[str]:
+    d = shlex.quote(s.flake_dir)
+    return [
+        f"owner=$(stat -c %U -- {d} 2>/dev/null) || owner=$(id -un)",
+        """home=$(getent passwd "$owner" | cut -d: -f6)""",
+    ]
+
+
+def _abandon(s) -> list[str]:
+    """The durable path gives up: flake.lock back, the fallback takes over."""
+    return [
+        "abandon() {",
+        '  printf "durable path abandoned: %s\\n" "$*" >&2',
+        f"  as_owner {q(commands.lock_revert(s.flake_dir))} || true",
+        "  durable_failed=yes path=fallback",
+        "}",
+    ]
 
 
 def _bump(s) -> list[str]:
@@ -56,32 +100,64 @@ def _bump(s) -> list[str]:
         s.flake_input,
     )
     return [
-        f"old_rev=$(git -C {shlex.quote(s.flake_dir)} rev-parse HEAD)",
-        f"if nix_at_least_2_19; then {q(new)}; else {q(old)}; fi",
+        "recorded_current=$(readlink -f /run/current-system)",
+        f"recorded_profile=$(readlink -f {commands.SYSTEM_PROFILE})",
+        'if [ "$recorded_current" != "$recorded_profile" ]; then',
+        '  abandon "the system profile ($recorded_profile) differs from /run/current-system '
+        '($recorded_current): reconcile them by hand first"; return 0',
+        "fi",
+        f"if nix_at_least 2 19; then bump() {{ as_owner {q(new)}; }}; "
+        f"else bump() {{ as_owner {q(old)}; }}; fi",
+        "if ! out=$(bump 2>&1); then",
+        f'  abandon "bumping {s.flake_input} failed: $(printf "%s" "$out" | tail -n 1)"; return 0',
+        "fi",
     ]
 
 
 def _prove(s) -> list[str]:
     unit_file = f'"$toplevel"/etc/systemd/system/{shlex.quote(s.unit)}'
-    revert = q(commands.lock_revert(s.flake_dir))
-    again = "flake.lock reverted; run this script again with: sh -s -- fallback"
+    dry = commands.dry_run_toplevel(s.flake_dir, s.flake_host)
+    allow = "yes" if s.allow_local_build else "no"
+    show_new = qv(commands.show_derivations(True, ["@D@"]), D="d")
+    show_old = qv(commands.show_derivations(False, ["@D@"]), D="d")
     lines = [
-        f"out=$({q(commands.build_toplevel(s.flake_dir, s.flake_host))}) || "
-        f'{{ {revert}; fail "the new configuration does not build; {again}"; }}',
+        f"if ! dry=$(as_owner {q(dry)} 2>&1); then",
+        '  abandon "the new configuration does not evaluate: '
+        '$(printf "%s" "$dry" | tail -n 1)"; return 0',
+        "fi",
+        # the derivations `nix build --dry-run` lists under "will be built"
+        """drvs=$(printf '%s\\n' "$dry" | awk '/will be built/ {b = 1; next} """
+        """/^[[:space:]]+\\/nix\\/store\\// {if (b) print $1; next} {b = 0}')""",
+        "heavy=",
+        "for d in $drvs; do",
+        f"  if nix_at_least 2 15; then j=$(as_owner {show_new}); else j=$(as_owner {show_old}); fi",
+        """  printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' || heavy="$heavy ${d##*/}\"""",
+        "done",
+        f'if [ -n "$heavy" ] && [ {allow} = no ]; then',
+        '  abandon "the bump needs compiling on the serving host:$heavy (set '
+        'allow_local_build=true, or push binaries to a cache)"; return 0',
+        "fi",
+        f"{q(commands.memory_gate(s.min_mem_available_gb))} || "
+        f'{{ as_owner {q(commands.lock_revert(s.flake_dir))}; fail "MemAvailable below '
+        f'{s.min_mem_available_gb:g} GB: not building on the host; see runbook 004"; }}',
+        "if ! out=$(as_owner "
+        f"{q(commands.build_toplevel(s.flake_dir, s.flake_host, s.build_max_jobs, s.build_cores))}"
+        "); then",
+        '  abandon "the new configuration does not build"; return 0',
+        "fi",
         """toplevel=$(printf '%s\\n' "$out" | sed -n 's/.*"out":"\\([^"]*\\)".*/\\1/p')""",
-        f"""script=$(sed -n 's/^ExecStart=//p' {unit_file} | tail -n 1)""",
+        f'script=$(flags_script "$(exec_path {unit_file})")',
         f"if ! grep -q -- {shlex.quote('--tool-call-parser ' + s.tool_call_parser)} "
         '"$script"; then',
-        f"  {revert}",
-        f'  fail "the bumped {s.flake_input} still builds $(grep -o -- '
-        f'\'--tool-call-parser [A-Za-z0-9_]*\' "$script"): the fix is not in; {again}"',
+        f'  abandon "the bumped {s.flake_input} still builds $(grep -o -- '
+        f'\'--tool-call-parser [A-Za-z0-9_]*\' "$script"): the fix is not in"; return 0',
         "fi",
     ]
-    for key, value in sorted(s.required_env.items()):  # exported by the script or the unit
+    for key, value in sorted(s.required_env.items()):  # exported by a script or the unit
         lines += [
-            f'if ! grep -qs -- {shlex.quote(f"{key}={value}")} "$script" {unit_file}; then',
-            f"  {revert}",
-            f'  fail "the bumped {s.flake_input} does not set {key}={value}; {again}"',
+            f'if ! grep -qs -- {shlex.quote(f"{key}={value}")} "$script" '
+            f'"$(exec_path {unit_file})" {unit_file}; then',
+            f'  abandon "the bumped {s.flake_input} does not set {key}={value}"; return 0',
             "fi",
         ]
     lines.append(f'echo "proven: $toplevel runs --tool-call-parser {s.tool_call_parser}" >&2')
@@ -94,8 +170,10 @@ def _commit(s) -> list[str]:
         f"parser fix (tt-stack#34, tt-stack#44) by hand (remedy runbook 001)."
     )
     return [
-        f"if ! git -C {shlex.quote(s.flake_dir)} diff --quiet -- flake.lock; then",
-        f"  {q(commands.lock_commit(s.flake_dir, message, s.flake_host))}",
+        f"if ! as_owner {q(commands.git(s.flake_dir, 'diff', '--quiet', '--', 'flake.lock'))}"
+        "; then",
+        f"  as_owner {q(commands.lock_commit(s.flake_dir, message, s.flake_host))}",
+        f"  lock_commit=$(as_owner {q(commands.head(s.flake_dir))})",
         "fi",
     ]
 
@@ -129,60 +207,100 @@ def _main_pid(s) -> str:
 
 
 def _switch(s) -> list[str]:
-    return [f"pid_before={_main_pid(s)}", q(commands.switch(s.flake_dir, s.flake_host))]
+    return [
+        f"pid_before={_main_pid(s)}",
+        f"{qv(commands.profile_set('@T@'), T='toplevel')} || "
+        '{ abandon "setting the system profile failed"; return 0; }',
+        "switched=yes",
+        f"if ! {qv(commands.activate('@T@'), T='toplevel')}; then",
+        '  echo "the switch FAILED (see above): the /run override goes back, then the '
+        'rollback" >&2',
+        "  durable_failed=yes path=fallback rc=1",
+        "fi",
+    ]
 
 
 def _restart(s) -> list[str]:
-    # The switch restarts the unit when its file changed: restart only if it did not.
+    # The switch restarts the unit when its file changed: restart only if it did not. In
+    # the fallback, a rollback that restarted the server onto the override is enough.
     return [
-        f'if [ "{_main_pid(s)}" = "${{pid_before:-none}}" ] || [ "$path" = fallback ]; '
-        f"then {q(commands.restart(s.unit))}; "
-        "else echo 'already restarted by nixos-rebuild switch' >&2; fi"
+        'if [ "$path" = fallback ] && [ "${pid_at_override:-}" != "" ] '
+        f'&& [ "{_main_pid(s)}" != "$pid_at_override" ]; then',
+        "  echo 'already restarted onto the /run override' >&2",
+        f'elif [ "{_main_pid(s)}" = "${{pid_before:-none}}" ] || [ "$path" = fallback ]; then',
+        f"  {q(commands.restart(s.unit))}",
+        "else",
+        "  echo 'already restarted by the switch' >&2",
+        "fi",
     ]
 
 
 def _verify(s) -> list[str]:
-    curl = q(commands.probe_curl(s.server_url, s.model, s.probe_timeout_s))
+    probe_sh = q(probe.probe_argv(s.server_url, s.model, s.probe_timeout_s, probe.DEFAULT_TRIES))
     return [
-        f"deadline=$(( $(date +%s) + {s.ready_timeout_s} )); ok=no",
+        f"deadline=$(( $(date +%s) + {s.ready_timeout_s} )); verdict=none",
         'while [ "$(date +%s)" -lt "$deadline" ]; do',
-        f"  body=$({curl} 2>/dev/null || true)",
+        f"  body=$({probe_sh} 2>&1 || true)",
         """  if printf '%s' "$body" | grep -q '"tool_calls": *\\[ *{' && """
-        """printf '%s' "$body" | grep -q '"name": *"get_weather"'; then ok=yes; break; fi""",
-        """  if printf '%s' "$body" | grep -q '"tool_calls": *\\[\\]'; then """
-        """fail "tool calls come back unparsed (HTTP 200, tool_calls: [])"; fi""",
+        """printf '%s' "$body" | grep -q '"name": *"get_weather"'; then """
+        """verdict=parsed; break; fi""",
+        """  if printf '%s' "$body" | grep -q -e '<tool_call>' -e '<function='; then """
+        """verdict=unparsed; break; fi""",
+        """  if printf '%s' "$body" | grep -q '@@remedy-http-status=200'; then verdict=prose; fi""",
         "  sleep 2",
         "done",
-        f'[ "$ok" = yes ] || fail "no parsed tool call from {s.server_url} '
-        f'within {s.ready_timeout_s}s"',
-        "echo 'verified: the tool-call probe is parsed' >&2",
+        'case "$verdict" in',
+        "  parsed) echo 'verified: the tool-call probe is parsed' >&2 ;;",
+        "  prose) echo 'NOT VERIFIED: the model kept answering in prose; the configuration "
+        "decides (not a reason to roll back)' >&2 ;;",
+        '  *) if [ "$path" = durable ]; then',
+        '       echo "verification FAILED ($verdict): the /run override goes back, then '
+        'the rollback" >&2',
+        "       durable_failed=yes path=fallback rc=1",
+        "     else",
+        f'       fail "tool calls are $verdict on {s.server_url} after {s.ready_timeout_s}s"',
+        "     fi ;;",
+        "esac",
     ]
 
 
 def _rollback(s) -> list[str]:
+    revert = qv(commands.lock_commit_revert(s.flake_dir, "@L@", s.flake_host), L="lock_commit")
     return [
-        "# only if verification failed after the switch:",
-        f"# {q(commands.rollback())}   then run this script with: sh -s -- fallback",
+        '[ "$switched" = yes ] || { echo "nothing was switched: no rollback" >&2; return 0; }',
+        f'if [ "$(readlink -f {commands.SYSTEM_PROFILE})" != "$recorded_profile" ]; then',
+        f"  {qv(commands.profile_set('@P@'), P='recorded_profile')} "
+        "|| echo 'ROLLBACK FAILED: could not set the profile back' >&2",
+        "fi",
+        'if [ "$(readlink -f /run/current-system)" != "$recorded_current" ]; then',
+        f"  {q(commands.memory_gate(s.min_mem_available_gb))} && "
+        f"{qv(commands.activate('@C@'), C='recorded_current')} "
+        "|| echo 'ROLLBACK FAILED: could not activate the recorded generation' >&2",
+        "fi",
+        'if [ -n "$lock_commit" ]; then',
+        f"  as_owner {revert} || echo 'could not revert the lock commit' >&2",
+        "fi",
     ]
 
 
 def _write_override(s) -> list[str]:
-    store = "store_script"
     tmp_script = s.override_script + ".remedy-tmp"
     tmp_dropin = s.override_dropin + ".remedy-tmp"
+    unit = f"/etc/systemd/system/{s.unit}"
     return [
-        f"{store}=$(sed -n 's/^ExecStart=//p' /etc/systemd/system/{shlex.quote(s.unit)} "
-        "| tail -n 1)",
-        f'[ -n "${store}" ] || fail "no ExecStart in /etc/systemd/system/{s.unit}"',
+        f'store_script=$(flags_script "$(exec_path {shlex.quote(unit)})")',
+        f'[ -n "$store_script" ] || fail "no ExecStart in {unit}"',
         q(commands.make_dir(s.override_script.rsplit("/", 1)[0])),
-        q(
-            commands.derive_override("@STORE@", tmp_script, s.tool_call_parser, s.required_env)
-        ).replace("@STORE@", f'"${store}"'),
+        qv(
+            commands.derive_override("@S@", tmp_script, s.tool_call_parser, s.required_env),
+            S="store_script",
+        ),
         q(commands.install_atomically(tmp_script, s.override_script, "0755")),
         q(commands.make_dir(s.override_dropin.rsplit("/", 1)[0])),
         q(commands.write_text(commands.dropin_text(s.override_script, s.required_env), tmp_dropin)),
         q(commands.install_atomically(tmp_dropin, s.override_dropin, "0644")),
         q(commands.daemon_reload()),
+        f"pid_at_override={_main_pid(s)}",
         f'[ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '
         f'| sed -n "s/^{{ path=\\([^ ;]*\\).*/\\1/p")" '
         f'= {shlex.quote(s.override_script)} ] || fail "another drop-in shadows '
@@ -193,7 +311,8 @@ def _write_override(s) -> list[str]:
 def _outcome(s) -> list[str]:
     return [
         """if [ "$path" = fallback ]; then echo 'VOLATILE: tool calling rests on the /run """
-        """override until the durable fix is deployed; a reboot reverts it' >&2; fi"""
+        """override until the durable fix is deployed; a reboot reverts it' >&2; fi""",
+        '[ "$rc" -eq 0 ] || echo "the durable path FAILED (see above); the fallback holds" >&2',
     ]
 
 
@@ -228,6 +347,8 @@ def render(runbook, host_data: dict) -> str:
         "# Run:  ssh root@HOST sh -s < FILE               (durable path)",
         "#       ssh root@HOST sh -s -- fallback < FILE   (the /run fallback)",
         PRELUDE,
+        *_owner(s),
+        *_abandon(s),
     ]
     section = "durable"
     has_paths = any(st.get("operation") in DURABLE_ONLY | FALLBACK_ONLY for st in rb["steps"])
@@ -243,17 +364,19 @@ def render(runbook, host_data: dict) -> str:
             )
         else:
             lines = list(step["manual"]["commands"])
-        if has_paths and op not in (None, "serving.outcome_reported"):
-            guard = "durable" if op in DURABLE_ONLY else section
+        if op in AFTER_DURABLE_FAILURE:
+            guard = '[ "$durable_failed" = yes ]'
+        elif has_paths and op not in (None, "serving.outcome_reported"):
+            guard = f'[ "$path" = {"durable" if op in DURABLE_ONLY else section} ]'
         else:
             guard = None
+        # Each step is a function, so a durable step that gives up can `return` and
+        # let the fallback steps run.
         title = f"{n}. {step['id']}"
-        body = [f"say {shlex.quote(title)}", *lines]
-        if guard:
-            out.append(f'if [ "$path" = {guard} ]; then')
-            out += ["  " + line for line in body]
-            out.append("fi")
-        else:
-            out += body
+        out.append(f"step_{n}() {{")
+        out += ["  " + line for line in [f"say {shlex.quote(title)}", *lines]]
+        out.append("}")
+        out.append(f"if {guard}; then step_{n}; fi" if guard else f"step_{n}")
     out.append("echo 'done' >&2")
+    out.append('exit "$rc"')
     return "\n".join(out) + "\n"

@@ -157,3 +157,50 @@ def parse_generations(lines: list[str]) -> SystemGenerations:
     return SystemGenerations(
         values["current"], values["booted"], values["profile"], sorted(gens, key=lambda g: g.number)
     )
+
+
+@dataclass
+class DryRun:
+    """What ``nix build --dry-run`` says a build needs."""
+
+    built: list[str] = field(default_factory=list)  # .drv paths to build locally
+    fetched: list[str] = field(default_factory=list)  # store paths to substitute
+
+
+def parse_dry_run(lines: list[str]) -> DryRun:
+    """``these 3 derivations will be built:`` / ``this path will be fetched (…):`` headers,
+    each followed by indented store paths (Nix 2.8 to 2.26 print the same shape)."""
+    out, target = DryRun(), None
+    for line in lines:
+        if re.match(r"^(this|these)\b.*\bwill be built\b", line.strip()):
+            target = out.built
+        elif re.match(r"^(this|these)\b.*\bwill be fetched\b", line.strip()):
+            target = out.fetched
+        elif target is not None and re.match(r"^\s+/nix/store/\S+$", line):
+            target.append(line.strip())
+        elif line.strip():
+            target = None
+    return out
+
+
+def local_build_derivations(show_json: str) -> list[str]:
+    """The derivations of ``nix derivation show`` that would be compiled: those without
+    ``preferLocalBuild`` (NixOS marks its config derivations, unit files, ``etc`` and the
+    toplevel, with it; a package such as vLLM has none)."""
+    try:
+        doc = json.loads(show_json)
+    except ValueError as exc:
+        raise FactProcessError(f"nix derivation show: not JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise FactProcessError("nix derivation show: not a JSON object")
+    heavy = []
+    for path, drv in sorted(doc.items()):
+        env = (drv or {}).get("env") or {}
+        if env.get("preferLocalBuild") != "1":
+            heavy.append(path if path.startswith("/nix/store/") else f"/nix/store/{path}")
+    return heavy
+
+
+def derivation_show_is_new(info: NixInfo) -> bool:
+    """``nix derivation show`` exists from Nix 2.15; before it is ``nix show-derivation``."""
+    return info.version_tuple[:2] >= (2, 15)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from remedy.core import commands
 from remedy.core import memory as mem
 from remedy.core.probe import ProbeResult
 from remedy.core.settings import Settings
@@ -79,6 +80,7 @@ def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
 
 
 def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
+    """Why the durable path cannot run on this host, each with what to do."""
     out = []
     if not s.durable:
         out.append("disabled by host data (durable=false)")
@@ -86,20 +88,43 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
         out.append("Nix is not installed on the host")
     if snap.flake_input is None:
         out.append(snap.flake_error or f"no flake input {s.flake_input!r} in {s.flake_dir}")
-    if not snap.checkout.is_checkout:
-        out.append(f"{s.flake_dir} is not a git checkout")
+    checkout = snap.checkout
+    if checkout.problem:
+        out.append(f"{s.flake_dir}: {checkout.problem}")
     else:
-        other = [c for c in snap.checkout.changes if not c.endswith(" flake.lock")]
+        other = [c for c in checkout.changes if not c.endswith(" flake.lock")]
         if other:
             out.append(
                 f"{s.flake_dir} has uncommitted changes ({'; '.join(other[:3])}); "
                 "commit or stash them first, remedy only commits flake.lock"
             )
-        if any(c.endswith(" flake.lock") for c in snap.checkout.changes):
+        if any(c.endswith(" flake.lock") for c in checkout.changes):
             out.append(
                 f"{s.flake_dir}/flake.lock has uncommitted changes; commit or revert "
                 "them first, remedy will not mix its bump with them"
             )
+    if checkout.owner and checkout.owner != "root":
+        if not snap.tools.runuser:
+            out.append(
+                f"{s.flake_dir} belongs to {checkout.owner} and runuser (util-linux) is "
+                "missing: remedy runs git and nix as the checkout's owner"
+            )
+        if not snap.tools.daemon_socket:
+            out.append(
+                f"{s.flake_dir} belongs to {checkout.owner} and no nix-daemon listens on "
+                "/nix/var/nix/daemon-socket/socket: nix as that user needs the daemon "
+                "(nix.enable on NixOS)"
+            )
+    g = snap.generations
+    if g.current_system and g.profile and g.current_system != g.profile:
+        gen = g.current_generation
+        out.append(
+            f"the system profile (generation {gen if gen is not None else '?'}, {g.profile}) "
+            f"differs from /run/current-system ({g.current_system}): an earlier switch did "
+            "not finish, or `nixos-rebuild boot/test` was used; reconcile them by hand "
+            "(switch to one of the two) before remedy switches, or a rollback could land "
+            "on the wrong generation"
+        )
     if not snap.unit.found:
         out.append(f"{s.unit} is not loaded (LoadState={snap.unit.load_state})")
     return out
@@ -113,19 +138,25 @@ def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
     override = override_present(snap, s)
     active = unit.active_state == "active"
     busy = snap.probe.outcome == "unreachable" and snap.probe.timed_out and active
-    if store_ok and not override and (snap.probe.parsed or busy):
+    if store_ok and not override and (snap.probe.parsed or busy or snap.probe.inconclusive):
         env = ", ".join(f"{k}={v}" for k, v in sorted(s.required_env.items()))
         reasons = [
             f"the store start script has {want}"
             + (f" and {env}" if env else "")
             + ", and there is no runtime override"
         ]
-        reasons.append(
-            "the probe is parsed"
-            if snap.probe.parsed
-            else "the probe timed out: not restarting a running server that is "
-            "configured correctly (check `remedy status` again)"
-        )
+        if snap.probe.parsed:
+            reasons.append("the probe is parsed")
+        elif snap.probe.inconclusive:
+            reasons.append(
+                "the probe was inconclusive (the model answered in prose): not a reason "
+                "to restart a server that is configured correctly"
+            )
+        else:
+            reasons.append(
+                "the probe timed out: not restarting a running server that is "
+                "configured correctly (check `remedy status` again)"
+            )
         return RestorePlan(NOOP, reasons)
     if not unit.found:
         return RestorePlan(
@@ -159,12 +190,12 @@ def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
                 "remove the stale /run override before switching, so the server restarts once"
             )
         return RestorePlan(DURABLE, reasons, [], True, override, True)
-    if override_in_place(snap, s) and snap.probe.parsed:
+    if override_in_place(snap, s) and (snap.probe.parsed or snap.probe.inconclusive):
         return RestorePlan(
             FALLBACK,
             [
                 "the /run override is in place with the wanted parser "
-                "and environment, and parsed; nothing to rewrite"
+                f"and environment, and the probe is {snap.probe.outcome}; nothing to rewrite"
             ],
             blockers,
             False,
@@ -220,6 +251,10 @@ class RestoreRun:
     gated: set[str] = field(default_factory=set)  # stages whose memory gate passed
     probe_after: ProbeResult | None = None
     unit_pid_before: int | None = None
+    pid_at_override: int | None = None  # MainPID when the /run override took effect
+    rollback_failed: str | None = None
+    unverified: str | None = None  # the probe stayed inconclusive (prose): not a failure
+    local_builds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
@@ -230,9 +265,10 @@ class RestoreRun:
     def stopped(self) -> bool:
         return bool(self.refused or self.failed)
 
-    @property
-    def durable_active(self) -> bool:
-        return self.plan.path == DURABLE and not self.durable_failed and not self.stopped
+    def as_owner(self, argv: list[str]) -> list[str]:
+        """ARGV as the flake checkout's owner (git and nix): see commands.as_owner."""
+        checkout = self.before.checkout
+        return commands.as_owner(checkout.owner, checkout.home, argv)
 
     @property
     def fallback_active(self) -> bool:

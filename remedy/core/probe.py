@@ -7,11 +7,16 @@ call whose arguments come back parsed and typed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shlex
 from dataclasses import dataclass
 
 PARSED = "parsed"
 UNPARSED = "unparsed"
+# HTTP 200 in prose: the model chose not to call the tool. Says nothing about the parser,
+# so it is retried and is never on its own a reason to restart or roll back.
+INCONCLUSIVE = "inconclusive"
 HTTP_ERROR = "http_error"
 UNREACHABLE = "unreachable"
 
@@ -26,6 +31,11 @@ TOOL = {
         },
     },
 }
+
+
+MODEL_MARK = "@@remedy-model@@"
+# What the raw text of an unparsed Qwen3 tool call carries in `content`.
+CALL_MARKERS = ("<tool_call>", "<function=")
 
 
 def request_body(model: str) -> str:
@@ -54,9 +64,15 @@ class ProbeResult:
     reason: str
     timed_out: bool = False  # unreachable because the answer took too long (busy?)
 
+    model: str | None = None  # the model id the probe asked for
+
     @property
     def parsed(self) -> bool:
         return self.outcome == PARSED
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.outcome == INCONCLUSIVE
 
 
 def classify(status: int | None, body: str, error: str | None = None) -> ProbeResult:
@@ -85,16 +101,27 @@ def classify(status: int | None, body: str, error: str | None = None) -> ProbeRe
             HTTP_ERROR, status, None, (body or "")[:200], "HTTP 200 but not a chat completion"
         )
     finish = choice.get("finish_reason")
-    content = message.get("content")
-    content = content[:200] if isinstance(content, str) else None
+    full = message.get("content")
+    full = full if isinstance(full, str) else ""
+    content = full[:200] or None
     calls = message.get("tool_calls") or []
     if not calls:
+        if any(mark in full for mark in CALL_MARKERS):
+            return ProbeResult(
+                UNPARSED,
+                status,
+                finish,
+                content,
+                "HTTP 200 with no tool_calls and the raw <tool_call> text in content: "
+                "the tool-call parser did not parse the model's output",
+            )
         return ProbeResult(
-            UNPARSED,
+            INCONCLUSIVE,
             status,
             finish,
             content,
-            "HTTP 200 with no tool_calls: the tool-call parser did not parse the model's output",
+            "HTTP 200 in prose: the model answered without calling the tool "
+            "(says nothing about the parser)",
         )
     fn = (calls[0] or {}).get("function") or {}
     try:
@@ -105,15 +132,7 @@ def classify(status: int | None, body: str, error: str | None = None) -> ProbeRe
         return ProbeResult(
             UNPARSED, status, finish, content, f"tool call malformed: {json.dumps(fn)[:120]}"
         )
-    if args.get("city") != "Paris" or ("days" in args and type(args["days"]) is not int):
-        return ProbeResult(
-            UNPARSED,
-            status,
-            finish,
-            content,
-            f"arguments not typed by the schema: {fn.get('arguments')}",
-        )
-    return ProbeResult(PARSED, status, finish, content, "get_weather called with typed arguments")
+    return ProbeResult(PARSED, status, finish, content, "get_weather called with object arguments")
 
 
 STATUS_MARK = "@@remedy-http-status="
@@ -151,16 +170,73 @@ def curl_argv(url: str, model: str, timeout_s: int = 20) -> list[str]:
     ]
 
 
+MODEL_LINE = "@@remedy-model="
+TRIES_LINE = "@@remedy-probe-tries="
+DEFAULT_TRIES = 3
+
+# The probe as one POSIX sh program: $1 server URL, $2 model id (empty: the first id
+# /v1/models lists), $3 timeout per request, $4 tries, $5/$6 the request body before and
+# after the model id. An answer in prose is asked again, at most $4 times; anything else
+# (a tool call, parsed or raw, an error, no answer) ends it. It prints the model line,
+# the tries line, then curl's output (body, status line) of the last answer.
+# Used by the facts (facts/_remote.py) and the manual script alike.
+PROBE_SH = f"""
+base=${{1%/}} model=$2 timeout=$3 tries=$4 out= i=0
+if [ -z "$model" ]; then
+  if models=$(curl -sS --connect-timeout 3 --max-time "$timeout" "$base/v1/models" 2>&1); then
+    model=$(printf '%s' "$models" | tr ',{{' '\\n\\n' \\
+      | sed -n 's/^[[:space:]]*"id"[[:space:]]*:[[:space:]]*"\\([A-Za-z0-9_.\\/:-]*\\)".*/\\1/p' \\
+      | head -n 1)
+    printf '{MODEL_LINE}%s\\n' "$model"
+    [ -n "$model" ] || out=$(printf '%s' "$models" | head -c 300)
+  else
+    out=$(printf '%s\\n{STATUS_MARK}000' "$models")
+  fi
+else
+  printf '{MODEL_LINE}%s\\n' "$model"
+fi
+while [ -n "$model" ]; do
+  i=$((i + 1))
+  out=$(curl {shlex.join(CURL_FLAGS)} --max-time "$timeout" \\
+    --data-binary "$5$model$6" "$base/v1/chat/completions" 2>&1)
+  case "$out" in *'<tool_call>'*|*'<function='*|*'"function"'*) break ;; esac
+  case "$out" in *'{STATUS_MARK}200'*) ;; *) break ;; esac
+  [ "$i" -lt "$tries" ] || break
+done
+printf '{TRIES_LINE}%s\\n%s\\n' "$i" "$out"
+"""
+
+
+def probe_args(server_url: str, model: str | None, timeout_s: int, tries: int) -> list[str]:
+    """The positional arguments of PROBE_SH."""
+    head, _, tail = request_body(MODEL_MARK).partition(MODEL_MARK)
+    return [server_url, model or "", str(int(timeout_s)), str(int(tries)), head, tail]
+
+
+def probe_argv(server_url: str, model: str | None, timeout_s: int, tries: int) -> list[str]:
+    return ["sh", "-c", PROBE_SH, "sh", *probe_args(server_url, model, timeout_s, tries)]
+
+
 def read_curl_output(lines: list[str]) -> ProbeResult:
-    """Classify what ``curl_argv`` printed (stdout and stderr lines, in any order)."""
-    status = None
+    """Classify what ``curl_argv`` or ``PROBE_SH`` printed (stdout and stderr lines)."""
+    status, model, model_seen = None, None, False
     body, errors = [], []
     for line in lines:
         if line.startswith(STATUS_MARK):
             code = line[len(STATUS_MARK) :].strip()
             status = int(code) if code.isdigit() and int(code) > 0 else None
+        elif line.startswith(MODEL_LINE):
+            model, model_seen = line[len(MODEL_LINE) :].strip() or None, True
+        elif line.startswith(TRIES_LINE):
+            continue
         elif line.startswith("curl: ("):
             errors.append(line)
         else:
             body.append(line)
-    return classify(status, "\n".join(body).strip(), "; ".join(errors) or None)
+    if model_seen and model is None:
+        text = " ".join(body).strip()[:160]
+        return ProbeResult(
+            HTTP_ERROR, None, None, text or None, f"/v1/models lists no model id: {text!r}"
+        )
+    result = classify(status, "\n".join(body).strip(), "; ".join(errors) or None)
+    return dataclasses.replace(result, model=model)

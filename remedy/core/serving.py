@@ -95,7 +95,7 @@ def _view(fragment, dropins, scripts, live_exec=None, live_env=None) -> ServiceV
     conf = systemd.configure(fragment, dropins)
     exec_start = live_exec or conf.exec_start
     via = conf.exec_start_via
-    script = scripts.get(exec_start) if exec_start else None
+    script = startscript.resolve(scripts.get(exec_start) if exec_start else None, scripts)
     env: dict[str, Setting] = {}
     if script:
         for key, value in script.exports.items():
@@ -245,7 +245,7 @@ def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
         b.path: startscript.parse(b.path, b.text)
         for b in sections.one(parts, "built.scripts", "BuiltService").files
     }
-    script = scripts.get(conf.exec_start)
+    script = startscript.resolve(scripts.get(conf.exec_start), scripts)
     env = {k: v for k, (v, _) in conf.environment.items()}
     env.update(script.exports if script else {})
     return BuiltUnit(unit_files[0].path, conf.exec_start, script, env)

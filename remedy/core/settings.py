@@ -18,11 +18,15 @@ tool_call_parser       qwen3_xml                               the parser produc
 required_env           {QWEN36_SDPA_STREAMING: "1"}            env the fallback adds
 durable                true                                    try the durable path first
 server_url             http://127.0.0.1:8000                   the server, seen from host
-model                  Qwen/Qwen3.6-27B                        model id for the probe
+model                  the first id /v1/models lists           model id for the probe
 min_mem_available_gb   4                                       memory gate threshold
 hugepages_target       {}                                      e.g. {"1G": 2}: release
                                                                free pages above it
 probe_timeout_s        20                                      one probe request
+allow_local_build      false                                   let a bump compile on the
+                                                               serving host
+build_max_jobs         1                                       nix --max-jobs of a build
+build_cores            2                                       nix --cores of a build
 ready_timeout_s        300                                     wait for readiness
 audit_log              the user's state dir                    audit log path
 remedy_environment     none                                    production | staging | twin
@@ -32,6 +36,7 @@ remedy_environment     none                                    production | stag
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import sys
 from dataclasses import dataclass, field, fields
@@ -64,11 +69,14 @@ class Settings:
     required_env: dict[str, str] = field(default_factory=lambda: {"QWEN36_SDPA_STREAMING": "1"})
     durable: bool = True
     server_url: str = "http://127.0.0.1:8000"
-    model: str = "Qwen/Qwen3.6-27B"
+    model: str | None = None  # None: the first id /v1/models lists
     min_mem_available_gb: float = 4.0
     hugepages_target: dict[str, int] = field(default_factory=dict)
     probe_timeout_s: int = 20
     ready_timeout_s: int = 300
+    allow_local_build: bool = False
+    build_max_jobs: int = 1
+    build_cores: int = 2
     audit_log: str | None = None
     remedy_environment: str | None = None
 
@@ -119,6 +127,8 @@ def _number(host, key, value, kind):
         number = kind(value)
     except (TypeError, ValueError):
         raise _fail(host, key, f"must be a number, not {value!r}") from None
+    if not math.isfinite(number):
+        raise _fail(host, key, f"must be a finite number, not {value!r}")
     if number < 0:
         raise _fail(host, key, f"must not be negative (got {value!r})")
     return number
@@ -131,12 +141,17 @@ def _string(host, key, value, pattern, what):
 
 
 def _coerce(host: str, key: str, value: Any) -> Any:
-    if key == "durable":
+    if key in ("durable", "allow_local_build"):
         return _bool(host, key, value)
     if key == "min_mem_available_gb":
         return _number(host, key, value, float)
     if key in ("probe_timeout_s", "ready_timeout_s"):
         return _number(host, key, value, int)
+    if key in ("build_max_jobs", "build_cores"):
+        number = _number(host, key, value, int)
+        if number < 1:
+            raise _fail(host, key, f"must be at least 1 (got {value!r})")
+        return number
     if key == "unit":
         return _string(host, key, value, UNIT_RE, "a unit name like tenstorrent-serving.service")
     if key in ("flake_dir", "audit_log"):
@@ -144,6 +159,8 @@ def _coerce(host: str, key: str, value: Any) -> Any:
     if key in ("flake_host", "flake_input"):
         return _string(host, key, value, NAME_RE, "a plain name (letters, digits, . _ -)")
     if key == "model":
+        if value in (None, ""):
+            return None
         return _string(host, key, value, re.compile(r"^[A-Za-z0-9_./:-]+$"), "a model id")
     if key == "server_url":
         return _string(host, key, value, URL_RE, "an http(s) URL like http://127.0.0.1:8000")

@@ -68,19 +68,70 @@ class Checkout:
     is_checkout: bool
     head: str | None = None
     changes: list[str] = field(default_factory=list)  # `git status --porcelain` lines
+    owner: str | None = None  # who owns the checkout; git and nix run as them
+    home: str | None = None
+    error: str | None = None  # why git could not read it, in git's words
+    git_missing: bool = False
+
+    @property
+    def problem(self) -> str | None:
+        """Why the durable path cannot use this checkout, with what to do, or None."""
+        if self.git_missing:
+            return (
+                "git is not installed on the host (NixOS does not install it by default): "
+                "add pkgs.git to environment.systemPackages, or run the fallback"
+            )
+        if self.error and "dubious ownership" in self.error:
+            return (
+                f"git refuses the checkout: it is owned by {self.owner}, not by the user "
+                f"git ran as ({self.error}); remedy runs git as the owner with runuser: "
+                "check that runuser works for that user"
+            )
+        if not self.is_checkout:
+            return f"not a git checkout ({self.error or 'git found no repository'})"
+        return None
 
 
 def read_checkout(parts: Parts) -> Checkout:
     s = sections.one(parts, "nix.checkout", "FlakeCheckout")
-    if any(line.strip() == "not-a-checkout" for line in s.lines):
-        return Checkout(False)
-    head, changes = None, []
+    out = Checkout(False)
+    errors = []
     for line in s.lines:
-        if line.startswith("head "):
-            head = line[5:].strip() or None
-        elif line.startswith("status "):
-            changes.append(line[7:])
-    return Checkout(True, head, changes)
+        word, _, rest = line.partition(" ")
+        if word == "owner":
+            owner, _, home = rest.partition(" ")
+            out.owner = None if owner in ("", "?") else owner
+            out.home = home.strip() or None
+        elif word == "no-git":
+            out.git_missing = True
+        elif word == "top":
+            out.is_checkout = True
+        elif word == "head":
+            out.head = rest.strip() or None
+        elif word == "status":
+            out.changes.append(rest)
+        elif word == "error":
+            errors.append(rest.strip())
+        elif line.strip() == "not-a-checkout":  # recorded by older fact versions
+            pass
+    if errors:
+        out.error = next((e for e in errors if e.startswith("fatal:")), errors[0])
+    return out
+
+
+@dataclass
+class NixTools:
+    git: bool = False
+    runuser: bool = False
+    daemon_socket: bool = False
+
+
+def read_tools(parts: Parts) -> NixTools:
+    found = parts.get("nix.tools")
+    if not found:
+        return NixTools(True, True, True)  # not asked: assume present
+    words = " ".join(found[0].lines).split()
+    return NixTools("git" in words, "runuser" in words, "daemon-socket" in words)
 
 
 def read_generations(parts: Parts) -> nix.SystemGenerations:
@@ -99,6 +150,7 @@ class HostSnapshot:
     flake_input: nix.FlakeInput | None
     flake_error: str | None
     checkout: Checkout
+    tools: NixTools
     generations: nix.SystemGenerations
     probe: probe.ProbeResult
     volatile: list[VolatileEntry]
@@ -123,6 +175,7 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         flake_input=lock,
         flake_error=error,
         checkout=read_checkout(parts),
+        tools=read_tools(parts),
         generations=gens,
         probe=read_probe(parts),
         volatile=volatile_entries(serving, memory, gens),

@@ -19,6 +19,7 @@ class StartScript:
     exports: dict[str, str] = field(default_factory=dict)
     parser_flag_count: int = 0
     text: str = ""
+    execs: str | None = None  # the store script this one execs (NixOS `script =` units)
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -36,8 +37,12 @@ def _logical_lines(text: str) -> list[str]:
 
 
 def parse(path: str, text: str) -> StartScript:
+    """Read a start script. ``--tool-call-parser`` counts wherever it is (any line, either
+    spelling); the vLLM command line (``… serve MODEL …``) gives the other flags; an
+    ``exec /nix/store/…`` line names the script this one hands over to."""
     exports: dict[str, str] = {}
     words: list[str] = []
+    script = StartScript(path, NONE, False, None, None, text=text)
     for line in _logical_lines(text):
         s = line.strip()
         if not s or s.startswith("#"):
@@ -53,9 +58,20 @@ def parse(path: str, text: str) -> StartScript:
                 key, sep, value = item.partition("=")
                 if sep:
                     exports[key] = value
-        elif "serve" in parts and ("--tool-call-parser" in s or any("vllm" in p for p in parts)):
+            continue
+        if parts[0] == "exec" and len(parts) > 1 and parts[1].startswith("/nix/store/"):
+            script.execs = script.execs or parts[1]
+        for i, word in enumerate(parts):
+            if word == "--tool-call-parser" or word.startswith("--tool-call-parser="):
+                script.parser_flag_count += 1
+                value = word.split("=", 1)[1] if "=" in word else None
+                if value is None and i + 1 < len(parts):
+                    value = parts[i + 1]
+                if script.parser_flag_count == 1:
+                    script.tool_call_parser = value or NONE
+        if "serve" in parts and not words:
             words = parts
-    script = StartScript(path, NONE, False, None, None, exports=exports, text=text)
+    script.exports = exports
     if not words:
         return script
     after = words[words.index("serve") + 1 :]
@@ -64,11 +80,7 @@ def parse(path: str, text: str) -> StartScript:
         word = after[i]
         value = after[i + 1] if i + 1 < len(after) else None
         if word.startswith("--tool-call-parser"):
-            script.parser_flag_count += 1
-            if "=" in word:
-                script.tool_call_parser = word.split("=", 1)[1]
-            else:
-                script.tool_call_parser, i = value or NONE, i + 1
+            i += 0 if "=" in word else 1
         elif word == "--enable-auto-tool-choice":
             script.auto_tool_choice = True
         elif word == "--port" and value is not None and value.isdigit():
@@ -79,3 +91,16 @@ def parse(path: str, text: str) -> StartScript:
             script.flags.append(word)
         i += 1
     return script
+
+
+def resolve(script: StartScript | None, scripts: dict[str, StartScript]) -> StartScript | None:
+    """The script that holds the vLLM flags: SCRIPT, or the store script it execs (one
+    level, as a NixOS ``script =`` unit does) when SCRIPT itself has no parser flag."""
+    if script is None or script.parser_flag_count or not script.execs:
+        return script
+    inner = scripts.get(script.execs)
+    if inner is None:
+        return script
+    if script.exports:  # exports before the exec reach the inner script's process
+        inner = StartScript(**{**inner.__dict__, "exports": {**script.exports, **inner.exports}})
+    return inner

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand
@@ -22,6 +23,13 @@ class Ran:
         """The last line of what the command said, for an error message."""
         text = self.stderr.strip() or self.stdout.strip()
         return text.splitlines()[-1] if text else "no output"
+
+    @property
+    def why(self) -> str:
+        """The line that says what went wrong (the last error line, else the last line)."""
+        lines = [x.strip() for x in (self.stderr + "\n" + self.stdout).splitlines() if x.strip()]
+        errors = [x for x in lines if re.search(r"(?i)\berror\b|\bfailed\b|\bfatal\b", x)]
+        return (errors or lines or ["no output"])[-1][:300]
 
 
 def run(host, argv: list[str]) -> Ran:

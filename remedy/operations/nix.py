@@ -2,6 +2,10 @@
 
 Each takes the host's ``RestoreRun`` (``remedy.core.plan``): it decides from
 what the plan and the earlier steps found, and says why when it does nothing.
+git and nix run as the flake checkout's owner (``RestoreRun.as_owner``) with the
+flake features on the command line; only the profile and the activation run as
+root. A step that fails abandons the durable path (``durable_failed``) and the
+run goes on to the fallback: it never stops with production half-changed.
 """
 
 from __future__ import annotations
@@ -12,17 +16,32 @@ import re
 from pyinfra import host, state
 from pyinfra.api import FunctionCommand, operation
 
-from facts.nix import FlakeInput
+from facts.memory import MemoryHeadroom
+from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
 from remedy.core import commands
+from remedy.core import nix as nix_core
 from remedy.core.plan import Proof, RestoreRun
-from remedy.operations.argv import command, run
-from remedy.operations.memory import gate
+from remedy.operations.argv import command, failure, run
+
+
+def _abandon(r: RestoreRun, why: str, revert_lock: bool = True) -> None:
+    """Give up the durable path (at execution): put flake.lock back, say why."""
+    r.durable_failed = why
+    host.log_styled(f"durable path abandoned: {why}", fg="yellow")
+    if revert_lock:
+        s = r.settings
+        run(host, r.as_owner(commands.lock_revert(s.flake_dir)))
+        if r.new_rev and r.new_rev != r.old_rev:
+            r.notes.append(f"reverted {s.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
+        r.new_rev = r.old_rev
 
 
 @operation(is_idempotent=False)
 def flake_input_updated(r: RestoreRun):
-    """Bump the serving input (``flake_input``) in ``flake_dir`` with the host's Nix command.
+    """Bump the serving input (``flake_input``) in ``flake_dir`` with the host's Nix command,
+    as the checkout's owner. If Nix cannot fetch the input, the durable path is abandoned
+    with Nix's own error and the fallback takes over.
 
     + r: the host's RestoreRun
     """
@@ -32,16 +51,31 @@ def flake_input_updated(r: RestoreRun):
     if not r.plan.bump:
         host.noop(f"the deployed configuration already runs {r.settings.tool_call_parser}")
         return
+    yield FunctionCommand(_bump, (r,), {})
+
+
+def _bump(state, host, r: RestoreRun) -> bool:
     s = r.settings
-    yield command(commands.update_input(r.before.nix.update_input_argv, s.flake_dir, s.flake_input))
+    argv = commands.update_input(r.before.nix.update_input_argv, s.flake_dir, s.flake_input)
+    ran = run(host, r.as_owner(argv))
+    if not ran.ok:
+        url = r.before.flake_input.url if r.before.flake_input else "?"
+        _abandon(
+            r,
+            f"bumping {s.flake_input} failed: {ran.why} (can the host fetch {url} as "
+            f"{r.before.checkout.owner or 'root'}?)",
+        )
+    return True
 
 
 @operation()
 def fix_proven(r: RestoreRun):
-    """Build the new toplevel and read its start script: it must run the wanted parser and
-    environment (and contain ``required_fix_rev`` when set). If so this is a check and
-    changes nothing; if not, flake.lock is reverted and the fallback takes over: nothing
-    is switched.
+    """Ask Nix what the bumped configuration needs (``--dry-run``): derivations to compile
+    (no ``preferLocalBuild``) block the durable path unless ``allow_local_build``. Then,
+    memory-gated and bounded by ``build_max_jobs``/``build_cores``, build the new toplevel
+    and read its start script: it must run the wanted parser and environment (and contain
+    ``required_fix_rev`` when set). If so this is a check and changes nothing; if not,
+    flake.lock is reverted and the fallback takes over: nothing is switched.
 
     + r: the host's RestoreRun
     """
@@ -52,22 +86,42 @@ def fix_proven(r: RestoreRun):
         host.noop("nothing was bumped")
         return
     if not state.is_executing:
-        host.noop("will build the bumped configuration and read its start script")
+        host.noop(
+            "will ask Nix what the bump builds, then build the bumped configuration "
+            "and read its start script"
+        )
         return
     why = _missing_fix(r)
+    if r.refused:
+        run(host, r.as_owner(commands.lock_revert(r.settings.flake_dir)))
+        yield failure()
+        return
     if why is None:
         message = f"proven: {r.proof.toplevel} runs --tool-call-parser {r.proof.parser}"
         host.log_styled(message, fg="green")
         host.noop(message)
         return
-    # The lock was clean before the bump (a plan precondition): restore it whatever the
-    # update rewrote, not only when the tt-stack rev moved.
-    r.durable_failed = why
-    host.log_styled(f"durable path aborted: {why}; reverting flake.lock", fg="yellow")
-    if r.new_rev != r.old_rev:
-        r.notes.append(f"reverted {r.settings.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
-    r.new_rev = r.old_rev
-    yield command(commands.lock_revert(r.settings.flake_dir))
+    _abandon(r, why)
+    yield from ()
+
+
+def _local_builds(r: RestoreRun) -> tuple[list[str], str | None]:
+    """(derivations Nix would compile on the host, why it could not tell)."""
+    s = r.settings
+    dry = run(host, r.as_owner(commands.dry_run_toplevel(s.flake_dir, s.flake_host)))
+    if not dry.ok:
+        return [], f"the new configuration does not evaluate: {dry.why}"
+    planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
+    if not planned.built:
+        return [], None
+    new_cli = nix_core.derivation_show_is_new(r.before.nix)
+    shown = run(host, r.as_owner(commands.show_derivations(new_cli, planned.built)))
+    if not shown.ok:
+        return [], f"cannot read the derivations to build: {shown.why}"
+    try:
+        return nix_core.local_build_derivations(shown.stdout), None
+    except Exception as exc:  # FactProcessError: an answer we cannot read
+        return [], str(exc)
 
 
 def _missing_fix(r: RestoreRun) -> str | None:
@@ -86,15 +140,41 @@ def _missing_fix(r: RestoreRun) -> str | None:
                 f"cannot check required_fix_rev against {url}: only git+file:// inputs "
                 "can be checked on the host"
             )
-        if not run(host, commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev)).ok:
+        ancestry = commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev)
+        if not run(host, r.as_owner(ancestry)).ok:
             return (
                 f"{s.flake_input} at {short} does not contain required_fix_rev "
                 f"{s.required_fix_rev[:12]}"
             )
-    host.log_styled(f"building {commands.toplevel_attr(s.flake_dir, s.flake_host)}", fg="blue")
-    built = run(host, commands.build_toplevel(s.flake_dir, s.flake_host))
+    heavy, problem = _local_builds(r)
+    if problem:
+        return problem
+    r.local_builds = heavy
+    if heavy and not s.allow_local_build:
+        names = ", ".join(h.rsplit("/", 1)[-1] for h in heavy[:5])
+        return (
+            f"the bump needs {len(heavy)} derivation(s) compiled on the serving host "
+            f"({names}): a build competes with the model server for memory; push "
+            "binaries to a cache the host substitutes from, or set allow_local_build=true "
+            "(bounded by build_max_jobs/build_cores)"
+        )
+    headroom = host.get_fact(MemoryHeadroom)
+    if refusal := r.memory_refusal(headroom):
+        r.refused = refusal.replace("not restarting the server", "not building on the host")
+        host.log_styled(r.refused, fg="red")
+        return r.refused
+    attr = commands.toplevel_attr(s.flake_dir, s.flake_host)
+    host.log_styled(
+        f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
+    )
+    built = run(
+        host,
+        r.as_owner(
+            commands.build_toplevel(s.flake_dir, s.flake_host, s.build_max_jobs, s.build_cores)
+        ),
+    )
     if not built.ok:
-        return f"the new configuration does not build: {built.tail}"
+        return f"the new configuration does not build: {built.why}"
     try:  # stdout only: warnings on stderr may contain brackets
         toplevel = json.loads(built.stdout)[0]["outputs"]["out"]
     except (ValueError, KeyError, IndexError, TypeError):
@@ -117,7 +197,7 @@ def _missing_fix(r: RestoreRun) -> str | None:
 
 @operation(is_idempotent=False)
 def flake_lock_committed(r: RestoreRun):
-    """Commit flake.lock in the checkout, naming tt-stack#49 and the old and new rev.
+    """Commit flake.lock in the checkout as its owner, naming tt-stack#49 and the revs.
 
     + r: the host's RestoreRun
     """
@@ -135,16 +215,17 @@ def flake_lock_committed(r: RestoreRun):
         f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's "
         f"restore_toolcalling deploy."
     )
-    yield command(commands.lock_commit(s.flake_dir, message, s.flake_host))
+    yield command(r.as_owner(commands.lock_commit(s.flake_dir, message, s.flake_host)))
     # Resumed once the commit ran (at execution only): remember it for a rollback.
-    ran = run(host, commands.head(s.flake_dir))
+    ran = run(host, r.as_owner(commands.head(s.flake_dir)))
     r.lock_commit = ran.stdout.strip() if ran.ok else None
 
 
 @operation(is_idempotent=False)
 def system_switched(r: RestoreRun):
-    """``nixos-rebuild switch --flake DIR#HOST`` once the fix is proven (restarts the
-    server if its unit changed).
+    """Switch to the proven toplevel, as ``nixos-rebuild switch`` ends: set the system
+    profile to it, then run its ``switch-to-configuration switch`` (boot entry, then
+    activation; restarts the server if its unit changed). What was proven is what runs.
 
     + r: the host's RestoreRun
     """
@@ -158,36 +239,72 @@ def system_switched(r: RestoreRun):
 
 
 def _switch(state, host, r: RestoreRun) -> bool:
-    """A failed switch may have half-activated the new system: roll back, then fall back."""
-    s = r.settings
-    host.log_styled(f"nixos-rebuild switch --flake {s.flake_dir}#{s.flake_host}", fg="blue")
-    ran = run(host, commands.switch(s.flake_dir, s.flake_host))
-    r.switched = True
+    """A failed switch may have moved the profile or half-activated: the rollback step
+    returns to the recorded generation, the fallback restores tool calling."""
+    toplevel = r.proof.toplevel
+    host.log_styled(f"switching to {toplevel}", fg="blue")
+    ran = run(host, commands.profile_set(toplevel))
     if not ran.ok:
-        why = f"nixos-rebuild switch failed: {ran.tail}"
+        r.durable_failed = f"setting the system profile to {toplevel} failed: {ran.why}"
+        host.log_styled(r.durable_failed, fg="red")
+        return True
+    r.switched = True
+    ran = run(host, commands.activate(toplevel))
+    if not ran.ok:
+        why = f"switch-to-configuration switch failed: {ran.why}"
         r.verification_failed = why
         r.durable_failed = why
-        host.log_styled(f"{why}; rolling back, then the fallback", fg="red")
+        host.log_styled(f"{why}; the /run override goes back, then the rollback", fg="red")
     return True
 
 
 @operation(is_idempotent=False)
 def system_rolled_back(r: RestoreRun):
-    """``nixos-rebuild switch --rollback`` when the switched system failed verification
-    (memory-gated: it restarts the server).
+    """After a failed switch or verification, return to exactly the generation recorded
+    before the run: the profile only if it moved, the activation (memory-gated, it
+    restarts the server) only if /run/current-system moved. A failed rollback is
+    reported and the run still goes on to the fallback.
 
     + r: the host's RestoreRun
     """
-    if not (r.switched and r.verification_failed):
+    if not (r.switched and r.durable_failed):
         host.noop("no failed switch to roll back")
         return
-    yield from gate(r, "rollback")  # the rollback restarts the server too
-    if r.refused:
-        return
-    yield command(commands.rollback())
-    r.rolled_back = True
-    r.notes.append("rolled back to the previous system generation")
+    yield FunctionCommand(_roll_back, (r,), {})
+
+
+def _roll_back(state, host, r: RestoreRun) -> bool:
+    s, recorded = r.settings, r.before.generations
+    now = host.get_fact(SystemGenerations)
+    if recorded.profile and now.profile != recorded.profile:
+        ran = run(host, commands.profile_set(recorded.profile))
+        if ran.ok:
+            r.notes.append(f"system profile set back to {recorded.profile}")
+        else:
+            r.rollback_failed = f"setting the profile back failed: {ran.why}"
+    if recorded.current_system and now.current_system != recorded.current_system:
+        refusal = r.memory_refusal(host.get_fact(MemoryHeadroom))
+        if refusal:
+            r.rollback_failed = f"not activating the old generation: {refusal}"
+        else:
+            ran = run(host, commands.activate(recorded.current_system))
+            r.rolled_back = ran.ok
+            if ran.ok:
+                r.notes.append(f"activated the recorded generation {recorded.current_system}")
+            else:
+                r.rollback_failed = f"activating {recorded.current_system} failed: {ran.why}"
+    elif not r.rollback_failed:
+        r.rolled_back = True
+        r.notes.append("/run/current-system never moved: nothing to activate")
     if r.lock_commit:  # or the next run would bump, switch and fail again
-        s = r.settings
-        yield command(commands.lock_commit_revert(s.flake_dir, r.lock_commit, s.flake_host))
-        r.notes.append(f"reverted the lock commit {r.lock_commit[:12]} in {s.flake_dir}")
+        ran = run(
+            host,
+            r.as_owner(commands.lock_commit_revert(s.flake_dir, r.lock_commit, s.flake_host)),
+        )
+        if ran.ok:
+            r.notes.append(f"reverted the lock commit {r.lock_commit[:12]} in {s.flake_dir}")
+        else:
+            r.notes.append(f"could not revert the lock commit {r.lock_commit[:12]}: {ran.why}")
+    if r.rollback_failed:
+        host.log_styled(f"rollback FAILED: {r.rollback_failed}; going on to the fallback", fg="red")
+    return True

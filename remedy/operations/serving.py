@@ -17,6 +17,8 @@ from remedy.core.plan import RestoreRun
 from remedy.operations.argv import command, failure
 from remedy.operations.memory import gate
 
+PROSE_ROUNDS = 3  # probe facts in a row that stay in prose (each asks DEFAULT_TRIES times)
+
 
 @operation(is_idempotent=False)
 def runtime_override_removed(r: RestoreRun):
@@ -95,6 +97,7 @@ def runtime_override_written(r: RestoreRun):
     # Resumed after the daemon-reload ran: is the override what systemd runs now?
     r.override_written = True
     unit = host.get_fact(ServingUnit, unit=s.unit)
+    r.pid_at_override = unit.main_pid
     if unit.now.exec_start != s.override_script:
         yield from _fail(
             r,
@@ -126,12 +129,30 @@ def restarted(r: RestoreRun, stage: str = "durable"):
     if stage == "durable" and not r.plan.restart_expected:
         host.noop("the effective ExecStart did not change")
         return
-    if stage == "fallback" and override_in_place(r) and r.before.probe.parsed:
+    ran_override_before = plan.override_in_place(r.before, r.settings) and (
+        r.before.probe.parsed or r.before.probe.inconclusive
+    )
+    if stage == "fallback" and override_in_place(r) and ran_override_before:
         host.noop("the override was already running and parsed")
         return
     s = r.settings
     if state.is_executing:
         unit = host.get_fact(ServingUnit, unit=s.unit)
+        running = unit.active_state == "active" and unit.main_pid
+        if stage == "fallback" and running:
+            if r.pid_at_override is not None and unit.main_pid != r.pid_at_override:
+                message = (
+                    f"already restarted onto the /run override (pid {r.pid_at_override} -> "
+                    f"{unit.main_pid}); not restarting again"
+                )
+                host.noop(message)
+                return
+            if ran_override_before and unit.main_pid == r.unit_pid_before:
+                host.noop(
+                    f"pid {unit.main_pid} still runs the override it ran before this run "
+                    "(parsed then); not restarting"
+                )
+                return
         if (
             unit.active_state == "active"
             and unit.main_pid
@@ -177,7 +198,10 @@ def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
         host.noop("will wait for the server, then send a real tool call")
         return
     why = _wait_until_parsed(r)
-    if why is None:
+    if why is None and r.unverified:
+        host.log_styled(f"NOT VERIFIED: {r.unverified}", fg="yellow")
+        host.noop(f"not verified: {r.unverified}")
+    elif why is None:
         host.noop("verified: the tool-call probe is parsed")
     elif stage == "durable":
         r.verification_failed = why
@@ -193,13 +217,14 @@ def _wait_until_parsed(r: RestoreRun) -> str | None:
     s = r.settings
     deadline = time.monotonic() + s.ready_timeout_s
     started, last_note = time.monotonic(), 0.0
-    unparsed_in_a_row = 0
+    unparsed_in_a_row = prose_in_a_row = 0
     while True:
         result = host.get_fact(
             ToolCallProbe, url=s.server_url, model=s.model, timeout_s=s.probe_timeout_s
         )
         elapsed = time.monotonic() - started
-        if result.parsed:
+        prose_in_a_row = prose_in_a_row + 1 if result.inconclusive else 0
+        if result.parsed or prose_in_a_row >= PROSE_ROUNDS:
             unit = host.get_fact(ServingUnit, unit=s.unit)
             lacking = plan.missing_env(plan.view_env(unit.now), s)
             if lacking:
@@ -212,6 +237,14 @@ def _wait_until_parsed(r: RestoreRun) -> str | None:
                 )
                 break
             r.probe_after = result
+            if result.inconclusive:
+                # The configuration is right; the model keeps answering in prose. Not a
+                # reason to roll back or restart: report it, and let the next run check.
+                r.unverified = (
+                    f"{unit.now.parser.describe('parser')}, but the model answered in prose "
+                    f"{PROSE_ROUNDS * probe.DEFAULT_TRIES} times: {result.reason}"
+                )
+                return None
             host.log_styled(
                 f"verified after {elapsed:.0f}s: "
                 f"{unit.now.parser.describe('parser')}; probe parsed",
@@ -250,6 +283,10 @@ def outcome(r: RestoreRun) -> str:
         parts.append(f"{s.flake_input} {(r.old_rev or '?')[:12]} -> {r.new_rev[:12]}")
     if r.durable_failed:
         parts.append(f"durable path abandoned: {r.durable_failed}")
+    if r.rollback_failed:
+        parts.append(f"ROLLBACK FAILED: {r.rollback_failed}")
+    if r.unverified:
+        parts.append(f"NOT VERIFIED: {r.unverified}")
     if r.fallback_active or r.path_taken == "fallback":
         parts.append(
             "VOLATILE: tool calling rests on the /run override until the durable "

@@ -586,8 +586,16 @@ def test_show_manual_renders_a_shell_script_with_default_values(project):
     result = invoke("show", "001", "--manual", "--project", str(root))
     assert result.exit_code == 0, result.output
     assert result.output.startswith("#!/bin/sh\n")
-    assert "nixos-rebuild switch --flake '/etc/nixos#cfx-llm2'" in result.output
-    assert "http://127.0.0.1:8000/v1/chat/completions" in result.output
+    out = result.output
+    # The switch activates exactly the proven toplevel, as nixos-rebuild's last two steps.
+    assert 'nix-env -p /nix/var/nix/profiles/system --set "$toplevel"' in out
+    assert '"$toplevel"/bin/switch-to-configuration switch' in out
+    # Flakes need not be enabled in nix.conf; git and nix run as the checkout's owner.
+    assert "as_owner nix --extra-experimental-features 'nix-command flakes' flake update" in out
+    assert 'runuser -u "$owner"' in out
+    assert "build --dry-run" in out and "preferLocalBuild" in out
+    assert "http://127.0.0.1:8000" in out
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
 
 
 def test_show_host_without_inventory_is_a_usage_error(project):
