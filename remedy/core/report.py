@@ -155,7 +155,14 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     )
     for v in snap.volatile:
         problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
-    if not snap.probe.parsed:
+    configured = now_p.value == want
+    if snap.probe.inconclusive and configured:
+        # Prose says nothing about the parser: not healthy-and-durable, not broken either.
+        code, verdict = (
+            EXIT_VOLATILE,
+            f"unverified: the model answered in prose; the effective parser is {want}",
+        )
+    elif not snap.probe.parsed:
         code, verdict = EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
     elif snap.volatile:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
