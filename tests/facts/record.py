@@ -55,6 +55,40 @@ def url(twin):
     return {"server_url": twin.server_url}
 
 
+def as_ops(*argv: str) -> list[str]:
+    """ARGV as the checkout's owner: root's git and Nix refuse a person's repo."""
+    return ["runuser", "-u", "ops", "--", *argv]
+
+
+def nix(*argv: str) -> list[str]:
+    return ["nix", "--extra-experimental-features", "nix-command flakes", *argv]
+
+
+def build_toplevel(twin) -> str:
+    out = twin.exec(
+        as_ops(
+            *nix(
+                "build",
+                "--no-link",
+                "--json",
+                '/etc/nixos#nixosConfigurations."cfx-llm2".config.system.build.toplevel',
+            )
+        )
+    ).stdout
+    return json.loads(out)[0]["outputs"]["out"]
+
+
+def record_nix_version(suite: str) -> None:
+    """NixInfo as each twin base reports it."""
+    name = f"rec-nix-{suite}"
+    twin = machine.up(name, suite=suite, progress=print)
+    try:
+        version = twin.exec(["nix", "--version"]).stdout.split()[-1]
+        record(twin, "nix", facts.nix.NixInfo, "nix_" + "_".join(version.split(".")[:2]))
+    finally:
+        machine.down(name, progress=print)
+
+
 def record_state(twin, case: str):
     record(twin, "serving", facts.serving.ServingUnit, case)
     record(twin, "serving", facts.serving.VolatileState, case)
@@ -100,11 +134,12 @@ def reparse() -> int:
 def main() -> int:
     if "--reparse" in sys.argv:
         return reparse()
+    for suite in ("trixie", "bookworm"):
+        record_nix_version(suite)
     twin = machine.up("rec-facts", progress=print)
     try:
         record_state(twin, "fresh")
         record(twin, "memory", facts.memory.MemoryHeadroom, "fresh")
-        record(twin, "nix", facts.nix.NixInfo, "nix_2_8")
         record(twin, "nix", facts.nix.FlakeCheckout, "clean")
         record(twin, "serving", facts.serving.ServingUnit, "not_found", unit="nope.service")
         record(twin, "serving", facts.serving.ToolCallProbe, "dead_port", url="http://127.0.0.1:9")
@@ -121,12 +156,23 @@ def main() -> int:
         )
         record(twin, "nix", facts.nix.FlakeCheckout, "not_a_checkout", flake_dir="/srv")
         rev = twin.exec(
-            ["git", "-C", "/srv/git/tt-stack", "rev-list", "--max-parents=0", "HEAD"]
+            [
+                "runuser",
+                "-u",
+                "ops",
+                "--",
+                "git",
+                "-C",
+                "/srv/git/tt-stack",
+                "rev-list",
+                "--max-parents=0",
+                "HEAD",
+            ]
         ).stdout.strip()
-        twin.exec(["mkdir", "-p", "/tmp/inner", "/tmp/outer"])
-        twin.exec(["tee", "/tmp/inner/flake.nix"], input=INNER_FLAKE.replace("@REV@", rev))
-        twin.exec(["tee", "/tmp/outer/flake.nix"], input=FOLLOWS_FLAKE)
-        twin.exec(["nix", "flake", "lock", "/tmp/outer"])
+        twin.exec(as_ops("mkdir", "-p", "/tmp/inner", "/tmp/outer"))
+        twin.exec(as_ops("tee", "/tmp/inner/flake.nix"), input=INNER_FLAKE.replace("@REV@", rev))
+        twin.exec(as_ops("tee", "/tmp/outer/flake.nix"), input=FOLLOWS_FLAKE)
+        twin.exec(as_ops(*nix("flake", "lock", "/tmp/outer")))
         record(
             twin,
             "nix",
@@ -155,8 +201,20 @@ def main() -> int:
         twin.exec(["sh", "-c", "echo 4 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"])
         record(twin, "memory", facts.memory.MemoryHeadroom, "hugepages_2m_4")
         twin.exec(["sh", "-c", "echo 0 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"])
-        # the durable fix by hand, with the stale /run override removed
-        twin.exec(["sh", "-c", "cd /etc/nixos && nix flake lock --update-input tt-stack"])
+        # without runuser remedy would run git as root: refused, and the cause is named
+        runuser = twin.exec(["sh", "-c", "command -v runuser"]).stdout.strip()
+        twin.exec(["mv", runuser, runuser + ".off"])
+        try:
+            record(twin, "nix", facts.nix.FlakeCheckout, "owner_refused")
+        finally:
+            twin.exec(["mv", runuser + ".off", runuser])
+        # the model answers in prose (the double's test knob)
+        twin.exec(["mkdir", "-p", "/var/lib/vllm-double"])
+        twin.exec(["tee", "/var/lib/vllm-double/mode"], input="prose\n")
+        record(twin, "serving", facts.serving.ToolCallProbe, "prose", url=twin.server_url)
+        twin.exec(["rm", "/var/lib/vllm-double/mode"])
+        # the durable fix by hand, as the owner, with the stale /run override removed
+        twin.exec(as_ops(*nix("flake", "update", "tt-stack", "--flake", "/etc/nixos")))
         twin.exec(
             [
                 "rm",
@@ -165,13 +223,15 @@ def main() -> int:
                 "/run/tt-serving-override",
             ]
         )
-        twin.exec(["nixos-rebuild", "switch", "--flake", "/etc/nixos#cfx-llm2"])
+        toplevel = build_toplevel(twin)
+        twin.exec(["nix-env", "-p", "/nix/var/nix/profiles/system", "--set", toplevel])
+        twin.exec([f"{toplevel}/bin/switch-to-configuration", "switch"])
         machine.wait_serving(twin)
         record_state(twin, "durable")
         record(twin, "nix", facts.nix.FlakeCheckout, "dirty_lock")
         # nixos-rebuild test: current-system differs from what the profile boots
         twin.exec(["nixos-rebuild", "switch", "--rollback"])
-        twin.exec(["nixos-rebuild", "test", "--flake", "/etc/nixos#cfx-llm2"])
+        twin.exec([f"{toplevel}/bin/switch-to-configuration", "test"])
         machine.wait_serving(twin)
         record(twin, "serving", facts.serving.VolatileState, "after_rebuild_test")
     finally:

@@ -58,7 +58,9 @@ def test_manual_commands_restore_tool_calling_over_plain_ssh(twin):
     proc = over_ssh(twin, script)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert probe_inside(twin).outcome == "parsed"
-    log = twin.exec(["git", "-C", "/etc/nixos", "log", "-1", "--format=%B"]).stdout
+    log = twin.exec(
+        ["runuser", "-u", "ops", "--", "git", "-C", "/etc/nixos", "log", "-1", "--format=%B"]
+    ).stdout
     assert "tt-stack#49" in log
 
 
