@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
 NONE = "none"
+PARSER_FLAG = re.compile(r"--tool-call-parser[ =]['\"]?([A-Za-z0-9_]+)")
 
 
 @dataclass
@@ -61,14 +63,12 @@ def parse(path: str, text: str) -> StartScript:
             continue
         if parts[0] == "exec" and len(parts) > 1 and parts[1].startswith("/nix/store/"):
             script.execs = script.execs or parts[1]
-        for i, word in enumerate(parts):
-            if word == "--tool-call-parser" or word.startswith("--tool-call-parser="):
-                script.parser_flag_count += 1
-                value = word.split("=", 1)[1] if "=" in word else None
-                if value is None and i + 1 < len(parts):
-                    value = parts[i + 1]
-                if script.parser_flag_count == 1:
-                    script.tool_call_parser = value or NONE
+        # Counted in the text, as the fallback's awk rewrites it: a flag inside a
+        # variable (FLAGS='--tool-call-parser x') counts as much as one on the command line.
+        for value in PARSER_FLAG.findall(s):
+            script.parser_flag_count += 1
+            if script.parser_flag_count == 1:
+                script.tool_call_parser = value
         if "serve" in parts and not words:
             words = parts
     script.exports = exports

@@ -22,7 +22,9 @@ from pyinfra_testing.util import get_command_string
 import facts.memory
 import facts.nix
 import facts.serving
-from remedy.twin import machine
+from remedy.core import commands
+from remedy.core import nix as nix_core
+from remedy.twin import fixtures, machine
 
 HERE = Path(__file__).parent
 
@@ -78,13 +80,54 @@ def build_toplevel(twin) -> str:
     return json.loads(out)[0]["outputs"]["out"]
 
 
+TOPLEVEL_ATTR = '/etc/nixos#nixosConfigurations."cfx-llm2".config.system.build.toplevel'
+
+
+def record_raw(name: str, text: str) -> None:
+    """Raw output of a command the engine runs itself (not a fact): tests/facts/raw/."""
+    folder = HERE / "raw"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)
+    print(f"recorded raw/{name}")
+
+
 def record_nix_version(suite: str) -> None:
-    """NixInfo as each twin base reports it."""
+    """NixInfo as each twin base reports it, and what its `nix build --dry-run` and
+    `nix derivation show` print for a bump that only links and one that compiles."""
     name = f"rec-nix-{suite}"
     twin = machine.up(name, suite=suite, progress=print)
     try:
         version = twin.exec(["nix", "--version"]).stdout.split()[-1]
-        record(twin, "nix", facts.nix.NixInfo, "nix_" + "_".join(version.split(".")[:2]))
+        tag = "nix_" + "_".join(version.split(".")[:2])
+        record(twin, "nix", facts.nix.NixInfo, tag)
+        info = nix_core.parse_nix_version([f"nix (Nix) {version}"])
+        bump = commands.update_input(info.update_input_argv, "/etc/nixos", "tt-stack")
+        twin.exec(as_ops(*bump))
+        dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
+        record_raw(f"{tag}.dry_run_links.txt", dry.stderr + dry.stdout)
+        commit = fixtures.heavy_package_commit()
+        for rel, text in commit.files.items():
+            twin.exec(as_ops("tee", f"{fixtures.TT_STACK_DIR}/{rel}"), input=text)
+        twin.exec(
+            as_ops(
+                "git",
+                "-C",
+                fixtures.TT_STACK_DIR,
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qam",
+                commit.message,
+            )
+        )
+        twin.exec(as_ops(*bump))
+        dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
+        record_raw(f"{tag}.dry_run_compiles.txt", dry.stderr + dry.stdout)
+        drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
+        show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
+        record_raw(f"{tag}.derivation_show.json", twin.exec(as_ops(*show)).stdout)
     finally:
         machine.down(name, progress=print)
 

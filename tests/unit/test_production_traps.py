@@ -1,0 +1,195 @@
+"""Issue 8, pure parts: what the engine reads from production's traps, from recorded output.
+
+The recordings come from twins (``python -m tests.facts.record``): Nix 2.26 on
+trixie, Nix 2.8 on bookworm, the `script =` unit, the checkout owned by `ops`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyinfra.api.exceptions import FactProcessError
+
+import facts.nix
+import facts.serving
+from remedy.core import commands, nix, probe, startscript
+from remedy.core.settings import from_host_data
+from remedy.errors import ConfigError
+
+FIXTURES = Path(__file__).parent.parent / "facts"
+RAW = FIXTURES / "raw"
+VERSIONS = ["nix_2_26", "nix_2_8"]
+
+
+def fact(folder: str, case: str, cls):
+    data = json.loads((FIXTURES / folder / f"{case}.json").read_text())
+    return cls().process(data["output"])
+
+
+# -- Nix: what a bump would build -------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_bump_that_only_links_builds_config_derivations_only(version):
+    dry = nix.parse_dry_run((RAW / f"{version}.dry_run_links.txt").read_text().splitlines())
+    assert dry.built, "a bump to the fix builds the new start script and the toplevel"
+    assert all(d.endswith(".drv") for d in dry.built)
+    assert not any("vllm-tt" in d for d in dry.built)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_bump_that_compiles_is_told_apart_by_prefer_local_build(version):
+    dry = nix.parse_dry_run((RAW / f"{version}.dry_run_compiles.txt").read_text().splitlines())
+    assert any("vllm-tt" in d for d in dry.built)
+    heavy = nix.local_build_derivations((RAW / f"{version}.derivation_show.json").read_text())
+    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == ["vllm-tt.drv"]
+
+
+def test_derivation_show_garbage_is_a_clear_error():
+    with pytest.raises(FactProcessError, match="not JSON"):
+        nix.local_build_derivations("warning: Git tree is dirty")
+
+
+@pytest.mark.parametrize(
+    "version, new_cli", [("2.8.0", False), ("2.14.1", False), ("2.15.0", True), ("2.26.3", True)]
+)
+def test_derivation_show_command_follows_the_version(version, new_cli):
+    info = nix.parse_nix_version([f"nix (Nix) {version}"])
+    assert nix.derivation_show_is_new(info) is new_cli
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_nix_call_passes_the_flake_features(version):
+    info = fact("nix.NixInfo", version, facts.nix.NixInfo)
+    argv = commands.update_input(info.update_input_argv, "/etc/nixos", "tt-stack")
+    assert argv[:3] == ["nix", "--extra-experimental-features", "nix-command flakes"]
+    assert argv[-1] in ("tt-stack", "/etc/nixos")
+    for built in (
+        commands.build_toplevel("/etc/nixos", "cfx-llm2", 1, 2),
+        commands.dry_run_toplevel("/etc/nixos", "cfx-llm2"),
+        commands.show_derivations(True, ["/nix/store/x.drv"]),
+    ):
+        assert built[1:3] == ["--extra-experimental-features", "nix-command flakes"]
+    assert commands.build_toplevel("/d", "h", 1, 3)[5:9] == ["--max-jobs", "1", "--cores", "3"]
+
+
+# -- the checkout and its owner -----------------------------------------------------
+
+
+def test_git_and_nix_run_as_the_checkout_owner():
+    argv = ["git", "-C", "/etc/nixos", "status"]
+    assert commands.as_owner("ops", "/home/ops", argv) == [
+        "runuser", "-u", "ops", "--", "env", "HOME=/home/ops", *argv,
+    ]  # fmt: skip
+    assert commands.as_owner("root", "/root", argv) == argv
+
+
+def test_the_recorded_checkout_names_its_owner_and_ignores_untracked_files():
+    clean = fact("nix.FlakeCheckout", "clean", facts.nix.FlakeCheckout)
+    assert (clean.owner, clean.home, clean.is_checkout) == ("ops", "/home/ops", True)
+    assert clean.problem is None and clean.changes == []
+    assert facts.nix.FlakeCheckout().command().get_raw_value().count("--untracked-files=no") == 1
+
+
+def test_an_ownership_refusal_is_named_as_such_not_as_no_checkout():
+    refused = fact("nix.FlakeCheckout", "owner_refused", facts.nix.FlakeCheckout)
+    assert not refused.is_checkout
+    assert "dubious ownership" in refused.error
+    assert "owned by ops" in refused.problem and "not a git checkout" not in refused.problem
+
+
+# -- the `script =` unit --------------------------------------------------------------
+
+
+def test_the_flags_are_read_through_the_unit_scripts_exec():
+    unit = fact("serving.ServingUnit", "fresh", facts.serving.ServingUnit)
+    assert "-unit-script-tenstorrent-serving-start/bin/" in unit.now.exec_start
+    assert not unit.now.exec_start.endswith(" ")
+    assert unit.now.parser.value == "hermes"
+    assert unit.now.parser.source.endswith("-start-tenstorrent-serving")
+    assert unit.store_script.path == unit.now.parser.source
+
+
+def test_the_parser_flag_counts_on_any_line_and_an_exec_is_followed_once():
+    flags = startscript.parse(
+        "/nix/store/b-start",
+        "#!/bin/sh\nFLAGS='--tool-call-parser qwen3_xml'\nexec vllm serve M $FLAGS\n",
+    )
+    assert (flags.tool_call_parser, flags.parser_flag_count) == ("qwen3_xml", 1)
+    wrapper = startscript.parse(
+        "/nix/store/a-start", "#!/bin/sh\nset -e\nexec /nix/store/b-start\n"
+    )
+    assert wrapper.execs == "/nix/store/b-start"
+    scripts = {"/nix/store/b-start": flags}
+    assert startscript.resolve(wrapper, scripts) is flags
+    loop = startscript.parse("/nix/store/b-start", "exec /nix/store/a-start\n")
+    assert startscript.resolve(loop, {"/nix/store/a-start": wrapper}) is wrapper  # one level
+
+
+# -- the probe ------------------------------------------------------------------------
+
+
+def test_a_recorded_prose_answer_is_inconclusive_with_the_served_model():
+    result = fact("serving.ToolCallProbe", "prose", facts.serving.ToolCallProbe)
+    assert result.outcome == probe.INCONCLUSIVE
+    assert result.model == "qwen3.6-27b-tt"
+
+
+def test_the_recorded_fresh_probe_is_unparsed_and_asked_the_served_model():
+    result = fact("serving.ToolCallProbe", "fresh", facts.serving.ToolCallProbe)
+    assert result.outcome == probe.UNPARSED and result.model == "qwen3.6-27b-tt"
+
+
+def _answer(message: dict) -> str:
+    return json.dumps({"choices": [{"message": message, "finish_reason": "stop"}]})
+
+
+@pytest.mark.parametrize(
+    "message, outcome",
+    [
+        (
+            {"content": None, "tool_calls": [{"type": "function", "function": {
+                "name": "get_weather", "arguments": '{"city": "Paris, France"}'}}]},
+            probe.PARSED,
+        ),
+        ({"content": "<tool_call>\n<function=get_weather>\n", "tool_calls": []}, probe.UNPARSED),
+        ({"content": "Paris is mild in spring.", "tool_calls": []}, probe.INCONCLUSIVE),
+        ({"content": "Paris is mild in spring."}, probe.INCONCLUSIVE),
+        (
+            {"content": None, "tool_calls": [{"type": "function", "function": {
+                "name": "get_weather", "arguments": '"Paris"'}}]},
+            probe.UNPARSED,
+        ),
+    ],
+)  # fmt: skip
+def test_probe_classes(message, outcome):
+    assert probe.classify(200, _answer(message)).outcome == outcome
+
+
+# -- host data ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("min_mem_available_gb", "nan", ["min_mem_available_gb", "finite"]),
+        ("min_mem_available_gb", "inf", ["min_mem_available_gb", "finite"]),
+        ("build_cores", 0, ["build_cores", "at least 1"]),
+        ("allow_local_build", "maybe", ["allow_local_build", "true or false"]),
+    ],
+)
+def test_bad_build_and_memory_data_is_rejected_naming_host_and_key(key, value, words):
+    with pytest.raises(ConfigError) as err:
+        from_host_data("cfx-llm2", {key: value})
+    for word in ["cfx-llm2", *words]:
+        assert word in str(err.value)
+
+
+def test_the_model_is_discovered_unless_host_data_sets_it():
+    assert from_host_data("h", {}).model is None
+    assert from_host_data("h", {"model": "qwen3.6-27b-tt"}).model == "qwen3.6-27b-tt"
+    url, model, timeout, tries, head, tail = probe.probe_args("http://x", None, 5, 3)
+    assert (url, model, timeout, tries) == ("http://x", "", "5", "3")
+    assert json.loads(head + "qwen3.6-27b-tt" + tail)["model"] == "qwen3.6-27b-tt"
