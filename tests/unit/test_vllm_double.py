@@ -41,7 +41,8 @@ WEATHER_XML = (
 AUTO_ERROR = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
-CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")
+CALL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{32}$")
+MARKERS = ("<tool_call>", "<function=")
 
 
 def load_module():
@@ -61,9 +62,15 @@ def free_port():
 
 
 class Double:
-    def __init__(self, proc, port, out, err):
+    def __init__(self, proc, port, out, err, mode_file):
         self.proc, self.port, self.out, self.err = proc, port, out, err
+        self.mode_file = mode_file  # the test knob (/var/lib/vllm-double/mode in the twin)
         self.base = f"http://127.0.0.1:{port}"
+
+    def weather(self, model=MODEL):
+        """One field-notes tool request: (status, message, finish_reason)."""
+        status, body = self.json("/v1/chat/completions", {**WEATHER_REQUEST, "model": model})
+        return (status, *message_of(body)) if status == 200 else (status, body, None)
 
     def request(self, path, body=None, raw=None):
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -101,13 +108,15 @@ def start_double(request, tmp_path):
         port = free_port()
         out, err = tmp_path / f"out{len(procs)}", tmp_path / f"err{len(procs)}"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("QWEN36_")}
+        mode_file = tmp_path / f"mode{len(procs)}"
+        full_env["VLLM_DOUBLE_MODE_FILE"] = str(mode_file)
         full_env.update(env or {})
         cmd = [sys.executable, str(DOUBLE), "serve", MODEL, "--port", str(port)]
         cmd += ["--load-seconds", load, *args]
         with out.open("wb") as fout, err.open("wb") as ferr:
             proc = subprocess.Popen(cmd, stdout=fout, stderr=ferr, env=full_env)
         procs.append(proc)
-        double = Double(proc, port, out, err)
+        double = Double(proc, port, out, err, mode_file)
         if wait:
             double.wait_ready()
         return double
@@ -231,6 +240,84 @@ def test_non_auto_tool_choices_bypass_the_parser(start_double):
     assert message["content"] == "Hello from the double."
 
 
+def is_prose(message, finish):
+    return (
+        not message.get("tool_calls")
+        and finish == "stop"
+        and not any(mark in (message.get("content") or "") for mark in MARKERS)
+    )
+
+
+def test_rotation_prose_every_fourth_and_paris_france_every_other(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    kinds = []
+    for _ in range(8):
+        status, message, finish = double.weather()
+        assert status == 200
+        if is_prose(message, finish):
+            assert message["tool_calls"] == []
+            assert message["content"].startswith("I can't check live weather, but Paris")
+            kinds.append("prose")
+            continue
+        assert finish == "tool_calls" and message["content"] is None
+        [call] = message["tool_calls"]
+        assert CALL_ID.match(call["id"])
+        kinds.append(json.loads(call["function"]["arguments"])["city"])
+    assert kinds == ["Paris", "Paris, France", "Paris", "prose"] * 2
+    assert not any(a == b == "prose" for a, b in zip(kinds, kinds[1:], strict=False))
+
+
+def test_hermes_rotation_keeps_raw_tool_call_text_except_in_prose(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    answers = [double.weather() for _ in range(4)]
+    for status, message, finish in answers[:3]:
+        assert (status, finish, message["tool_calls"]) == (200, "stop", [])
+        assert message["content"].startswith("<tool_call>\n<function=get_weather>")
+    assert "\nParis, France\n" in answers[1][1]["content"]
+    status, message, finish = answers[3]
+    assert status == 200 and is_prose(message, finish)
+
+
+def test_mode_file_is_read_on_every_request(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    double.mode_file.write_text("prose\n")
+    for _ in range(3):
+        status, message, finish = double.weather()
+        assert status == 200 and is_prose(message, finish)
+    double.mode_file.write_text("tools")
+    assert all(double.weather()[1]["tool_calls"] for _ in range(5))  # turns 4..8, no prose
+    double.mode_file.write_text("normal")
+    status, message, finish = double.weather()  # turn 9: plain
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"])["city"] == "Paris"
+    double.weather(), double.weather()  # turns 10, 11
+    assert is_prose(*double.weather()[1:])  # turn 12
+    double.mode_file.unlink()
+    assert double.weather()[1]["tool_calls"]  # turn 13: default rotation
+
+
+def test_served_model_name_is_the_only_model(start_double):
+    double = start_double(
+        "--served-model-name",
+        "qwen3.6-27b-tt",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "qwen3_xml",
+    )
+    [card] = double.json("/v1/models")[1]["data"]
+    assert (card["id"], card["root"]) == ("qwen3.6-27b-tt", MODEL)
+    status, body, _ = double.weather(model=MODEL)
+    assert status == 404
+    assert body == {
+        "object": "error",
+        "message": f"The model `{MODEL}` does not exist.",
+        "type": "NotFoundError",
+        "param": None,
+        "code": 404,
+    }
+    status, message, finish = double.weather(model="qwen3.6-27b-tt")
+    assert (status, finish) == (200, "tool_calls")
+
+
 def test_unknown_model_and_bad_requests(start_double):
     double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
     status, body = double.json("/v1/chat/completions", {**WEATHER_REQUEST, "model": "gpt-4"})
@@ -340,6 +427,35 @@ def test_parse_qwen3_xml_keeps_leading_text_and_strips_one_newline():
 
 def test_parse_qwen3_xml_without_calls_returns_text():
     assert vd.parse_qwen3_xml("just text", [WEATHER_TOOL]) == ("just text", [])
+
+
+def test_render_qualified_place_and_prose():
+    text = vd.render_qwen3_xml_call(WEATHER_TOOL, "Weather in Paris?", qualify=True)
+    assert "<parameter=city>\nParis, France\n</parameter>" in text
+    unknown = vd.render_qwen3_xml_call(WEATHER_TOOL, "Weather in Oslo?", qualify=True)
+    assert "\nOslo\n" in unknown
+    prose = vd.render_prose("Weather in Paris?")
+    assert "Paris" in prose and not any(mark in prose for mark in MARKERS)
+
+
+def test_turn_kind_and_read_mode(tmp_path):
+    assert [vd.turn_kind(n) for n in range(1, 9)] == [
+        "plain",
+        "qualified",
+        "plain",
+        "prose",
+        "plain",
+        "qualified",
+        "plain",
+        "prose",
+    ]
+    assert {vd.turn_kind(n, "prose") for n in range(1, 9)} == {"prose"}
+    assert "prose" not in {vd.turn_kind(n, "tools") for n in range(1, 9)}
+    mode = tmp_path / "mode"
+    assert vd.read_mode(mode) == "normal"
+    for text, expected in [("prose\n", "prose"), ("tools", "tools"), ("bogus", "normal")]:
+        mode.write_text(text)
+        assert vd.read_mode(mode) == expected
 
 
 def test_parse_hermes_fails_on_xml_and_accepts_json():

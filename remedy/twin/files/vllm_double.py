@@ -10,8 +10,22 @@ are parsed.  The double generates the XML a Qwen3 model would emit for the first
 requested tool and runs it through a real implementation of the configured
 parser, so the failure (and the fix) behave as on the production host.
 
+Like a real model, it does not always answer the same way. Deterministically, per
+server process, counting the requests that offer tools with ``tool_choice: "auto"``:
+
+* every 4th such request is answered in prose without calling the tool (HTTP 200,
+  ``tool_calls: []``, ``finish_reason: "stop"``), so two in a row never are;
+* of the others, every second one qualifies the place: ``"city": "Paris, France"``
+  instead of ``"Paris"``.
+
+The test knob ``/var/lib/vllm-double/mode`` (``VLLM_DOUBLE_MODE_FILE``), read on
+every request, overrides that: ``prose`` answers every such request in prose,
+``tools`` never does, ``normal`` (or no file) is the rotation above.
+
 Also mimicked: ``vllm serve MODEL ...`` command line (unknown vLLM flags are
-accepted and recorded), start-up rejection of unknown parser names, refused
+accepted and recorded), ``--served-model-name`` (the only id /v1/models lists and
+requests may name; another gets vLLM's 404), tool-call ids
+``chatcmpl-tool-<32 hex>``, start-up rejection of unknown parser names, refused
 connections while the model "loads", the 400 for ``"auto"`` tool choice without
 ``--enable-auto-tool-choice --tool-call-parser``, and clean exit on SIGTERM.
 Standard library only; runs on a bare python3.
@@ -24,6 +38,7 @@ import re
 import signal
 import string
 import sys
+import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +48,16 @@ ENV_KEYS = ("QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
 MAX_MODEL_LEN = 32768
 PLAIN_REPLY = "Hello from the double."
 INVENTED = {"integer": "3", "number": "1.5", "boolean": "true", "array": "[]", "object": "{}"}
+MODE_FILE = os.environ.get("VLLM_DOUBLE_MODE_FILE", "/var/lib/vllm-double/mode")
+MODES = ("normal", "prose", "tools")
+PROSE_EVERY = 4  # every 4th tool request of the rotation is answered in prose
+# How a model may spell out a place on every other call.
+QUALIFIED = {
+    "Paris": "Paris, France",
+    "Berlin": "Berlin, Germany",
+    "London": "London, United Kingdom",
+    "Tokyo": "Tokyo, Japan",
+}
 AUTO_TOOL_ERROR = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
@@ -58,12 +83,17 @@ def _last_capitalised_word(text):
     return word
 
 
-def render_qwen3_xml_call(tool, user_text):
-    """The raw text Qwen3 emits to call `tool`, with arguments invented from its schema."""
+def render_qwen3_xml_call(tool, user_text, qualify=False):
+    """The raw text Qwen3 emits to call `tool`, with arguments invented from its schema.
+
+    QUALIFY: spell a known place out in full ("Paris, France"), as a model may."""
     fn = tool.get("function", tool)
     lines = ["<tool_call>", f"<function={fn['name']}>"]
     for name, schema in ((fn.get("parameters") or {}).get("properties") or {}).items():
-        value = INVENTED.get(_schema_type(schema)) or _last_capitalised_word(user_text)
+        value = INVENTED.get(_schema_type(schema))
+        if value is None:
+            value = _last_capitalised_word(user_text)
+            value = QUALIFIED.get(value, value) if qualify else value
         if schema.get("enum"):  # an invented value must at least be a legal one
             value = schema["enum"][0]
             value = value if isinstance(value, str) else json.dumps(value)
@@ -72,9 +102,38 @@ def render_qwen3_xml_call(tool, user_text):
     return "\n".join(lines)
 
 
+def render_prose(user_text):
+    """What a model says when it answers instead of calling the tool."""
+    place = _last_capitalised_word(user_text)
+    return (
+        f"I can't check live weather, but {place} in spring is usually mild, around "
+        "12-18 °C with some showers. A weather service will have the forecast for the "
+        "coming days."
+    )
+
+
+def read_mode(path=None):
+    """The test knob: 'prose', 'tools' or 'normal' (no file, unreadable or unknown)."""
+    try:
+        with open(path or MODE_FILE) as fh:
+            mode = fh.read().strip()
+    except OSError:
+        return "normal"
+    return mode if mode in MODES else "normal"
+
+
+def turn_kind(n, mode="normal"):
+    """How the Nth (1-based) tool request is answered: 'prose', 'qualified' or 'plain'."""
+    if mode == "prose":
+        return "prose"
+    if mode == "normal" and n % PROSE_EVERY == 0:
+        return "prose"
+    return "qualified" if n % 2 == 0 else "plain"
+
+
 def _tool_call(name, arguments):
     return {
-        "id": "call_" + uuid.uuid4().hex[:24],
+        "id": "chatcmpl-tool-" + uuid.uuid4().hex,
         "type": "function",
         "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
     }
@@ -257,11 +316,17 @@ class Handler(BaseHTTPRequestHandler):
                 tool = next((t for t in tools if t.get("function", t)["name"] == wanted), None)
                 if tool is None:
                     raise ApiError(400, f"Tool '{wanted}' has not been passed in `tools`.")
-            raw = render_qwen3_xml_call(tool, user_text)
-            if tool_choice == "auto":  # free generation: the configured parser decides
-                content, calls = PARSE[cfg["tool_call_parser"]](raw, tools)
-            else:  # "required"/named: vLLM uses guided decoding and no tool parser
-                content, calls = None, parse_qwen3_xml(raw, tools)[1]
+            kind = "plain"
+            if tool_choice == "auto":
+                kind = turn_kind(self.server.next_turn(), read_mode())
+            if kind == "prose":  # the model chose to answer instead of calling the tool
+                raw = content = render_prose(user_text)
+            else:
+                raw = render_qwen3_xml_call(tool, user_text, qualify=kind == "qualified")
+                if tool_choice == "auto":  # free generation: the configured parser decides
+                    content, calls = PARSE[cfg["tool_call_parser"]](raw, tools)
+                else:  # "required"/named: vLLM uses guided decoding and no tool parser
+                    content, calls = None, parse_qwen3_xml(raw, tools)[1]
 
         prompt_tokens = sum(
             len(_message_text(m).split()) + 4 for m in messages if isinstance(m, dict)
@@ -297,6 +362,16 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     allow_reuse_address = True
     daemon_threads = True
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._turns, self._turns_lock = 0, threading.Lock()
+
+    def next_turn(self):
+        """1, 2, 3, ...: the number of this tool request since the server started."""
+        with self._turns_lock:
+            self._turns += 1
+            return self._turns
 
 
 # ---------------------------------------------------------------- entry point
