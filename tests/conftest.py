@@ -15,7 +15,7 @@ import os
 import pytest
 
 from remedy.core import probe
-from remedy.twin import machine
+from remedy.twin import fixtures, machine
 
 _counter = itertools.count()
 
@@ -24,15 +24,24 @@ def _twin_name() -> str:
     return f"t{os.getpid() % 100000}-{next(_counter)}"
 
 
+def twin_suite() -> str:
+    """The Debian base twin tests run on: REMEDY_TWIN_SUITE, else trixie (Nix 2.26)."""
+    return os.environ.get("REMEDY_TWIN_SUITE") or "trixie"
+
+
 class TwinFactory:
     def __init__(self):
         self.names: list[str] = []
+        self.suite = twin_suite()
 
     def __call__(self, *, with_emergency_override: bool = False) -> machine.Twin:
         name = _twin_name()
         self.names.append(name)
         return machine.up(
-            name, with_emergency_override=with_emergency_override, progress=lambda _m: None
+            name,
+            suite=self.suite,
+            with_emergency_override=with_emergency_override,
+            progress=lambda _m: None,
         )
 
     def close(self):
@@ -71,10 +80,48 @@ def twin(make_twin):
     return make_twin()
 
 
-def probe_inside(twin: machine.Twin) -> probe.ProbeResult:
-    """Send the field-notes tool call from inside the twin."""
-    proc = twin.exec(probe.curl_argv(twin.server_url, "Qwen/Qwen3.6-27B"), check=False)
+def served_model(twin: machine.Twin) -> str | None:
+    """The model id the server lists first in /v1/models (None when it does not answer)."""
+    import json
+
+    proc = twin.exec(
+        ["curl", "-sS", "--max-time", "10", twin.server_url + "/v1/models"], check=False
+    )
+    try:
+        return json.loads(proc.stdout)["data"][0]["id"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def probe_once(twin: machine.Twin, model: str | None = None) -> probe.ProbeResult:
+    """Send the field-notes tool call once from inside the twin, naming MODEL (default:
+    the id /v1/models serves, as a probe must; the double 404s any other)."""
+    model = model or served_model(twin) or fixtures.SERVED_MODEL
+    proc = twin.exec(probe.curl_argv(twin.server_url, model), check=False)
     return probe.read_curl_output((proc.stdout + "\n" + proc.stderr).splitlines())
+
+
+def is_prose(result: probe.ProbeResult) -> bool:
+    """HTTP 200 without tool calls and without the raw call text (<tool_call>, <function=)
+    in content: the model answered in prose. Says nothing about the parser."""
+    return (
+        result.status == 200
+        and result.outcome != probe.PARSED
+        and result.finish_reason == "stop"
+        and not any(mark in (result.content or "") for mark in ("<tool_call>", "<function="))
+    )
+
+
+def probe_inside(twin: machine.Twin, tries: int = 3) -> probe.ProbeResult:
+    """The probe as the engine must send it: model id from /v1/models, a prose answer
+    asked again (at most TRIES requests in all; the double answers every 4th in prose,
+    never two in a row). Returns the last answer."""
+    model = served_model(twin)
+    for _ in range(max(tries, 1)):
+        result = probe_once(twin, model)
+        if not is_prose(result):
+            break
+    return result
 
 
 def wait_probe(twin: machine.Twin, timeout: float = 60) -> probe.ProbeResult:
@@ -87,6 +134,59 @@ def wait_probe(twin: machine.Twin, timeout: float = 60) -> probe.ProbeResult:
         if result.outcome != probe.UNREACHABLE or time.monotonic() > deadline:
             return result
         time.sleep(0.5)
+
+
+# -- the checkout's owner ------------------------------------------------------
+
+
+def as_owner(twin: machine.Twin, *argv: str, check: bool = True):
+    """Run ARGV in the twin as the owner of /etc/nixos and the tt-stack repo (ops)."""
+    return twin.exec(list(argv), user=fixtures.OWNER, check=check)
+
+
+def owner_git(twin: machine.Twin, *args: str, repo: str = fixtures.NIXOS_DIR, check=True):
+    """git -C REPO ARGS as the repo's owner (root's git refuses a checkout it does not own)."""
+    return as_owner(twin, "git", "-C", repo, *args, check=check)
+
+
+def nix_version(twin: machine.Twin) -> tuple[int, int]:
+    version = twin.exec(["nix", "--version"]).stdout.split()[-1]
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return major, minor
+
+
+def owner_bump(twin: machine.Twin, check: bool = True):
+    """Bump the tt-stack input of /etc/nixos as its owner, with the right command for the
+    twin's Nix and the flake features passed explicitly (nix.conf does not enable them)."""
+    flags = ["--extra-experimental-features", "nix-command flakes"]
+    if nix_version(twin) >= (2, 19):
+        argv = ["nix", *flags, "flake", "update", "tt-stack", "--flake", fixtures.NIXOS_DIR]
+    else:
+        argv = ["nix", *flags, "flake", "lock", "--update-input", "tt-stack", fixtures.NIXOS_DIR]
+    return as_owner(twin, *argv, check=check)
+
+
+def sudo_rebuild(twin: machine.Twin, *args: str, check: bool = True):
+    """``sudo nixos-rebuild ARGS`` from the owner's account: root, with SUDO_UID naming the
+    owner, the only way root's nix/git accept the owner's checkout."""
+    return twin.exec(
+        [
+            "env",
+            f"SUDO_UID={fixtures.OWNER_UID}",
+            f"SUDO_USER={fixtures.OWNER}",
+            "nixos-rebuild",
+            *args,
+        ],
+        check=check,
+    )
+
+
+def not_owned_by_owner(twin: machine.Twin) -> list[str]:
+    """Files in /etc/nixos or the tt-stack repo that the owner does not own (must be none)."""
+    out = twin.exec(
+        ["find", fixtures.NIXOS_DIR, fixtures.TT_STACK_DIR, "!", "-user", fixtures.OWNER]
+    ).stdout
+    return out.split()
 
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from remedy.console import console, err_console
-from remedy.twin import fixtures, machine
+from remedy.twin import fixtures, machine, rootfs
 
 NAME = click.option(
     "--name",
@@ -40,17 +40,27 @@ def twin():
     help="Take an existing twin of this name down first (start from production's "
     "state, not from what was done to it).",
 )
+@click.option(
+    "--suite",
+    type=click.Choice(rootfs.SUITES),
+    default=None,
+    help="Debian base: trixie (Nix 2.26) or bookworm (Nix 2.8). "
+    "[default: $REMEDY_TWIN_SUITE, else trixie]",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the twin as JSON.")
-def up(name, with_emergency_override, fresh, as_json):
+def up(name, with_emergency_override, fresh, suite, as_json):
     """Build or reuse the cached rootfs, boot a twin, wait until SSH and the server answer."""
     if fresh and name in {t.name for t in machine.all_twins()}:
         machine.down(name, progress=_progress)
-    t = machine.up(name, with_emergency_override=with_emergency_override, progress=_progress)
+    t = machine.up(
+        name, suite=suite, with_emergency_override=with_emergency_override, progress=_progress
+    )
     if as_json:
-        click.echo(json.dumps({"name": t.name, **t.inventory_data()}, indent=2))
+        click.echo(json.dumps({"name": t.name, "suite": t.suite, **t.inventory_data()}, indent=2))
         return
     console.print(
-        f"twin [bold]{t.name}[/] is up: ssh root@127.0.0.1 -p {t.ssh_port}, server {t.server_url}"
+        f"twin [bold]{t.name}[/] ({t.suite}) is up: ssh root@127.0.0.1 -p {t.ssh_port}, "
+        f"server {t.server_url}"
     )
     console.print(f"  ssh: {' '.join(t.ssh_argv())}")
 
@@ -79,6 +89,7 @@ def list_(as_json):
     rows = [
         {
             "name": t.name,
+            "suite": t.suite,
             "running": t.running,
             "ssh_port": t.ssh_port,
             "server_url": t.server_url,
@@ -92,10 +103,11 @@ def list_(as_json):
     if not rows:
         console.print("no twins; start one with `remedy twin up`")
         return
-    table = Table("name", "state", "ssh", "server", "state dir")
+    table = Table("name", "suite", "state", "ssh", "server", "state dir")
     for r in rows:
         table.add_row(
             r["name"],
+            r["suite"],
             "up" if r["running"] else "[red]down[/]",
             f"127.0.0.1:{r['ssh_port']}",
             r["server_url"],

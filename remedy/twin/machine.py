@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from remedy.errors import TwinError
@@ -67,6 +67,9 @@ class Twin:
     ssh_port: int
     server_port: int
     base: str
+    # The Debian suite of its base (trixie: Nix 2.26; bookworm: Nix 2.8). State written
+    # before suites existed has none: those twins were bookworm.
+    suite: str = "bookworm"
 
     # -- paths ---------------------------------------------------------------
     @property
@@ -128,25 +131,26 @@ class Twin:
 
     # -- running commands inside ----------------------------------------------
     def exec(
-        self, argv: list[str], *, input: str | None = None, check: bool = True, timeout: float = 120
+        self,
+        argv: list[str],
+        *,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 120,
+        user: str | None = None,
     ) -> subprocess.CompletedProcess:
-        """Run ARGV inside the twin (behind SSH), for set-up and for tests."""
+        """Run ARGV inside the twin (behind SSH), for set-up and for tests; as root, or
+        as USER (``runuser``, with that user's HOME), e.g. ``fixtures.OWNER``."""
         pid = self.init_pid()
         if pid is None:
             raise TwinError(f"twin {self.name} is not booted")
-        cmd = [
-            "nsenter",
-            "-t",
-            str(pid),
-            "-a",
-            "--",
-            "env",
-            "-i",
-            f"PATH={IN_PATH}",
-            "HOME=/root",
-            "LANG=C.UTF-8",
-            *argv,
-        ]
+        env = ["env", "-i", f"PATH={IN_PATH}", "LANG=C.UTF-8"]
+        if user is None or user == "root":
+            inner = [*env, "HOME=/root", *argv]
+        else:
+            home = "/home/" + user
+            inner = [*env, f"HOME={home}", "runuser", "-u", user, "--", *argv]
+        cmd = ["nsenter", "-t", str(pid), "-a", "--", *inner]
         proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise TwinError(
@@ -214,7 +218,12 @@ def load(name: str) -> Twin:
             f"no twin named {name!r} (twins: {known}); start one with "
             f"`remedy twin up --name {name}`."
         ) from None
-    return Twin(**data)
+    return _from_state(data)
+
+
+def _from_state(data: dict) -> Twin:
+    known = {f.name for f in fields(Twin)}
+    return Twin(**{k: v for k, v in data.items() if k in known})
 
 
 def all_twins() -> list[Twin]:
@@ -224,7 +233,7 @@ def all_twins() -> list[Twin]:
     twins = []
     for path in sorted(root.glob("*/state.json")):
         try:
-            twins.append(Twin(**json.loads(path.read_text())))
+            twins.append(_from_state(json.loads(path.read_text())))
         except (OSError, ValueError, TypeError):
             continue
     return twins
@@ -255,12 +264,12 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _allocate(name: str, base: Path) -> Twin:
+def _allocate(name: str, base: Path, suite: str) -> Twin:
     used = {t.slot for t in all_twins()}
     for slot in range(MAX_SLOTS):
         if slot in used:
             continue
-        twin = Twin(name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base))
+        twin = Twin(name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base), suite)
         if _port_free(twin.ssh_port) and _port_free(twin.server_port):
             twin.dir.mkdir(parents=True, exist_ok=True)
             twin.save()
@@ -320,9 +329,16 @@ def _personalise(twin: Twin, progress) -> None:
                 f"port = {fixtures.DEFAULT_SERVER_PORT};", f"port = {twin.server_port};"
             )
         )
+        # The checkout's owner commits (their identity; git refuses root here), then
+        # rebuilds as `sudo nixos-rebuild` would: root, with SUDO_UID naming the owner
+        # so git and libgit2 accept the checkout.
         rootfs.nspawn_run(
             root,
             [
+                "runuser",
+                "-u",
+                fixtures.OWNER,
+                "--",
                 "git",
                 "-C",
                 fixtures.NIXOS_DIR,
@@ -332,12 +348,15 @@ def _personalise(twin: Twin, progress) -> None:
                 f"twin {twin.name}: serve on port {twin.server_port}",
             ],
             "git commit",
+            env={"HOME": f"/home/{fixtures.OWNER}"},
         )
         rootfs.nspawn_run(
             root,
             ["nixos-rebuild", "boot", "--flake", f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"],
             "nixos-rebuild boot",
+            env={"SUDO_UID": str(fixtures.OWNER_UID), "SUDO_USER": fixtures.OWNER},
         )
+        rootfs._owned_by_owner(root, fixtures.NIXOS_DIR, fixtures.TT_STACK_DIR)
     (twin.dir / "personalised").write_text("ok\n")
 
 
@@ -438,15 +457,27 @@ def wait_serving(twin: Twin, timeout: float = BOOT_TIMEOUT) -> None:
 
 
 def up(
-    name: str = fixtures.FLAKE_HOST, *, with_emergency_override: bool = False, progress=print
+    name: str = fixtures.FLAKE_HOST,
+    *,
+    suite: str | None = None,
+    with_emergency_override: bool = False,
+    progress=print,
 ) -> Twin:
+    """Boot twin NAME on a SUITE base (default ``rootfs.default_suite()``: the
+    ``REMEDY_TWIN_SUITE`` environment variable, else trixie)."""
     validate_name(name)
-    base = rootfs.ensure_base(progress)
+    suite = rootfs.check_suite(suite or rootfs.default_suite())
+    base = rootfs.ensure_base(suite, progress)
     with _state_lock():
         try:
             twin = load(name)
         except TwinError:
-            twin = _allocate(name, base)
+            twin = _allocate(name, base, suite)
+        if twin.suite != suite:
+            raise TwinError(
+                f"twin {name} runs {twin.suite}, not {suite}; take it down first "
+                f"(`remedy twin down --name {name}`)."
+            )
         if twin.running:
             progress(f"twin {name} is already up")
             return twin
@@ -458,7 +489,10 @@ def up(
         _mount_overlay(twin)
         if not (twin.dir / "personalised").exists():
             _personalise(twin, progress)
-        progress(f"booting twin {name} (ssh 127.0.0.1:{twin.ssh_port}, server {twin.server_url})")
+        progress(
+            f"booting twin {name} ({suite}; ssh 127.0.0.1:{twin.ssh_port}, "
+            f"server {twin.server_url})"
+        )
         _start_supervisor(twin)
     wait_serving(twin)
     if with_emergency_override:
@@ -468,11 +502,7 @@ def up(
 
 def apply_emergency_override(twin: Twin) -> None:
     """Put the twin into the seed's state: the hand-made /run override, serving."""
-    unit = twin.exec(
-        ["cat", "/run/current-system/etc/systemd/system/tenstorrent-serving.service"]
-    ).stdout
-    store_script = re.search(r"^ExecStart=(\S+)", unit, re.MULTILINE).group(1)
-    script, dropin = fixtures.emergency_override(twin.exec(["cat", store_script]).stdout)
+    script, dropin = fixtures.emergency_override(flags_script(twin))
     twin.exec(
         ["install", "-D", "-m", "0755", "/dev/stdin", "/run/tt-serving-override/start"],
         input=script,
@@ -491,6 +521,42 @@ def apply_emergency_override(twin: Twin) -> None:
     twin.exec(["systemctl", "daemon-reload"])
     twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
     _wait("the model server after the override", twin, lambda: server_health(twin) == 200)
+
+
+def commit_as_owner(twin: Twin, repo: str, commit: fixtures.Commit) -> str:
+    """Write COMMIT's files into the git repo REPO inside the twin and commit them, all
+    as the repos' owner (no root-owned file left behind); returns the new commit id."""
+    owner = fixtures.OWNER
+    for rel, text in commit.files.items():
+        path = f"{repo.rstrip('/')}/{rel}"
+        twin.exec(["mkdir", "-p", path.rsplit("/", 1)[0]], user=owner)
+        twin.exec(["tee", path], input=text, user=owner)
+    twin.exec(["git", "-C", repo, "add", "-A"], user=owner)
+    twin.exec(
+        [
+            "env",
+            f"GIT_AUTHOR_DATE={commit.date}",
+            f"GIT_COMMITTER_DATE={commit.date}",
+            "git",
+            "-C",
+            repo,
+            "commit",
+            "-q",
+            "-m",
+            commit.message,
+        ],
+        user=owner,
+    )
+    return twin.exec(["git", "-C", repo, "rev-parse", "HEAD"], user=owner).stdout.strip()
+
+
+def flags_script(twin: Twin, system: str = "/run/current-system") -> str:
+    """The text of the store script holding the vLLM flags in SYSTEM: the script the
+    unit's ExecStart (the unit script) execs."""
+    unit = twin.exec(["cat", f"{system}/etc/systemd/system/tenstorrent-serving.service"]).stdout
+    text = twin.exec(["cat", fixtures.exec_start_path(unit)]).stdout
+    target = fixtures.exec_target(text)
+    return twin.exec(["cat", target]).stdout if target else text
 
 
 # -- reboot / down ------------------------------------------------------------

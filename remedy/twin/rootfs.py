@@ -4,13 +4,15 @@ Two cached layers under the cache directory (``REMEDY_TWIN_CACHE``, default
 ``/var/cache/remedy/twin``), each built into a temporary directory and renamed
 into place only when complete, so a killed build never leaves a half cache:
 
-* ``debootstrap-<hash>``: Debian bookworm minbase with systemd, sshd, Nix and
-  git (about a minute; depends only on the package list).
-* ``base-<hash>``: that, plus the model-server double, the twin's
+* ``debootstrap-<suite>-<hash>``: Debian minbase (``trixie``: Nix 2.26, the
+  default; ``bookworm``: Nix 2.8) with systemd, sshd, Nix and its daemon, and
+  git (about a minute; depends only on the suite and the package list).
+* ``base-<suite>-<hash>``: that, plus the model-server double, the twin's
   ``nixos-rebuild``, the fixture ``tt-stack`` repo and the ``nixos-llm``
   checkout at ``/etc/nixos``, with generation 1 built (port 8000).
 
-Per-twin copies are overlayfs mounts over ``base-<hash>`` (see ``machine``).
+Per-twin copies are overlayfs mounts over ``base-<suite>-<hash>`` (see
+``machine``). A missing or removed cache is rebuilt, never an error.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from pathlib import Path
 from remedy.errors import TwinError
 from remedy.twin import fixtures
 
-SUITE = "bookworm"
+SUITES = ("trixie", "bookworm")
+DEFAULT_SUITE = "trixie"
 PACKAGES = [
     "systemd",
     "systemd-sysv",
@@ -37,6 +40,7 @@ PACKAGES = [
     "python3",
     "iproute2",
     "nix-bin",
+    "nix-setup-systemd",
     "libdbi-perl",
     "git",
     "curl",
@@ -45,14 +49,20 @@ PACKAGES = [
 ]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Bump when the provisioning below changes in a way the file hashes don't show.
-PROVISION_VERSION = "4"
+PROVISION_VERSION = "5"
 
-NIX_CONF = """experimental-features = nix-command flakes
-sandbox = false
+# As on a NixOS host that never enabled them: no experimental-features here, so a bare
+# `nix flake ...` fails and every caller passes FLAKE_FLAGS itself (nixos-rebuild does).
+# Read by the nix-daemon too: sandbox must be set here, a non-trusted user's
+# NIX_CONFIG sandbox is ignored. No flake-registry setting: Nix 2.26 warns about it on
+# every call while flakes are off, and the fixture flakes use direct git+file URLs.
+NIX_CONF = """sandbox = false
 substituters =
 build-users-group =
-flake-registry = /etc/nix/registry.json
 """
+FLAKE_FLAGS = ["--extra-experimental-features", "nix-command flakes"]
+# The owner's git identity (root has none, as in production).
+OWNER_GITCONFIG = "[user]\n\tname = ops (cfx-llm2)\n\temail = ops@cfx-llm2\n"
 
 SSHD_CONF = """# remedy twin: root by key only, on the twin's own port (written per twin)
 PermitRootLogin prohibit-password
@@ -87,15 +97,29 @@ def _hash(*parts: bytes) -> str:
     return h.hexdigest()[:12]
 
 
-def debootstrap_key() -> str:
-    return _hash(SUITE.encode(), " ".join(PACKAGES).encode())
+def default_suite() -> str:
+    """The suite a twin gets unless told: ``REMEDY_TWIN_SUITE``, else trixie."""
+    return check_suite(os.environ.get("REMEDY_TWIN_SUITE") or DEFAULT_SUITE)
 
 
-def base_key() -> str:
+def check_suite(suite: str) -> str:
+    if suite not in SUITES:
+        raise TwinError(
+            f"unknown twin suite {suite!r}: use one of {', '.join(SUITES)} "
+            "(REMEDY_TWIN_SUITE or `remedy twin up --suite`)."
+        )
+    return suite
+
+
+def debootstrap_key(suite: str) -> str:
+    return _hash(check_suite(suite).encode(), " ".join(PACKAGES).encode())
+
+
+def base_key(suite: str) -> str:
     files = _files()
     fixture_src = (resources.files("remedy.twin") / "fixtures.py").read_bytes()
     parts = [
-        debootstrap_key().encode(),
+        debootstrap_key(suite).encode(),
         PROVISION_VERSION.encode(),
         fixture_src,
         NIX_CONF.encode(),
@@ -129,15 +153,15 @@ def mirror() -> str:
         except OSError:
             continue
         m = re.search(r"^URIs:\s*(\S+)", text, re.MULTILINE) or re.search(
-            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+" + SUITE, text, re.MULTILINE
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+(?:" + "|".join(SUITES) + r")\s", text, re.MULTILINE
         )
         if m:
             return m.group(1).rstrip("/")
     return DEFAULT_MIRROR
 
 
-def _check_mirror(url: str) -> None:
-    release = f"{url}/dists/{SUITE}/Release"
+def _check_mirror(url: str, suite: str = DEFAULT_SUITE) -> None:
+    release = f"{url}/dists/{suite}/Release"
     try:
         with urllib.request.urlopen(urllib.request.Request(release, method="HEAD"), timeout=15):
             pass
@@ -176,21 +200,21 @@ def _build_atomically(final: Path, build) -> Path:
     return final
 
 
-def ensure_debootstrap(progress=print) -> Path:
-    final = cache_dir() / f"debootstrap-{debootstrap_key()}"
+def ensure_debootstrap(suite: str, progress=print) -> Path:
+    final = cache_dir() / f"debootstrap-{suite}-{debootstrap_key(suite)}"
 
     def build(tmp: Path) -> None:
         if shutil.which("debootstrap") is None:
             raise TwinError("debootstrap is not installed: run `apt-get install debootstrap`.")
         url = mirror()
-        _check_mirror(url)
-        progress(f"debootstrap {SUITE} from {url} (about a minute)")
+        _check_mirror(url, suite)
+        progress(f"debootstrap {suite} from {url} (about a minute)")
         _run(
             [
                 "debootstrap",
                 "--variant=minbase",
                 "--include=" + ",".join(PACKAGES),
-                SUITE,
+                suite,
                 str(tmp),
                 url,
             ],
@@ -231,6 +255,13 @@ def write_commit(repo: Path, commit: fixtures.Commit) -> str:
     return _git(repo, "rev-parse", "HEAD")
 
 
+def _owned_by_owner(root: Path, *paths: str) -> None:
+    """chown -R the person's repos to them: no root-owned file may stay inside."""
+    owner = f"{fixtures.OWNER_UID}:{fixtures.OWNER_UID}"
+    for path in paths:
+        _run(["chown", "-R", "--no-dereference", owner, str(root / path.lstrip("/"))], "chown")
+
+
 def provision(root: Path, progress=print) -> None:
     files = _files()
     _write(root / "usr/local/bin/vllm", files["vllm_double.py"], 0o755)
@@ -246,18 +277,17 @@ def provision(root: Path, progress=print) -> None:
         0o755,
     )
     _write(root / "etc/nix/nix.conf", NIX_CONF)
-    _write(root / "etc/nix/registry.json", '{"flakes": [], "version": 2}\n')
     _write(root / "etc/ssh/sshd_config.d/10-remedy-twin.conf", SSHD_CONF)
-    _write(
-        root / "root/.gitconfig",
-        "[user]\n\tname = root (cfx-llm2)\n\temail = root@cfx-llm2\n"
-        "[safe]\n\tdirectory = *\n[init]\n\tdefaultBranch = main\n",
-    )
+    (root / "root/.gitconfig").unlink(missing_ok=True)  # no identity, nothing marked safe
+    (root / "boot").mkdir(exist_ok=True)  # a plain writable directory; entries go under it
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()  # every twin gets its own host keys
     for unit in ("console-getty.service", "getty@.service", "systemd-networkd-wait-online.service"):
         (root / "etc/systemd/system" / unit).unlink(missing_ok=True)
         (root / "etc/systemd/system" / unit).symlink_to("/dev/null")
+    # /etc/static follows the running generation (the boot generator and the switch set
+    # /run/current-system; a generator may not write /etc on systemd 257).
+    (root / "etc/static").symlink_to("/run/current-system/etc")
     units = root / "etc/systemd/system"
     (units / "tenstorrent-serving.service").symlink_to(
         "/etc/static/systemd/system/tenstorrent-serving.service"
@@ -267,6 +297,27 @@ def provision(root: Path, progress=print) -> None:
         "../tenstorrent-serving.service"
     )
     (root / "etc/hostname").write_text(fixtures.FLAKE_HOST + "\n")
+
+    progress(f"admin account {fixtures.OWNER} (uid {fixtures.OWNER_UID}, in nix-users)")
+    nspawn_run(
+        root,
+        [
+            "useradd",
+            "--create-home",
+            "--uid",
+            str(fixtures.OWNER_UID),
+            "--user-group",
+            "--groups",
+            "nix-users",
+            "--shell",
+            "/bin/bash",
+            fixtures.OWNER,
+        ],
+        "useradd",
+    )
+    home = root / "home" / fixtures.OWNER
+    _write(home / ".gitconfig", OWNER_GITCONFIG)
+    os.chown(home / ".gitconfig", fixtures.OWNER_UID, fixtures.OWNER_UID)
 
     progress("fixture flakes: tt-stack (pre-fix, #34, #44) and nixos-llm at /etc/nixos")
     tt = root / fixtures.TT_STACK_DIR.lstrip("/")
@@ -286,26 +337,30 @@ def provision(root: Path, progress=print) -> None:
             "2026-08-31T09:00:00+02:00",
         ),
     )
-    nspawn_run(root, ["nix", "flake", "lock", fixtures.NIXOS_DIR], "nix flake lock")
+    # Still root-owned here: root may open them. Handed to the owner below.
+    nspawn_run(root, ["nix", *FLAKE_FLAGS, "flake", "lock", fixtures.NIXOS_DIR], "nix flake lock")
     _git(nixos, "add", "flake.lock")
     _git(nixos, "commit", "-q", "-m", "flake.lock: lock tt-stack", date="2026-08-31T09:05:00+02:00")
     for commit in history[1:]:
         write_commit(tt, commit)
-    progress("building system generation 1 (tt-stack pre-fix: hermes)")
+    progress("building system generation 1 (tt-stack pre-fix: hermes; vllm-tt compiled)")
     nspawn_run(
         root,
         ["nixos-rebuild", "boot", "--flake", f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"],
         "nixos-rebuild boot",
     )
+    _owned_by_owner(root, fixtures.NIXOS_DIR, fixtures.TT_STACK_DIR)
 
 
-def ensure_base(progress=print) -> Path:
-    """Return the provisioned base rootfs, building (and caching) what is missing."""
+def ensure_base(suite: str | None = None, progress=print) -> Path:
+    """Return the provisioned base rootfs of SUITE (default: ``default_suite()``),
+    building (and caching) what is missing."""
     check_prerequisites()
-    final = cache_dir() / f"base-{base_key()}"
+    suite = check_suite(suite or default_suite())
+    final = cache_dir() / f"base-{suite}-{base_key(suite)}"
     if (final / ".complete").exists():
         return final
-    deb = ensure_debootstrap(progress)
+    deb = ensure_debootstrap(suite, progress)
 
     def build(tmp: Path) -> None:
         progress(f"copying the Debian base into {tmp.name}")

@@ -1,17 +1,31 @@
-"""Issue 2 acceptance: the twin reproduces production, its reboot and its rebuilds."""
+"""Issue 2 acceptance: the twin reproduces production, its reboot and its rebuilds.
+Issue 8: and production's traps (owner of the checkout, flakes off in nix.conf, the
+bootloader step of a switch, `script =` units, a realistic model, local compiles)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
 
 from remedy.core import probe
 from remedy.errors import TwinError
-from remedy.twin import machine
-from tests.conftest import probe_inside, wait_probe
+from remedy.twin import fixtures, machine
+from tests.conftest import (
+    as_owner,
+    is_prose,
+    nix_version,
+    not_owned_by_owner,
+    owner_bump,
+    owner_git,
+    probe_inside,
+    probe_once,
+    sudo_rebuild,
+    wait_probe,
+)
 
 pytestmark = pytest.mark.twin
 
@@ -19,11 +33,18 @@ UNIT = "tenstorrent-serving.service"
 DROPIN_DIR = "/run/systemd/system/tenstorrent-serving.service.d"
 
 
+FLAKE_FLAGS = ["--extra-experimental-features", "nix-command flakes"]
+TOPLEVEL = f'{fixtures.NIXOS_DIR}#nixosConfigurations."cfx-llm2".config.system.build.toplevel'
+FLAKE = f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"
+
+
 def write_emergency_dropin(twin):
-    """The incident's hand-made override, written the way the on-call engineer did."""
-    store_script = twin.exec(["systemctl", "show", "-P", "ExecStart", UNIT]).stdout
-    path = store_script.split("path=")[1].split(" ;")[0]
-    script = twin.exec(["cat", path]).stdout.replace(
+    """The incident's hand-made override, written the way the on-call engineer did: the
+    flags script the unit script execs, with qwen3_xml for hermes."""
+    exec_start = twin.exec(["systemctl", "show", "-P", "ExecStart", UNIT]).stdout
+    unit_script = exec_start.split("path=")[1].split(" ;")[0]
+    flags_path = fixtures.exec_target(twin.exec(["cat", unit_script]).stdout)
+    script = twin.exec(["cat", flags_path]).stdout.replace(
         "--tool-call-parser hermes", "--tool-call-parser qwen3_xml"
     )
     twin.exec(
@@ -75,15 +96,8 @@ def test_with_emergency_override_starts_in_the_seed_state(make_twin):
 
 
 def test_hand_bump_and_rebuild_survive_reboot_and_roll_back(twin):
-    version = twin.exec(["nix", "--version"]).stdout.split()[-1]
-    major, minor = (int(x) for x in version.split(".")[:2])
-    bump = (
-        ["nix", "flake", "update", "tt-stack"]
-        if (major, minor) >= (2, 19)
-        else ["nix", "flake", "lock", "--update-input", "tt-stack"]
-    )
-    twin.exec(["sh", "-c", 'cd /etc/nixos && exec "$@"', "sh", *bump])
-    twin.exec(["nixos-rebuild", "switch", "--flake", "/etc/nixos#cfx-llm2"])
+    owner_bump(twin)
+    sudo_rebuild(twin, "switch", "--flake", FLAKE)
     assert wait_probe(twin).outcome == probe.PARSED
     assert debug_config(twin)["env"]["QWEN36_MERGE_BATCH_GUARD"] == "1"
     machine.reboot(twin.name, progress=lambda _m: None)
@@ -96,15 +110,15 @@ def test_hand_bump_and_rebuild_survive_reboot_and_roll_back(twin):
 
 
 def test_nixos_rebuild_test_is_undone_and_boot_waits_for_reboot(twin):
-    twin.exec(["sh", "-c", "cd /etc/nixos && nix flake lock --update-input tt-stack"])
-    twin.exec(["nixos-rebuild", "test", "--flake", "/etc/nixos#cfx-llm2"])
+    owner_bump(twin)
+    sudo_rebuild(twin, "test", "--flake", FLAKE)
     assert wait_probe(twin).outcome == probe.PARSED
     current = twin.exec(["readlink", "/run/current-system"]).stdout
     booted = twin.exec(["readlink", "/run/booted-system"]).stdout
     assert current != booted
     machine.reboot(twin.name, progress=lambda _m: None)
     assert probe_inside(twin).outcome == probe.UNPARSED  # test is undone by a reboot
-    twin.exec(["nixos-rebuild", "boot", "--flake", "/etc/nixos#cfx-llm2"])
+    sudo_rebuild(twin, "boot", "--flake", FLAKE)
     assert probe_inside(twin).outcome == probe.UNPARSED  # boot waits for the reboot
     machine.reboot(twin.name, progress=lambda _m: None)
     assert probe_inside(twin).outcome == probe.PARSED
@@ -116,13 +130,180 @@ def test_nixos_rebuild_test_is_undone_and_boot_waits_for_reboot(twin):
     assert "hugepages=4" in kernel_params  # nixos-llm pins hugepagesPerCard = 2
 
 
+# -- issue 8: production's traps ---------------------------------------------------
+
+
+def test_checkout_belongs_to_ops_and_roots_git_refuses_it(twin):
+    assert twin.suite == os.environ.get("REMEDY_TWIN_SUITE", "trixie")
+    ident = twin.exec(["id", fixtures.OWNER]).stdout
+    assert ident.startswith("uid=1000(ops) gid=1000(ops)") and "nix-users" in ident
+    assert twin.exec(["stat", "-c", "%U:%G", "/etc/nixos", "/srv/git/tt-stack"]).stdout.split() == [
+        "ops:ops",
+        "ops:ops",
+    ]
+    assert not_owned_by_owner(twin) == []
+    # Root has no git identity and marks nothing safe: git refuses the checkout.
+    assert twin.exec(["test", "-e", "/root/.gitconfig"], check=False).returncode == 1
+    refused = twin.exec(["git", "-C", "/etc/nixos", "status"], check=False)
+    assert refused.returncode == 128 and "dubious ownership" in refused.stderr
+    assert owner_git(twin, "status", "--porcelain").stdout == ""
+    lock = json.loads(twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout)
+    assert lock["nodes"]["tt-stack"]["original"]["url"] == "file:///srv/git/tt-stack"
+    assert lock["nodes"]["tt-stack"]["original"]["type"] == "git"
+
+
+def test_flakes_are_off_in_nix_conf_and_nix_runs_as_ops_through_the_daemon(twin):
+    conf = twin.exec(["cat", "/etc/nix/nix.conf"]).stdout
+    assert "experimental-features" not in conf and "sandbox = false" in conf
+    assert twin.exec(["systemctl", "is-active", "nix-daemon.socket"]).stdout.strip() == "active"
+    bare = as_owner(twin, "nix", "flake", "metadata", "/etc/nixos", check=False)
+    assert bare.returncode != 0
+    assert "experimental Nix feature 'nix-command' is disabled" in bare.stderr
+    meta = as_owner(twin, "nix", *FLAKE_FLAGS, "flake", "metadata", "--json", "/etc/nixos")
+    assert json.loads(meta.stdout)["locks"]["nodes"]["tt-stack"]["locked"]["rev"]
+    as_root = twin.exec(["nix", *FLAKE_FLAGS, "flake", "metadata", "/etc/nixos"], check=False)
+    assert as_root.returncode != 0  # root may not open ops's checkout
+    if nix_version(twin) >= (2, 20):  # libgit2
+        assert "is not owned by current user" in as_root.stderr
+    assert not_owned_by_owner(twin) == []
+
+
+def test_unit_is_a_script_unit_whose_script_execs_the_flags_script(twin):
+    unit = twin.exec(["cat", f"/run/current-system/etc/systemd/system/{UNIT}"]).stdout
+    [line] = [x for x in unit.splitlines() if x.startswith("ExecStart=")]
+    m = re.fullmatch(
+        r"ExecStart=(/nix/store/[a-z0-9]{32}-unit-script-tenstorrent-serving-start"
+        r"/bin/tenstorrent-serving-start) ",  # NixOS's trailing space
+        line,
+    )
+    assert m, repr(line)
+    unit_script = twin.exec(["cat", m.group(1)]).stdout
+    flags_path = fixtures.exec_target(unit_script)
+    assert re.fullmatch(r"/nix/store/[a-z0-9]{32}-start-tenstorrent-serving", flags_path)
+    assert unit_script == f"#!/bin/sh\nset -e\nexec {flags_path}\n"
+    assert "--tool-call-parser" not in unit_script
+    flags = twin.exec(["cat", flags_path]).stdout
+    assert "--tool-call-parser hermes" in flags
+    assert f"--served-model-name {fixtures.SERVED_MODEL}" in flags
+    assert re.search(r"^export VLLM_TT_PACKAGE=/nix/store/\S+-vllm-tt-", flags, re.MULTILINE)
+    shown = twin.exec(["systemctl", "show", "-P", "ExecStart", UNIT]).stdout
+    assert f"path={m.group(1)} ;" in shown
+    assert machine.flags_script(twin) == flags
+
+
+def test_model_is_served_under_its_served_name_and_sometimes_answers_in_prose(twin):
+    models = json.loads(twin.exec(["curl", "-sS", twin.server_url + "/v1/models"]).stdout)
+    assert [m["id"] for m in models["data"]] == [fixtures.SERVED_MODEL]
+    assert models["data"][0]["root"] == fixtures.MODEL
+    wrong = probe_once(twin, model=fixtures.MODEL)
+    assert wrong.status == 404 and f"The model `{fixtures.MODEL}` does not exist." in wrong.reason
+    twin.exec(["install", "-D", "/dev/stdin", "/var/lib/vllm-double/mode"], input="prose\n")
+    prose = [probe_once(twin) for _ in range(2)]
+    assert all(is_prose(r) for r in prose), prose
+    assert "I can't check live weather" in prose[0].content
+    twin.exec(["rm", "/var/lib/vllm-double/mode"])
+    # Default rotation: never two prose answers in a row, so three tries always settle.
+    outcomes = [probe_inside(twin).outcome for _ in range(6)]
+    assert outcomes == [probe.UNPARSED] * 6  # hermes: raw <tool_call> text, HTTP 200
+
+
+def test_failed_bootloader_install_stops_the_switch_before_activation(twin):
+    entries = twin.exec(["ls", "/boot/loader/entries"]).stdout.split()
+    assert entries == ["nixos-generation-1.conf"]
+    assert (
+        "default nixos-generation-1.conf" in twin.exec(["cat", "/boot/loader/loader.conf"]).stdout
+    )
+    before = twin.exec(["readlink", "/run/current-system"]).stdout.strip()
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip()
+    owner_bump(twin)
+    twin.exec(["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", "/boot"])
+    failed = sudo_rebuild(twin, "switch", "--flake", FLAKE, check=False)
+    assert failed.returncode != 0
+    assert "Failed to install bootloader" in failed.stderr
+    assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() == before
+    assert twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip() == pid
+    assert twin.exec(["readlink", "/nix/var/nix/profiles/system"]).stdout.strip() == (
+        "system-2-link"
+    )  # the profile moved before the bootloader step
+    # A rollback re-runs the bootloader step and fails the same way.
+    rolled = twin.exec(["nixos-rebuild", "switch", "--rollback"], check=False)
+    assert rolled.returncode != 0 and "Failed to install bootloader" in rolled.stderr
+    assert twin.exec(["readlink", "/nix/var/nix/profiles/system"]).stdout.strip() == (
+        "system-1-link"
+    )
+    assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() == before
+    assert not_owned_by_owner(twin) == []
+    # Pre-switch checks run first and stop everything too.
+    twin.exec(["umount", "/boot"])
+    fake = "/tmp/failing-toplevel"
+    twin.exec(["cp", "-a", before, fake])
+    twin.exec(["chmod", "-R", "u+w", fake])
+    twin.exec(
+        ["install", "-m", "0755", "/dev/stdin", f"{fake}/bin/pre-switch-check"],
+        input="#!/bin/sh\nexit 1\n",
+    )
+    checked = twin.exec(
+        ["/usr/local/lib/nixos-twin/switch-to-configuration", fake, "switch"], check=False
+    )
+    assert (checked.returncode, checked.stderr.strip()) == (1, "Pre-switch checks failed")
+    assert twin.exec(["ls", "/boot/loader/entries"]).stdout.split() == entries
+    assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() == before
+
+
+def test_reboot_starts_the_boot_loaders_default_not_the_profile(twin):
+    before = twin.exec(["readlink", "/run/current-system"]).stdout.strip()
+    owner_bump(twin)
+    twin.exec(["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", "/boot"])
+    assert sudo_rebuild(twin, "boot", "--flake", FLAKE, check=False).returncode != 0
+    machine.reboot(twin.name, progress=lambda _m: None)  # the tmpfs is gone after a reboot
+    assert twin.exec(["readlink", "/nix/var/nix/profiles/system"]).stdout.strip() == (
+        "system-2-link"
+    )
+    assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() == before
+    assert probe_inside(twin).outcome == probe.UNPARSED
+
+
+def dry_run_builds(twin) -> list[str]:
+    """The .drv paths `nix build --dry-run` of the toplevel says "will be built"."""
+    out = as_owner(twin, "nix", *FLAKE_FLAGS, "build", "--dry-run", "--no-link", TOPLEVEL)
+    text = out.stdout + out.stderr
+    assert "will be fetched" not in text  # offline: nothing to substitute
+    return re.findall(r"^\s+(/nix/store/\S+\.drv)$", text.split("will be built:")[-1], re.M)
+
+
+def prefers_local_build(twin, drvs: list[str]) -> dict[str, bool]:
+    show = ["derivation", "show"] if nix_version(twin) >= (2, 15) else ["show-derivation"]
+    doc = json.loads(as_owner(twin, "nix", *FLAKE_FLAGS, *show, *drvs).stdout)
+    return {
+        re.sub(r"^/nix/store/[a-z0-9]{32}-|\.drv$", "", path): d["env"].get("preferLocalBuild")
+        == "1"
+        for path, d in doc.items()
+    }
+
+
+def test_a_bump_of_the_heavy_package_would_compile_on_the_host(twin):
+    owner_bump(twin)  # pre-fix -> #44: only config derivations to build
+    assert prefers_local_build(twin, dry_run_builds(twin)) == {
+        "start-tenstorrent-serving": True,
+        "unit-script-tenstorrent-serving-start": True,
+        "nixos-system-cfx-llm2": True,
+    }
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+    owner_bump(twin)
+    built = prefers_local_build(twin, dry_run_builds(twin))
+    assert built.pop(f"vllm-tt-{fixtures.VLLM_VERSION}") is False  # a compile on the host
+    assert set(built.values()) == {True}
+    assert not_owned_by_owner(twin) == []
+
+
 def test_two_twins_at_once_do_not_clash(make_twin):
     a, b = make_twin(), make_twin()
     assert {a.ssh_port, a.server_port}.isdisjoint({b.ssh_port, b.server_port})
     write_emergency_dropin(a)
     assert wait_probe(a).outcome == probe.PARSED
     assert probe_inside(b).outcome == probe.UNPARSED
-    assert debug_config(b)["argv"][5] == str(b.server_port)
+    argv = debug_config(b)["argv"]
+    assert argv[argv.index("--port") + 1] == str(b.server_port)
     hosts = dict(machine.inventory_hosts())
     assert hosts[a.name]["ssh_port"] != hosts[b.name]["ssh_port"]
 

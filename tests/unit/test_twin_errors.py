@@ -66,3 +66,54 @@ def test_unknown_twin_name_via_the_cli(tmp_path):
 def test_mirror_is_read_from_apt_sources():
     url = rootfs.mirror()
     assert url.startswith("http") and Path("/etc/apt").exists()
+
+
+def test_suite_defaults_to_trixie_and_reads_the_environment(monkeypatch):
+    monkeypatch.delenv("REMEDY_TWIN_SUITE", raising=False)
+    assert rootfs.default_suite() == "trixie"
+    monkeypatch.setenv("REMEDY_TWIN_SUITE", "bookworm")
+    assert rootfs.default_suite() == "bookworm"
+    monkeypatch.setenv("REMEDY_TWIN_SUITE", "sid")
+    with pytest.raises(TwinError, match=r"^unknown twin suite 'sid': use one of trixie, bookworm"):
+        rootfs.default_suite()
+
+
+def test_each_suite_has_its_own_cache_keys():
+    assert rootfs.debootstrap_key("trixie") != rootfs.debootstrap_key("bookworm")
+    assert rootfs.base_key("trixie") != rootfs.base_key("bookworm")
+    assert "experimental-features" not in rootfs.NIX_CONF  # flakes off, as in production
+
+
+def test_mirror_reads_one_line_sources_of_either_suite(tmp_path, monkeypatch):
+    sources = tmp_path / "sources.list"
+    sources.write_text("deb [arch=amd64] http://mirror.example/debian/ trixie main\n")
+    real = Path
+
+    def fake_path(p, *rest):
+        if str(p) == "/etc/apt/sources.list":
+            return sources
+        if str(p) == "/etc/apt/sources.list.d/debian.sources":
+            return tmp_path / "absent"
+        return real(p, *rest)
+
+    monkeypatch.setattr(rootfs, "Path", fake_path)
+    assert rootfs.mirror() == "http://mirror.example/debian"
+
+
+def test_twin_up_rejects_an_unknown_suite(tmp_path):
+    env = dict(os.environ, REMEDY_TWIN_STATE=str(tmp_path / "state"))
+    proc = remedy("twin", "up", "--suite", "sid", "--name", "nosuite", env=env)
+    assert proc.returncode == 2 and "'sid' is not one of 'trixie', 'bookworm'" in proc.stderr
+
+
+def test_state_without_a_suite_is_a_bookworm_twin(tmp_path, monkeypatch):
+    from remedy.twin import machine
+
+    monkeypatch.setenv("REMEDY_TWIN_STATE", str(tmp_path))
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "state.json").write_text(
+        '{"name": "old", "slot": 3, "ssh_port": 2225, "server_port": 8003, "base": "/x"}'
+    )
+    twin = machine.load("old")
+    assert twin.suite == "bookworm"
+    assert [t.name for t in machine.all_twins()] == ["old"]
