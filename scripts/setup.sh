@@ -6,8 +6,13 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v systemd-nspawn >/dev/null || need_apt+=(systemd-container)
-command -v debootstrap >/dev/null || need_apt+=(debootstrap)
-command -v ssh >/dev/null || need_apt+=(openssh-client)
+# The twin bases are Debian trixie and bookworm: debootstrap must know both suites.
+if ! command -v debootstrap >/dev/null \
+  || [ ! -e /usr/share/debootstrap/scripts/trixie ] \
+  || [ ! -e /usr/share/debootstrap/scripts/bookworm ]; then
+  need_apt+=(debootstrap)
+fi
+{ command -v ssh >/dev/null && command -v ssh-keygen >/dev/null; } || need_apt+=(openssh-client)
 command -v nsenter >/dev/null || need_apt+=(util-linux)
 command -v git >/dev/null || need_apt+=(git)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
