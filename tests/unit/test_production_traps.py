@@ -44,7 +44,7 @@ def test_a_bump_that_compiles_is_told_apart_by_prefer_local_build(version):
     dry = nix.parse_dry_run((RAW / f"{version}.dry_run_compiles.txt").read_text().splitlines())
     assert any("vllm-tt" in d for d in dry.built)
     heavy = nix.local_build_derivations((RAW / f"{version}.derivation_show.json").read_text())
-    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == ["vllm-tt.drv"]
+    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == ["vllm-tt-0.9.2.drv"]
 
 
 def test_derivation_show_garbage_is_a_clear_error():
@@ -72,7 +72,7 @@ def test_every_nix_call_passes_the_flake_features(version):
         commands.show_derivations(True, ["/nix/store/x.drv"]),
     ):
         assert built[1:3] == ["--extra-experimental-features", "nix-command flakes"]
-    assert commands.build_toplevel("/d", "h", 1, 3)[5:9] == ["--max-jobs", "1", "--cores", "3"]
+    assert commands.build_toplevel("/d", "h", 1, 3)[6:10] == ["--max-jobs", "1", "--cores", "3"]
 
 
 # -- the checkout and its owner -----------------------------------------------------
