@@ -13,6 +13,13 @@ into place only when complete, so a killed build never leaves a half cache:
 
 Per-twin copies are overlayfs mounts over ``base-<suite>-<hash>`` (see
 ``machine``). A missing or removed cache is rebuilt, never an error.
+
+Production's traps, reproduced here: ``/etc/nixos`` and ``/srv/git/tt-stack``
+belong to ``ops`` (uid 1000, group ops, in ``nix-users``) and root has no git
+config (git and libgit2 refuse them to root); ``nix.conf`` does not enable flakes
+(callers pass ``FLAKE_FLAGS``); ``nix-daemon.socket`` (Debian's
+``nix-setup-systemd``) serves ``ops``; ``/boot`` is a plain directory that
+``switch-to-configuration`` writes boot entries into.
 """
 
 from __future__ import annotations
