@@ -183,7 +183,7 @@ def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
             f"{store.tool_call_parser if store else 'none'}"
             + (f" and lacks {', '.join(store_env_missing)}" if store_env_missing else "")
             + f"; bump {s.flake_input} (locked {(lock.rev or '?')[:12]}), prove the "
-            f"build runs {want}, commit flake.lock, nixos-rebuild switch"
+            f"build runs {want}, commit flake.lock, switch to the proven system"
         ]
         if override:
             reasons.append(

@@ -140,8 +140,10 @@ def test_a_bump_that_would_compile_on_the_host_is_blocked_unless_allowed(twin, t
 
 def test_a_profile_that_differs_from_the_running_system_blocks_the_switch(twin, tmp_path):
     running = current_system(twin)
-    twin.exec(["nix-env", "-p", "/nix/var/nix/profiles/system", "--set", f"{running}/etc"])
+    other = twin.exec(["sh", "-c", "ls -d /nix/store/*-start-tenstorrent-serving | head -n 1"])
+    twin.exec(["nix-env", "-p", "/nix/var/nix/profiles/system", "--set", other.stdout.strip()])
     moved = profile(twin)
+    assert moved != running
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     out = out_of(proc)
     assert proc.returncode == 0, out[-4000:]
