@@ -109,7 +109,7 @@ echo "owner ${owner:-?} ${home:-/}"
 g() {
   if [ -z "$owner" ] || [ "$owner" = "$(id -un)" ] || ! command -v runuser >/dev/null 2>&1
   then git -C "$d" "$@"
-  else runuser -u "$owner" -- env HOME="${home:-/}" git -C "$d" "$@"
+  else runuser -u "$owner" -- env -C / HOME="${home:-/}" git -C "$d" "$@"
   fi
 }
 if ! command -v git >/dev/null 2>&1; then

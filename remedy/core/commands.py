@@ -58,7 +58,9 @@ def as_owner(owner: str | None, home: str | None, argv: list[str]) -> list[str]:
     root-owned object, index or flake.lock is left behind."""
     if not owner or owner == "root":
         return argv
-    return ["runuser", "-u", owner, "--", "env", f"HOME={home or '/'}", *argv]
+    # From /: the SSH session's working directory (/root) is closed to the owner, and
+    # Nix 2.8's `flake lock` fails there.
+    return ["runuser", "-u", owner, "--", "env", "-C", "/", f"HOME={home or '/'}", *argv]
 
 
 def update_input(update_argv: list[str], flake_dir: str, flake_input: str) -> list[str]:

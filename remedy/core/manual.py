@@ -46,7 +46,7 @@ nix_at_least() {  # nix_at_least MAJOR MINOR
 # would leave root-owned files in it.
 as_owner() {
   if [ "$owner" = "$(id -un)" ]; then "$@"
-  else runuser -u "$owner" -- env HOME="${home:-/}" "$@"
+  else runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"
   fi
 }
 # The script that holds --tool-call-parser: $1, or the store script it execs.

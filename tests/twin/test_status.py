@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from remedy.twin import machine
-from tests.conftest import remedy_json, wait_probe
+from tests.conftest import owner_bump, owner_git, remedy_json, sudo_rebuild, wait_probe
 
 pytestmark = pytest.mark.twin
 
@@ -41,8 +41,10 @@ def test_emergency_override_is_healthy_but_volatile(make_twin):
 
 
 def test_after_a_hand_bump_and_rebuild_it_is_healthy_and_durable(twin):
-    twin.exec(["nix", "flake", "lock", "/etc/nixos", "--update-input", "tt-stack"])
-    twin.exec(["nixos-rebuild", "switch", "--flake", "/etc/nixos#cfx-llm2"])
+    # as a person would: bump as the checkout's owner, then sudo nixos-rebuild
+    owner_bump(twin)
+    owner_git(twin, "commit", "-qm", "flake.lock: bump tt-stack", "--", "flake.lock")
+    sudo_rebuild(twin, "switch", "--flake", "/etc/nixos#cfx-llm2")
     wait_probe(twin)
     code, host, snap = status_of(twin)
     assert code == 0, host["problems"]

@@ -81,7 +81,7 @@ def test_every_nix_call_passes_the_flake_features(version):
 def test_git_and_nix_run_as_the_checkout_owner():
     argv = ["git", "-C", "/etc/nixos", "status"]
     assert commands.as_owner("ops", "/home/ops", argv) == [
-        "runuser", "-u", "ops", "--", "env", "HOME=/home/ops", *argv,
+        "runuser", "-u", "ops", "--", "env", "-C", "/", "HOME=/home/ops", *argv,
     ]  # fmt: skip
     assert commands.as_owner("root", "/root", argv) == argv
 
