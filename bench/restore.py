@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import statistics
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from remedy.core import commands, probe  # noqa: E402
+from remedy.core import commands, nix, probe  # noqa: E402
 from remedy.twin import machine  # noqa: E402
 
 
@@ -38,20 +39,29 @@ def pyinfra(twin, *args) -> list[str]:
 
 
 def by_hand(twin) -> float:
-    """The restore's remote work, typed by a person over SSH."""
+    """The restore's remote work, typed by a person over SSH: as the checkout's owner,
+    with the flake features, then the switch of the built toplevel as root."""
     ssh = twin.ssh_argv()
-    steps = [
-        commands.update_input(["nix", "flake", "lock", "--update-input"], "/etc/nixos", "tt-stack"),
-        commands.build_toplevel("/etc/nixos", "cfx-llm2"),
-        commands.lock_commit("/etc/nixos", "bump (bench)", "cfx-llm2"),
-        commands.switch("/etc/nixos", "cfx-llm2"),
-    ]
+
+    def remote(argv, owner=True) -> str:
+        argv = commands.as_owner("ops", "/home/ops", argv) if owner else argv
+        return subprocess.run(
+            [*ssh, shlex.join(argv)], capture_output=True, text=True, check=True
+        ).stdout
+
+    version = remote(["nix", "--version"], owner=False).split()[-1]
+    info = nix.parse_nix_version([f"nix (Nix) {version}"])
     start = time.perf_counter()
-    for argv in steps:
-        subprocess.run([*ssh, shlex.join(argv)], capture_output=True, check=True)
-    curl = shlex.join(commands.probe_curl(twin.server_url, "Qwen/Qwen3.6-27B", 20))
+    remote(commands.update_input(info.update_input_argv, "/etc/nixos", "tt-stack"))
+    remote(commands.dry_run_toplevel("/etc/nixos", "cfx-llm2"))
+    out = remote(commands.build_toplevel("/etc/nixos", "cfx-llm2"))
+    toplevel = json.loads(out)[0]["outputs"]["out"]
+    remote(commands.lock_commit("/etc/nixos", "bump (bench)", "cfx-llm2"))
+    remote(commands.profile_set(toplevel), owner=False)
+    remote(commands.activate(toplevel), owner=False)
+    check = shlex.join(probe.probe_argv(twin.server_url, None, 20, probe.DEFAULT_TRIES))
     while True:
-        out = subprocess.run([*ssh, curl], capture_output=True, text=True).stdout
+        out = subprocess.run([*ssh, check], capture_output=True, text=True).stdout
         if probe.read_curl_output(out.splitlines()).parsed:
             break
         time.sleep(0.5)

@@ -8,8 +8,6 @@ only ever appears as separate argv elements, never inside a shell program.
 
 from __future__ import annotations
 
-from remedy.core import probe
-
 # Rewrites a start script for the fallback: the one --tool-call-parser value is
 # replaced and the environment exported after the shebang. Exits 3 (writing
 # nothing useful) unless the flag occurs exactly once.
@@ -156,14 +154,6 @@ def activate(toplevel: str) -> list[str]:
     return [f"{toplevel}/bin/switch-to-configuration", "switch"]
 
 
-def switch(flake_dir: str, flake_host: str) -> list[str]:
-    return ["nixos-rebuild", "switch", "--flake", f"{flake_dir}#{flake_host}"]
-
-
-def rollback() -> list[str]:
-    return ["nixos-rebuild", "switch", "--rollback"]
-
-
 def daemon_reload() -> list[str]:
     return ["systemctl", "daemon-reload"]
 
@@ -254,7 +244,3 @@ def memory_gate(min_gb: float) -> list[str]:
         "exit 1 } }",
         "/proc/meminfo",
     ]
-
-
-def probe_curl(server_url: str, model: str, timeout_s: int) -> list[str]:
-    return probe.curl_argv(server_url, model, timeout_s)

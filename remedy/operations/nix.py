@@ -102,6 +102,7 @@ def fix_proven(r: RestoreRun):
         host.noop(message)
         return
     _abandon(r, why)
+    host.noop(f"durable path abandoned: {why}")
     yield from ()
 
 
