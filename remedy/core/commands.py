@@ -103,6 +103,44 @@ def git(flake_dir: str, *args: str) -> list[str]:
     return ["git", "-C", flake_dir, *args]
 
 
+SCRATCH_PREFIX = "/tmp/remedy-bump."
+
+
+def scratch_dir() -> list[str]:
+    """A private directory for the bump's scratch clone (prints its path)."""
+    return ["mktemp", "-d", SCRATCH_PREFIX + "XXXXXXXX"]
+
+
+def stale_scratch_removed(owner: str) -> list[str]:
+    """Scratch clones that a killed run left behind (older than two hours)."""
+    return [
+        "find", "/tmp", "-maxdepth", "1", "-name", SCRATCH_PREFIX[5:] + "*", "-user", owner,
+        "-mmin", "+120", "-exec", "rm", "-rf", "--", "{}", "+",
+    ]  # fmt: skip
+
+
+def scratch_clone(flake_dir: str, scratch: str) -> list[str]:
+    return ["git", "clone", "-q", flake_dir, scratch]
+
+
+def remove_tree(path: str) -> list[str]:
+    return ["rm", "-rf", "--", path]
+
+
+def fast_forward(flake_dir: str, source: str) -> list[str]:
+    """Bring SOURCE's HEAD into the checkout, only as a fast-forward: one short step that
+    moves HEAD and writes flake.lock, and refuses if someone committed meanwhile."""
+    return [
+        "sh", "-c", 'git -C "$1" fetch -q "$2" HEAD && git -C "$1" merge -q --ff-only FETCH_HEAD',
+        "sh", flake_dir, source,
+    ]  # fmt: skip
+
+
+def lock_changed(flake_dir: str) -> list[str]:
+    """Exits 1 when flake.lock differs from HEAD."""
+    return git(flake_dir, "diff", "--quiet", "--", "flake.lock")
+
+
 def lock_revert(flake_dir: str) -> list[str]:
     return git(flake_dir, "checkout", "--", "flake.lock")
 

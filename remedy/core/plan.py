@@ -183,7 +183,8 @@ def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
             f"{store.tool_call_parser if store else 'none'}"
             + (f" and lacks {', '.join(store_env_missing)}" if store_env_missing else "")
             + f"; bump {s.flake_input} (locked {(lock.rev or '?')[:12]}), prove the "
-            f"build runs {want}, commit flake.lock, switch to the proven system"
+            f"build runs {want} (all in a scratch clone), fast-forward the checkout to the "
+            "lock commit, switch to the proven system"
         ]
         if override:
             reasons.append(
@@ -247,6 +248,7 @@ class RestoreRun:
     override_written: bool = False
     override_removed: bool = False
     lock_commit: str | None = None
+    scratch: str | None = None  # the scratch clone the bump and the build happen in
     hugepages_released: bool = False
     gated: set[str] = field(default_factory=set)  # stages whose memory gate passed
     probe_after: ProbeResult | None = None

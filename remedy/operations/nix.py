@@ -22,26 +22,44 @@ from facts.serving import BuiltService
 from remedy.core import commands
 from remedy.core import nix as nix_core
 from remedy.core.plan import Proof, RestoreRun
-from remedy.operations.argv import command, failure, run
+from remedy.operations.argv import failure, run
 
 
-def _abandon(r: RestoreRun, why: str, revert_lock: bool = True) -> None:
-    """Give up the durable path (at execution): put flake.lock back, say why."""
+def _abandon(r: RestoreRun, why: str) -> None:
+    """Give up the durable path (at execution), say why. The checkout was never touched:
+    the bump lives in the scratch clone, which goes."""
     r.durable_failed = why
     host.log_styled(f"durable path abandoned: {why}", fg="yellow")
-    if revert_lock:
-        s = r.settings
-        run(host, r.as_owner(commands.lock_revert(s.flake_dir)))
-        if r.new_rev and r.new_rev != r.old_rev:
-            r.notes.append(f"reverted {s.flake_dir}/flake.lock to {(r.old_rev or '?')[:12]}")
-        r.new_rev = r.old_rev
+    _drop_scratch(r)
+    if r.new_rev and r.new_rev != r.old_rev:
+        r.notes.append(f"{r.settings.flake_dir}/flake.lock left at {(r.old_rev or '?')[:12]}")
+    r.new_rev = r.old_rev
+
+
+def _drop_scratch(r: RestoreRun) -> None:
+    if r.scratch:
+        run(host, r.as_owner(commands.remove_tree(r.scratch)))
+        r.scratch = None
+
+
+def lock_message(r: RestoreRun) -> str:
+    s = r.settings
+    old, new = (r.old_rev or "?")[:12], (r.new_rev or "(bumped)")[:12]
+    return (
+        f"flake.lock: bump {s.flake_input} {old} -> {new} (tt-stack#49)\n\n"
+        f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): "
+        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's "
+        f"restore_toolcalling deploy."
+    )
 
 
 @operation(is_idempotent=False)
 def flake_input_updated(r: RestoreRun):
-    """Bump the serving input (``flake_input``) in ``flake_dir`` with the host's Nix command,
-    as the checkout's owner. If Nix cannot fetch the input, the durable path is abandoned
-    with Nix's own error and the fallback takes over.
+    """In a scratch clone of ``flake_dir`` (as the checkout's owner), bump the serving
+    input (``flake_input``) with the host's Nix command and commit flake.lock there. The
+    checkout itself is not touched until the fix is proven, so an interrupted run leaves
+    it as it was. If Nix cannot fetch the input, the durable path is abandoned with Nix's
+    own error and the fallback takes over.
 
     + r: the host's RestoreRun
     """
@@ -56,15 +74,36 @@ def flake_input_updated(r: RestoreRun):
 
 def _bump(state, host, r: RestoreRun) -> bool:
     s = r.settings
-    argv = commands.update_input(r.before.nix.update_input_argv, s.flake_dir, s.flake_input)
+    owner = r.before.checkout.owner or "root"
+    run(host, r.as_owner(commands.stale_scratch_removed(owner)))
+    made = run(host, r.as_owner(commands.scratch_dir()))
+    if not made.ok:
+        _abandon(r, f"cannot make a scratch directory as {owner}: {made.why}")
+        return True
+    r.scratch = made.stdout.strip()
+    cloned = run(host, r.as_owner(commands.scratch_clone(s.flake_dir, r.scratch)))
+    if not cloned.ok:
+        _abandon(r, f"cannot clone {s.flake_dir} into {r.scratch}: {cloned.why}")
+        return True
+    argv = commands.update_input(r.before.nix.update_input_argv, r.scratch, s.flake_input)
     ran = run(host, r.as_owner(argv))
     if not ran.ok:
         url = r.before.flake_input.url if r.before.flake_input else "?"
         _abandon(
             r,
-            f"bumping {s.flake_input} failed: {ran.why} (can the host fetch {url} as "
-            f"{r.before.checkout.owner or 'root'}?)",
+            f"bumping {s.flake_input} failed: {ran.why} (can the host fetch {url} as {owner}?)",
         )
+        return True
+    lock = host.get_fact(FlakeInput, flake_dir=r.scratch, flake_input=s.flake_input)
+    r.new_rev = lock.rev if lock else None
+    if run(host, r.as_owner(commands.lock_changed(r.scratch))).ok:
+        r.notes.append(f"{s.flake_input} is already at its newest commit {(r.new_rev or '?')[:12]}")
+        return True
+    committed = run(
+        host, r.as_owner(commands.lock_commit(r.scratch, lock_message(r), s.flake_host))
+    )
+    if not committed.ok:
+        _abandon(r, f"cannot commit flake.lock in the scratch clone: {committed.why}")
     return True
 
 
@@ -93,7 +132,7 @@ def fix_proven(r: RestoreRun):
         return
     why = _missing_fix(r)
     if r.refused:
-        run(host, r.as_owner(commands.lock_revert(r.settings.flake_dir)))
+        _drop_scratch(r)
         yield failure()
         return
     if why is None:
@@ -109,7 +148,7 @@ def fix_proven(r: RestoreRun):
 def _local_builds(r: RestoreRun) -> tuple[list[str], str | None]:
     """(derivations Nix would compile on the host, why it could not tell)."""
     s = r.settings
-    dry = run(host, r.as_owner(commands.dry_run_toplevel(s.flake_dir, s.flake_host)))
+    dry = run(host, r.as_owner(commands.dry_run_toplevel(r.scratch, s.flake_host)))
     if not dry.ok:
         return [], f"the new configuration does not evaluate: {dry.why}"
     planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
@@ -128,11 +167,8 @@ def _local_builds(r: RestoreRun) -> tuple[list[str], str | None]:
 def _missing_fix(r: RestoreRun) -> str | None:
     """Why the bumped configuration does not carry the fix, or None if it does."""
     s = r.settings
-    lock = host.get_fact(FlakeInput, flake_dir=s.flake_dir, flake_input=s.flake_input)
-    r.new_rev = lock.rev if lock else None
+    lock = host.get_fact(FlakeInput, flake_dir=r.scratch, flake_input=s.flake_input)
     short = (r.new_rev or "?")[:12]
-    if r.new_rev == r.old_rev:
-        r.notes.append(f"{s.flake_input} is already at its newest commit {short}")
     if s.required_fix_rev:
         url = (lock.url or "") if lock else ""
         m = re.match(r"^git\+file://(/[^?]*)", url)
@@ -164,14 +200,14 @@ def _missing_fix(r: RestoreRun) -> str | None:
         r.refused = refusal.replace("not restarting the server", "not building on the host")
         host.log_styled(r.refused, fg="red")
         return r.refused
-    attr = commands.toplevel_attr(s.flake_dir, s.flake_host)
+    attr = commands.toplevel_attr(r.scratch, s.flake_host)
     host.log_styled(
         f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
     )
     built = run(
         host,
         r.as_owner(
-            commands.build_toplevel(s.flake_dir, s.flake_host, s.build_max_jobs, s.build_cores)
+            commands.build_toplevel(r.scratch, s.flake_host, s.build_max_jobs, s.build_cores)
         ),
     )
     if not built.ok:
@@ -198,7 +234,10 @@ def _missing_fix(r: RestoreRun) -> str | None:
 
 @operation(is_idempotent=False)
 def flake_lock_committed(r: RestoreRun):
-    """Commit flake.lock in the checkout as its owner, naming tt-stack#49 and the revs.
+    """Bring the proven lock commit (naming tt-stack#49 and the revs) from the scratch
+    clone into the checkout, as its owner, by a fast-forward: HEAD and flake.lock move
+    in one short step, or not at all if someone committed meanwhile. Then the scratch
+    clone goes.
 
     + r: the host's RestoreRun
     """
@@ -206,20 +245,27 @@ def flake_lock_committed(r: RestoreRun):
         host.noop(reason)
         return
     if not r.plan.bump or (state.is_executing and r.new_rev == r.old_rev):
+        if state.is_executing:
+            _drop_scratch(r)
         host.noop("flake.lock is unchanged; nothing to commit")
         return
+    yield FunctionCommand(_publish, (r,), {})
+
+
+def _publish(state, host, r: RestoreRun) -> bool:
     s = r.settings
-    old, new = (r.old_rev or "?")[:12], (r.new_rev or "(bumped)")[:12]
-    message = (
-        f"flake.lock: bump {s.flake_input} {old} -> {new} (tt-stack#49)\n\n"
-        f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): "
-        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's "
-        f"restore_toolcalling deploy."
-    )
-    yield command(r.as_owner(commands.lock_commit(s.flake_dir, message, s.flake_host)))
-    # Resumed once the commit ran (at execution only): remember it for a rollback.
-    ran = run(host, r.as_owner(commands.head(s.flake_dir)))
-    r.lock_commit = ran.stdout.strip() if ran.ok else None
+    ran = run(host, r.as_owner(commands.fast_forward(s.flake_dir, r.scratch)))
+    if not ran.ok:
+        _abandon(
+            r,
+            f"cannot fast-forward {s.flake_dir} to the lock commit: {ran.why} (did someone "
+            "commit meanwhile? run again)",
+        )
+        return True
+    head = run(host, r.as_owner(commands.head(s.flake_dir)))
+    r.lock_commit = head.stdout.strip() if head.ok else None  # for a rollback
+    _drop_scratch(r)
+    return True
 
 
 @operation(is_idempotent=False)

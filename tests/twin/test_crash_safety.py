@@ -1,0 +1,79 @@
+"""A restore killed mid-run leaves the checkout as it was, and one rerun finishes the job.
+
+The bump, the lock commit and the build happen in a scratch clone owned by the
+checkout's owner; the checkout only moves by one fast-forward once the fix is proven.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from remedy.twin import fixtures
+from tests.conftest import PROJECT, owner_git, probe_inside
+
+pytestmark = pytest.mark.twin
+
+
+def scratch_clones(twin) -> list[str]:
+    out = twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null || true"]).stdout
+    return out.split()
+
+
+def bumped_in(twin, scratch: str) -> bool:
+    """The scratch clone's flake.lock has moved past the checkout's."""
+    proc = twin.exec(
+        ["runuser", "-u", fixtures.OWNER, "--", "git", "-C", scratch, "log", "-1", "--format=%s"],
+        check=False,
+    )
+    return "tt-stack#49" in proc.stdout
+
+
+@pytest.mark.parametrize("when", ["after-the-bump", "during-the-build"])
+def test_sigkill_mid_durable_run_leaves_the_checkout_clean_and_a_rerun_finishes(
+    twin, tmp_path, when
+):
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    lock = twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    run = subprocess.Popen(
+        [*argv, "deploys/restore_toolcalling.py"],
+        cwd=PROJECT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and run.poll() is None:
+            clones = scratch_clones(twin)
+            if clones and (when == "during-the-build" or bumped_in(twin, clones[0])):
+                if when == "during-the-build":
+                    time.sleep(0.3)
+                break
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before it could be killed"
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head
+    assert twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout == lock
+
+    rerun = subprocess.run(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env, capture_output=True,
+        text=True, timeout=900,
+    )  # fmt: skip
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert records[-1]["path"] == "durable" and records[-1]["result"] == "ok"
+    assert probe_inside(twin).outcome == "parsed"
+    assert "tt-stack#49" in owner_git(twin, "log", "-1", "--format=%B").stdout
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
