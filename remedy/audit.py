@@ -33,8 +33,6 @@ from typing import Any
 #: Environment variable naming the log file; wins over the default location.
 LOG_ENV = "REMEDY_AUDIT_LOG"
 
-PATHS = ("noop", "durable", "fallback", "durable+fallback")
-RESULTS = ("ok", "failed", "refused")
 SCRUBBED = "[scrubbed]"
 
 # Keys whose values are secrets whatever they hold: pyinfra's ssh_key,

@@ -41,11 +41,3 @@ class ConfigError(RemedyError):
 
 class TwinError(RemedyError):
     """The host twin could not be built, booted, reached or found."""
-
-
-class RemoteError(RemedyError):
-    """A command on a managed host failed or answered something unexpected."""
-
-
-class MemoryGateRefused(RemedyError):
-    """MemAvailable is below the threshold: a (re)start could freeze the host."""
