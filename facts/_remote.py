@@ -29,11 +29,18 @@ exec_paths() {
 exec_targets() {
   sed -n '@EXEC_TARGET_SED@' "$@" 2>/dev/null
 }
+# A start script; a binary (an ExecStart of /bin/sh -c ...) is named, not printed.
+catscript() {
+  if [ ! -f "$1" ] || grep -Iq . "$1" 2>/dev/null; then catfile "$1"
+  else printf '@@remedy:file %s %s\n# (a binary, not a start script)\n' "$1" "$1"
+  fi
+}
 # A script and, one level down, the store scripts it execs.
 catscripts() {
   while read -r s; do
-    catfile "$s"
-    [ -f "$s" ] && exec_targets "$s" | while read -r t; do catfile "$t"; done
+    catscript "$s"
+    [ -f "$s" ] && grep -Iq . "$s" 2>/dev/null \
+      && exec_targets "$s" | while read -r t; do catscript "$t"; done
   done
 }
 """.replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED).replace(

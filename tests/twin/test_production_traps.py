@@ -213,3 +213,19 @@ def test_untracked_files_do_not_block_the_durable_path(twin, tmp_path):
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     assert proc.returncode == 0, out_of(proc)[-3000:]
     assert audit(tmp_path / "a.jsonl")[-1]["path"] == "durable"
+
+
+def test_a_binary_execstart_in_an_etc_dropin_is_read_and_named_as_the_shadow(twin, tmp_path):
+    shadow = "/etc/systemd/system/tenstorrent-serving.service.d/overrides.conf"
+    twin.exec(["mkdir", "-p", shadow.rsplit("/", 1)[0]])
+    twin.exec(
+        ["tee", shadow],
+        input="[Service]\nExecStart=\nExecStart=/bin/sh -c 'exec /usr/local/bin/vllm serve x'\n",
+    )
+    twin.exec(["systemctl", "daemon-reload"])
+    code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
+    assert code == 4 and doc["hosts"][0]["snapshot"]["unit"]["now"]["exec_start"] == "/bin/sh"
+    proc = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+    out = out_of(proc)
+    assert proc.returncode != 0 and "Traceback" not in out
+    assert f"set by {shadow}: that file shadows" in out.replace("\n", " ")
