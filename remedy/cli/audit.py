@@ -63,7 +63,12 @@ def audit(host: str | None, since: datetime | None, as_json: bool, log_path: Pat
         table.add_column(
             column, no_wrap=column in ("time (UTC)", "host", "runbook", "ops"), overflow="fold"
         )
-    result_style = {"ok": "green", "failed": "bold red", "refused": "yellow"}
+    result_style = {
+        "ok": "green",
+        "failed": "bold red",
+        "refused": "yellow",
+        "interrupted": "bold red",
+    }
     for record in records:
         changed = sum(1 for op in record.operations if op.get("changed"))
         probe = f"{record.probe_before or '-'} → {record.probe_after or '-'}"

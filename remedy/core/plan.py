@@ -249,6 +249,7 @@ class RestoreRun:
     override_removed: bool = False
     lock_commit: str | None = None
     scratch: str | None = None  # the scratch clone the bump and the build happen in
+    interrupted: str | None = None  # SIGINT/SIGTERM: finish the step, restore, stop
     hugepages_released: bool = False
     gated: set[str] = field(default_factory=set)  # stages whose memory gate passed
     probe_after: ProbeResult | None = None
@@ -265,7 +266,7 @@ class RestoreRun:
 
     @property
     def stopped(self) -> bool:
-        return bool(self.refused or self.failed)
+        return bool(self.refused or self.failed or self.interrupted)
 
     def as_owner(self, argv: list[str]) -> list[str]:
         """ARGV as the flake checkout's owner (git and nix): see commands.as_owner."""
@@ -280,7 +281,7 @@ class RestoreRun:
         """None if STAGE ("durable" or "fallback") is running; otherwise why its steps
         have nothing to do."""
         if self.stopped:
-            return f"stopped earlier: {self.refused or self.failed}"
+            return f"stopped earlier: {self.refused or self.failed or self.interrupted}"
         if stage == DURABLE:
             if self.plan.path != DURABLE:
                 why = "; ".join(self.plan.durable_blockers) or self.plan.path

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -45,7 +46,31 @@ def begin_restore() -> RestoreRun:
         project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
         _recording.append(audit.commits_of(project))
         atexit.register(_record_all, state, _recording[0])
+        _watch_signals()
     return r
+
+
+def _watch_signals() -> None:
+    """SIGINT (Ctrl-C) and SIGTERM stop the run after the step in progress: no further
+    durable step, no restart; an override removed for the switch is put back. The run
+    then fails and is audited as interrupted. A second signal kills it outright.
+
+    It replaces pyinfra's own SIGINT handler, which exits 0 ("Exiting upon user
+    request!") wherever the run is, and leaves no record of why."""
+
+    def stop(signum, _frame) -> None:
+        signame = signal.Signals(signum).name
+        if any(r.interrupted for r in _runs.values()):
+            os._exit(128 + signum)
+        print(
+            f"remedy: {signame}: stopping after the step in progress (again to kill)",
+            file=sys.stderr,
+        )
+        for r in _runs.values():
+            r.interrupted = f"interrupted by {signame}"
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
 
 
 def _op_results(st, h) -> list[dict]:
@@ -76,7 +101,9 @@ def _record_all(st, commits: dict) -> None:
         r = _runs.get(h.name)
         if r is None:
             continue
-        if r.refused:
+        if r.interrupted:
+            result = "interrupted"
+        elif r.refused:
             result = "refused"
         elif r.failed or r.verification_failed or h in st.failed_hosts:
             result = "failed"
@@ -110,6 +137,7 @@ def _record_all(st, commits: dict) -> None:
                 "unverified": r.unverified,
                 "local_builds": r.local_builds,
                 "refused": r.refused,
+                "interrupted": r.interrupted,
                 "failed": r.failed,
                 "notes": r.notes,
             },

@@ -14,7 +14,7 @@ from pyinfra.api import operation
 from facts.serving import ServingUnit, ToolCallProbe
 from remedy.core import commands, plan, probe
 from remedy.core.plan import RestoreRun
-from remedy.operations.argv import command, failure
+from remedy.operations.argv import command, failure, run
 from remedy.operations.memory import gate
 
 PROSE_ROUNDS = 3  # probe facts in a row that stay in prose (each asks DEFAULT_TRIES times)
@@ -70,7 +70,11 @@ def runtime_override_written(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if reason := r.idle_reason("fallback"):
+    if r.interrupted and r.override_removed and not r.switched:
+        # Stopped between removing the old override and switching: put it back (no
+        # restart), so the host is as before: never hermes on disk with no override.
+        host.log_styled(f"{r.interrupted}: putting the /run override back", fg="yellow")
+    elif reason := r.idle_reason("fallback"):
         host.noop(reason)
         return
     s = r.settings
@@ -303,12 +307,13 @@ def outcome_reported(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
-    if not (r.failed or r.verification_failed or r.refused):
+    if not (r.failed or r.verification_failed or r.refused or r.interrupted):
         if state.is_executing:
             host.log_styled(f"outcome: {outcome(r)}", fg="yellow" if r.fallback_active else "green")
         host.noop(outcome(r))
         return
-    host.log_styled(
-        f"restore FAILED: {r.failed or r.verification_failed or r.refused}; {outcome(r)}", fg="red"
-    )
+    if r.scratch:  # a scratch clone of an interrupted or refused run
+        run(host, r.as_owner(commands.remove_tree(r.scratch)))
+    why = r.interrupted or r.failed or r.verification_failed or r.refused
+    host.log_styled(f"restore FAILED: {why}; {outcome(r)}", fg="red")
     yield failure()

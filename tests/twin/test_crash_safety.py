@@ -77,3 +77,28 @@ def test_sigkill_mid_durable_run_leaves_the_checkout_clean_and_a_rerun_finishes(
     assert probe_inside(twin).outcome == "parsed"
     assert "tt-stack#49" in owner_git(twin, "log", "-1", "--format=%B").stdout
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+
+
+def test_ctrl_c_stops_the_run_fails_it_and_audits_it_as_interrupted(twin, tmp_path):
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", "tenstorrent-serving.service"]).stdout
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    run = subprocess.Popen(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None and not scratch_clones(twin):
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    out, _ = run.communicate(timeout=600)
+    assert run.returncode != 0, out[-3000:]
+    assert "SIGINT: stopping after the step in progress" in out
+    (record,) = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert record["result"] == "interrupted" and record["details"]["interrupted"]
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    after = twin.exec(["systemctl", "show", "-P", "MainPID", "tenstorrent-serving.service"])
+    assert after.stdout == pid  # nothing restarted
+    assert scratch_clones(twin) == []
