@@ -105,23 +105,7 @@ def record_nix_version(suite: str) -> None:
         twin.exec(as_ops(*bump))
         dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
         record_raw(f"{tag}.dry_run_links.txt", dry.stderr + dry.stdout)
-        commit = fixtures.heavy_package_commit()
-        for rel, text in commit.files.items():
-            twin.exec(as_ops("tee", f"{fixtures.TT_STACK_DIR}/{rel}"), input=text)
-        twin.exec(
-            as_ops(
-                "git",
-                "-C",
-                fixtures.TT_STACK_DIR,
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qam",
-                commit.message,
-            )
-        )
+        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
         twin.exec(as_ops(*bump))
         dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
         record_raw(f"{tag}.dry_run_compiles.txt", dry.stderr + dry.stdout)

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import (
     PROJECT,
+    owner_git,
     probe_inside,
     remedy_json,
     run_restore,
@@ -58,9 +59,7 @@ def test_manual_commands_restore_tool_calling_over_plain_ssh(twin):
     proc = over_ssh(twin, script)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert probe_inside(twin).outcome == "parsed"
-    log = twin.exec(
-        ["runuser", "-u", "ops", "--", "git", "-C", "/etc/nixos", "log", "-1", "--format=%B"]
-    ).stdout
+    log = owner_git(twin, "log", "-1", "--format=%B").stdout
     assert "tt-stack#49" in log
 
 

@@ -12,32 +12,25 @@ import json
 
 import pytest
 
-from remedy.twin import fixtures
-from tests.conftest import probe_inside, remedy_json, run_restore, unit_props
+from remedy.twin import fixtures, machine
+from tests.conftest import (
+    as_owner,
+    not_owned_by_owner,
+    owner_git,
+    probe_inside,
+    remedy_json,
+    run_restore,
+    unit_props,
+)
 
 pytestmark = pytest.mark.twin
 
 DROPIN = "/run/systemd/system/tenstorrent-serving.service.d/override.conf"
 SCRIPT = "/run/tt-serving-override/start"
-OWNER = "ops"
-
-
-def as_owner(twin, *argv: str, check: bool = True):
-    return twin.exec(["runuser", "-u", OWNER, "--", *argv], check=check)
-
-
-def owner_git(twin, *args: str, repo: str = fixtures.NIXOS_DIR) -> str:
-    return as_owner(twin, "git", "-C", repo, *args).stdout
-
-
-def not_owned_by_owner(twin) -> list[str]:
-    """Files in the person's repos that the owner does not own (root left them)."""
-    out = twin.exec(["find", fixtures.NIXOS_DIR, fixtures.TT_STACK_DIR, "!", "-user", OWNER]).stdout
-    return out.split()
 
 
 def checkout_changes(twin) -> str:
-    return owner_git(twin, "status", "--porcelain", "--untracked-files=no")
+    return owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout
 
 
 def model_answers_in_prose(twin) -> None:
@@ -73,7 +66,7 @@ def test_durable_restore_as_the_owner_without_flakes_in_nix_conf(twin, tmp_path)
     assert proc.returncode == 0, out_of(proc)[-4000:]
     assert audit(tmp_path / "a.jsonl")[-1]["path"] == "durable"
     assert probe_inside(twin).outcome == "parsed"
-    assert "tt-stack#49" in owner_git(twin, "log", "-1", "--format=%B")
+    assert "tt-stack#49" in owner_git(twin, "log", "-1", "--format=%B").stdout
     assert checkout_changes(twin) == ""
     assert not_owned_by_owner(twin) == []
     # the next boot runs the fix too: the unit script execs the flags script with qwen3_xml
@@ -104,22 +97,7 @@ def test_bootloader_failure_keeps_production_parsed_and_the_system_as_before(mak
 
 
 def test_a_bump_that_would_compile_on_the_host_is_blocked_unless_allowed(twin, tmp_path):
-    commit = fixtures.heavy_package_commit()
-    for rel, text in commit.files.items():
-        twin.exec(
-            ["runuser", "-u", OWNER, "--", "tee", f"{fixtures.TT_STACK_DIR}/{rel}"], input=text
-        )
-    owner_git(
-        twin,
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t",
-        "commit",
-        "-qam",
-        commit.message,
-        repo=fixtures.TT_STACK_DIR,
-    )
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
     rev = json.loads(twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout)
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     out = out_of(proc)

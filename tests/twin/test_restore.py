@@ -11,6 +11,7 @@ import pytest
 from remedy.twin import machine
 from tests.conftest import (
     PROJECT,
+    owner_git,
     probe_inside,
     remedy_json,
     run_restore,
@@ -42,27 +43,9 @@ def test_fresh_twin_gets_the_durable_fix_that_survives_reboot_and_is_idempotent(
     log = tmp_path / "audit.jsonl"
     proc = run_restore(twin, audit_log=log)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    head = twin.exec(
-        ["runuser", "-u", "ops", "--", "git", "-C", "/etc/nixos", "log", "-1", "--format=%B"]
-    ).stdout
+    head = owner_git(twin, "log", "-1", "--format=%B").stdout
     assert "tt-stack#49" in head and "flake.lock" in head
-    assert (
-        twin.exec(
-            [
-                "runuser",
-                "-u",
-                "ops",
-                "--",
-                "git",
-                "-C",
-                "/etc/nixos",
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-            ]
-        ).stdout
-        == ""
-    )
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
     snap = doc["hosts"][0]["snapshot"]
     assert snap["unit"]["fragment_view"]["parser"]["value"] == "qwen3_xml"
@@ -95,10 +78,7 @@ def test_seed_state_takes_the_durable_path_and_restarts_once(make_twin, tmp_path
     assert not exists(twin, DROPIN) and not exists(twin, SCRIPT)
     assert probe_inside(twin).outcome == "parsed"
     assert server_starts(twin) - starts <= 1
-    assert (
-        "tt-stack#49"
-        in twin.exec(["runuser", "-u", "ops", "--", "git", "-C", "/etc/nixos", "log", "-1"]).stdout
-    )
+    assert "tt-stack#49" in owner_git(twin, "log", "-1").stdout
 
 
 def test_fallback_when_durable_is_disabled(twin, tmp_path):
@@ -132,35 +112,10 @@ def test_low_memory_refuses_and_restarts_nothing(twin, tmp_path):
 
 
 def test_fix_not_contained_aborts_durable_and_falls_back(twin, tmp_path):
-    root = twin.exec(
-        [
-            "runuser",
-            "-u",
-            "ops",
-            "--",
-            "git",
-            "-C",
-            "/srv/git/tt-stack",
-            "rev-list",
-            "--max-parents=0",
-            "HEAD",
-        ]
+    root = owner_git(
+        twin, "rev-list", "--max-parents=0", "HEAD", repo="/srv/git/tt-stack"
     ).stdout.strip()
-    twin.exec(
-        [
-            "runuser",
-            "-u",
-            "ops",
-            "--",
-            "git",
-            "-C",
-            "/srv/git/tt-stack",
-            "reset",
-            "-q",
-            "--hard",
-            root,
-        ]
-    )
+    owner_git(twin, "reset", "-q", "--hard", root, repo="/srv/git/tt-stack")
     twin.exec(
         [
             "runuser",
@@ -175,38 +130,15 @@ def test_fix_not_contained_aborts_durable_and_falls_back(twin, tmp_path):
     )
     rev, head = (
         locked_rev(twin),
-        twin.exec(
-            ["runuser", "-u", "ops", "--", "git", "-C", "/etc/nixos", "rev-parse", "HEAD"]
-        ).stdout,
+        owner_git(twin, "rev-parse", "HEAD").stdout,
     )
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "the fix is not in" in out
     assert locked_rev(twin) == rev
-    assert (
-        twin.exec(
-            ["runuser", "-u", "ops", "--", "git", "-C", "/etc/nixos", "rev-parse", "HEAD"]
-        ).stdout
-        == head
-    )
-    assert (
-        twin.exec(
-            [
-                "runuser",
-                "-u",
-                "ops",
-                "--",
-                "git",
-                "-C",
-                "/etc/nixos",
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-            ]
-        ).stdout
-        == ""
-    )
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     assert probe_inside(twin).outcome == "parsed"
     assert exists(twin, DROPIN)
     assert audit_lines(tmp_path / "a.jsonl")[-1]["path"] == "durable+fallback"
