@@ -15,7 +15,7 @@ from pathlib import Path
 import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
-from pyinfra.api.exceptions import ConnectError, PyinfraError
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_state
 
@@ -69,7 +69,7 @@ def _connect(state: State, hosts: list) -> dict[str, str]:
     def attempt(host):
         try:
             host.connect(show_errors=False, raise_exceptions=True)
-        except ConnectError as exc:
+        except PyinfraError as exc:  # ConnectError, or e.g. "No such private key file"
             return str(exc) or type(exc).__name__
         return None if host.connected else "not connected"
 

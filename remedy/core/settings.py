@@ -108,8 +108,12 @@ def _passthrough(key: str) -> bool:
     return key.startswith(("ssh_", "_", "winrm_", "docker_", "chroot_", "local_"))
 
 
+CLI_DATA = "pyinfra --data"  # the "host" of values given on the command line
+
+
 def _fail(host: str, key: str, problem: str) -> ConfigError:
-    return ConfigError(f"host {host}: data key {key!r} {problem}")
+    where = host if host == CLI_DATA else f"host {host}"
+    return ConfigError(f"{where}: data key {key!r} {problem}")
 
 
 def _bool(host, key, value):
@@ -234,6 +238,13 @@ def cli_data(argv: list[str]) -> dict[str, str]:
 def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
     """Validate an inventory's hosts (and pyinfra's --data) before anything connects."""
     extra = cli_data(sys.argv if argv is None else argv)
+    try:  # --data applies to every host: its errors are its own, not the first host's
+        check_keys(CLI_DATA, extra)
+        for key, value in extra.items():
+            if key in KEYS:
+                _coerce(CLI_DATA, key, value)
+    except ConfigError as exc:
+        raise InventoryError(str(exc)) from None
     for entry in hosts:
         name, data = (entry, {}) if isinstance(entry, str) else entry
         try:

@@ -193,3 +193,19 @@ def test_the_model_is_discovered_unless_host_data_sets_it():
     url, model, timeout, tries, head, tail = probe.probe_args("http://x", None, 5, 3)
     assert (url, model, timeout, tries) == ("http://x", "", "5", "3")
     assert json.loads(head + "qwen3.6-27b-tt" + tail)["model"] == "qwen3.6-27b-tt"
+
+
+def test_a_bad_data_value_on_the_command_line_is_named_as_such_not_as_a_host():
+    from pyinfra.api.exceptions import InventoryError
+
+    from remedy.core.settings import checked_hosts
+
+    hosts = [("alpha", {}), ("beta", {})]
+    argv = ["pyinfra", "--limit", "beta", "--data", "durable=perhaps", "inv.py", "d.py"]
+    with pytest.raises(InventoryError) as err:
+        checked_hosts(hosts, argv)
+    assert str(err.value).startswith("pyinfra --data: data key 'durable'")
+    assert "alpha" not in str(err.value)
+    with pytest.raises(InventoryError, match="did you mean 'durable'"):
+        checked_hosts(hosts, ["pyinfra", "--data", "durabel=false"])
+    assert checked_hosts(hosts, ["pyinfra", "--data", "durable=false"]) == hosts

@@ -41,3 +41,24 @@ def test_a_missing_inventory_file_is_named(tmp_path):
     )
     assert proc.returncode == 2
     assert "nope.py does not exist" in proc.stderr
+
+
+def test_a_missing_ssh_key_fails_only_its_host_and_is_named(tmp_path):
+    inventory = tmp_path / "inv.py"
+    port = free_port()
+    inventory.write_text(
+        f'hosts = [("nokey", {{"ssh_hostname": "127.0.0.1", "ssh_port": {port}, '
+        f'"ssh_key": "{tmp_path}/gone_ed25519"}}), '
+        f'("deadhost", {{"ssh_hostname": "127.0.0.1", "ssh_port": {port}}})]\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "remedy.cli.main", "status", str(inventory), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    doc = json.loads(proc.stdout)
+    assert "No such private key file" in doc["errors"]["nokey"]
+    assert "gone_ed25519" in doc["errors"]["nokey"]
+    assert "Unable to connect to port" in doc["errors"]["deadhost"]
+    assert "Traceback" not in proc.stderr
