@@ -2,7 +2,7 @@
 
 Every command acts on the project in the current directory (``--project``
 points elsewhere) and takes ``--json``. The work is done by
-``remedy.core.runbooks``, ``remedy.core.inventory`` and ``remedy.audit``; this
+``remedy.core.runbooks``, ``remedy.inventory`` and ``remedy.audit``; this
 module parses options and renders.
 """
 
@@ -26,8 +26,8 @@ from rich.text import Text
 from remedy import audit
 from remedy.console import console, err_console
 from remedy.core import runbooks as core
-from remedy.core.inventory import find_host, is_production, load_inventory
 from remedy.errors import ConfigError
+from remedy.inventory import find_host, is_production, load_inventory
 
 #: Files whose uncommitted changes make ``apply`` refuse in production.
 GUARDED_DIRS = ("deploys", "remedy/operations")

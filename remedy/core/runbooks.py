@@ -30,12 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from remedy.errors import ConfigError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 RUNBOOKS_DIR = "runbooks"
 SCHEMA_FILE = "runbooks/schema.json"
@@ -324,6 +326,8 @@ def load_schema(project_dir: Path | str) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{SCHEMA_FILE}: cannot read the runbook schema: {exc}") from exc
     try:
+        import jsonschema  # only when validating: a deploy run only reads ids and issues
+
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ConfigError(f"{SCHEMA_FILE}: not a valid JSON Schema: {exc.message}") from exc
@@ -466,6 +470,8 @@ def validate_runbook(runbook: Runbook, schema: dict[str, Any]) -> list[Problem]:
         problems.append(
             Problem(runbook.file, line, f"duplicate key (first at line {first})", json_path(path))
         )
+
+    import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema)
     for error in validator.iter_errors(runbook.data):

@@ -15,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
+import yaml
 from pyinfra import host, logger, state
 from pyinfra.api.state import StateStage
 
@@ -24,7 +25,7 @@ from remedy.core import settings as settings_mod
 from remedy.core.plan import RestoreRun, plan_restore
 from remedy.errors import ConfigError
 
-ISSUES = ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
+DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `apply`
 _runs: dict[str, RestoreRun] = {}
 _recording: list[dict] = []  # the project's commits, once the exit hook is registered
 
@@ -45,7 +46,7 @@ def begin_restore() -> RestoreRun:
         # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
         project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
         _recording.append(audit.commits_of(project))
-        atexit.register(_record_all, state, _recording[0])
+        atexit.register(_record_all, state, _recording[0], _runbook_of(project))
         _watch_signals()
     return r
 
@@ -73,6 +74,22 @@ def _watch_signals() -> None:
         signal.signal(signum, stop)
 
 
+def _runbook_of(project: Path) -> tuple[str, list[str]]:
+    """(id, issues) of the runbook this run carries out: the one `remedy runbooks apply`
+    names (REMEDY_RUNBOOK), else this deploy's own; its issues from its file. Read lean
+    (one file, no schema): every deploy run pays for it."""
+    runbook_id = (os.environ.get("REMEDY_RUNBOOK") or DEFAULT_RUNBOOK).strip()
+    runbook_id = runbook_id.zfill(3) if runbook_id.isdigit() else runbook_id
+    files = sorted((project / "runbooks").glob(f"{runbook_id}-*.yaml"))
+    try:
+        text = files[0].read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return str(data["id"]), [str(i) for i in data.get("issues") or []]
+    except (IndexError, OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        logger.warning(f"remedy: runbook {runbook_id}: cannot read its issues ({exc!r})")
+        return runbook_id, []
+
+
 def _op_results(st, h) -> list[dict]:
     out = []
     for op_hash in st.get_op_order():
@@ -94,7 +111,7 @@ def _op_results(st, h) -> list[dict]:
     return out
 
 
-def _record_all(st, commits: dict) -> None:
+def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
     if st.current_stage < StateStage.Execute:
         return  # a dry run records nothing
     for h in st.inventory.iter_activated_hosts():
@@ -120,9 +137,9 @@ def _record_all(st, commits: dict) -> None:
         record = audit.AuditRecord(
             host=h.name,
             result=result,
-            runbook=os.environ.get("REMEDY_RUNBOOK", "001"),
+            runbook=runbook[0],
             commits=commits,
-            issues=ISSUES,
+            issues=runbook[1],
             path=r.path_taken,
             operations=_op_results(st, h),
             probe_before=r.before.probe.outcome,

@@ -155,3 +155,24 @@ def test_apply_on_a_dirty_production_checkout_refuses_unless_forced(twin, tmp_pa
     assert probe_inside(twin).outcome == "parsed"
     last = json.loads(Path(log).read_text().splitlines()[-1])
     assert last["dirty_override"] is True and last["result"] == "ok"
+
+
+def test_apply_records_the_runbooks_own_id_and_issues(twin, tmp_path):
+    log = tmp_path / "audit.jsonl"
+    inventory = twin_inventory(tmp_path / "inv.py", twin)
+    applied = subprocess.run(
+        ["remedy", "runbooks", "apply", "004", str(inventory), "--audit-log", str(log)],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        timeout=900,
+    )
+    assert applied.returncode == 0, applied.stderr[-3000:]
+    plain = run_restore(twin, audit_log=log)
+    assert plain.returncode == 0, plain.stdout[-3000:]
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    assert (records[-2]["runbook"], records[-2]["issues"]) == ("004", ["tt-stack#49"])
+    assert (records[-1]["runbook"], records[-1]["issues"]) == (
+        "001",
+        ["tt-stack#49", "tt-stack#34", "tt-stack#44"],
+    )
