@@ -52,14 +52,30 @@ class TwinFactory:
                 print(f"could not take twin {name} down: {exc}")
 
 
+def _pytest_alive(pid_mod: int) -> bool:
+    """Whether a pytest process whose pid ends in PID_MOD (names keep pid % 100000) runs."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) % 100000 == pid_mod:
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if b"pytest" in fh.read():
+                        return True
+            except OSError:
+                continue
+    return False
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _clear_dead_test_twins():
     """A killed test run can leave a test twin's overlay mounted and its slot taken;
-    remove such leftovers (names t<pid>-<n>, no supervisor). Live twins are left alone."""
+    remove such leftovers: twins named t<pid>-<n> whose pytest process is gone. A twin
+    of another test run that is alive (perhaps still being set up, so no supervisor yet)
+    is left alone."""
     import re
 
     for t in machine.all_twins():
-        if re.fullmatch(r"t\d+-\d+", t.name) and not t.running:
+        m = re.fullmatch(r"t(\d+)-\d+", t.name)
+        if m and not t.running and not _pytest_alive(int(m.group(1))):
             machine.down(t.name, progress=lambda _m: None)
     yield
 
