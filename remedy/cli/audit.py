@@ -68,6 +68,7 @@ def audit(host: str | None, since: datetime | None, as_json: bool, log_path: Pat
         "failed": "bold red",
         "refused": "yellow",
         "interrupted": "bold red",
+        "crashed": "bold red",
     }
     for record in records:
         changed = sum(1 for op in record.operations if op.get("changed"))

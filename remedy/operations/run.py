@@ -118,12 +118,19 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
         r = _runs.get(h.name)
         if r is None:
             continue
+        operations = _op_results(st, h)
+        never_ran = [op["name"] for op in operations if op.get("executed") is False]
         if r.interrupted:
             result = "interrupted"
         elif r.refused:
             result = "refused"
         elif r.failed or r.verification_failed or h in st.failed_hosts:
             result = "failed"
+        elif never_ran:
+            # pyinfra stopped without failing the host: a lost connection (a reboot, a
+            # dropped SSH session) or an error in pyinfra itself. Not ok: say where.
+            result = "crashed"
+            r.notes.append(f"the run stopped before: {never_ran[0]}")
         else:
             result = "ok"
         untouched = not (r.restarts or r.switched or r.override_written or r.rolled_back)
@@ -141,7 +148,7 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
             commits=commits,
             issues=runbook[1],
             path=r.path_taken,
-            operations=_op_results(st, h),
+            operations=operations,
             probe_before=r.before.probe.outcome,
             probe_after=after,
             dirty_override=os.environ.get("REMEDY_FORCE_DIRTY") == "1",

@@ -102,3 +102,29 @@ def test_ctrl_c_stops_the_run_fails_it_and_audits_it_as_interrupted(twin, tmp_pa
     after = twin.exec(["systemctl", "show", "-P", "MainPID", "tenstorrent-serving.service"])
     assert after.stdout == pid  # nothing restarted
     assert scratch_clones(twin) == []
+
+
+def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_path):
+    from remedy.twin import machine
+
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    run = subprocess.Popen(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None and not scratch_clones(twin):
+        time.sleep(0.05)
+    time.sleep(0.5)
+    machine.reboot(twin.name, progress=lambda _m: None)
+    assert run.wait(timeout=600) != 0
+    (record,) = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert record["result"] in ("crashed", "failed"), record
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    rerun = subprocess.run(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env, capture_output=True,
+        text=True, timeout=900,
+    )  # fmt: skip
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+    assert probe_inside(twin).outcome == "parsed"
