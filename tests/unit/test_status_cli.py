@@ -14,18 +14,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def status_json(inventory) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "remedy.cli.main", "status", str(inventory), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_an_unreachable_host_is_named_with_the_ssh_reason(tmp_path):
     inventory = tmp_path / "inv.py"
     inventory.write_text(
         f'hosts = [("deadhost", {{"ssh_hostname": "127.0.0.1", '
         f'"ssh_port": {free_port()}, "ssh_user": "root"}})]\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "remedy.cli.main", "status", str(inventory), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = status_json(inventory)
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["exit_code"] == 1 and doc["hosts"] == []
@@ -51,12 +55,7 @@ def test_a_missing_ssh_key_fails_only_its_host_and_is_named(tmp_path):
         f'"ssh_key": "{tmp_path}/gone_ed25519"}}), '
         f'("deadhost", {{"ssh_hostname": "127.0.0.1", "ssh_port": {port}}})]\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "remedy.cli.main", "status", str(inventory), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = status_json(inventory)
     doc = json.loads(proc.stdout)
     assert "No such private key file" in doc["errors"]["nokey"]
     assert "gone_ed25519" in doc["errors"]["nokey"]
