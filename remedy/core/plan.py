@@ -249,6 +249,7 @@ class RestoreRun:
     override_removed: bool = False
     lock_commit: str | None = None
     scratch: str | None = None  # the scratch clone the bump and the build happen in
+    new_url: str | None = None  # the bumped input's locked url (for required_fix_rev)
     interrupted: str | None = None  # SIGINT/SIGTERM: finish the step, restore, stop
     hugepages_released: bool = False
     gated: set[str] = field(default_factory=set)  # stages whose memory gate passed

@@ -96,6 +96,7 @@ def _bump(state, host, r: RestoreRun) -> bool:
         return True
     lock = host.get_fact(FlakeInput, flake_dir=r.scratch, flake_input=s.flake_input)
     r.new_rev = lock.rev if lock else None
+    r.new_url = lock.url if lock else None
     if run(host, r.as_owner(commands.lock_changed(r.scratch))).ok:
         r.notes.append(f"{s.flake_input} is already at its newest commit {(r.new_rev or '?')[:12]}")
         return True
@@ -167,10 +168,9 @@ def _local_builds(r: RestoreRun) -> tuple[list[str], str | None]:
 def _missing_fix(r: RestoreRun) -> str | None:
     """Why the bumped configuration does not carry the fix, or None if it does."""
     s = r.settings
-    lock = host.get_fact(FlakeInput, flake_dir=r.scratch, flake_input=s.flake_input)
     short = (r.new_rev or "?")[:12]
     if s.required_fix_rev:
-        url = (lock.url or "") if lock else ""
+        url = r.new_url or ""  # as the bump read it
         m = re.match(r"^git\+file://(/[^?]*)", url)
         if not m:
             return (
