@@ -207,3 +207,16 @@ def test_a_binary_execstart_in_an_etc_dropin_is_read_and_named_as_the_shadow(twi
     out = out_of(proc)
     assert proc.returncode != 0 and "Traceback" not in out
     assert f"set by {shadow}: that file shadows" in out.replace("\n", " ")
+
+
+def test_required_fix_rev_is_checked_against_the_bumped_input(twin, tmp_path):
+    revs = owner_git(twin, "log", "--format=%H", repo=fixtures.TT_STACK_DIR).stdout.split()
+    missing = "f" * 40  # in no history (all digits would reach us as an int)
+    proc = run_restore(twin, "--data", f"required_fix_rev={missing}", audit_log=tmp_path / "a")
+    assert proc.returncode == 0, out_of(proc)[-3000:]
+    assert f"does not contain required_fix_rev {missing[:12]}" in out_of(proc)
+    assert checkout_changes(twin) == ""
+    fix = revs[1]  # #34, the parser fix
+    proc = run_restore(twin, "--data", f"required_fix_rev={fix}", audit_log=tmp_path / "a")
+    assert proc.returncode == 0, out_of(proc)[-3000:]
+    assert audit(tmp_path / "a")[-1]["path"] == "durable"
