@@ -128,6 +128,14 @@ elif top=$(g rev-parse --show-toplevel 2>&1); then
 else
   printf '%s\n' "$top" | sed 's/^/error /'
 fi
+m=$REMEDY_MANAGED_FILE
+echo "@@remedy:section nix.managed $m"
+if [ -n "$m" ]; then
+  # which host configuration imports remedy's file (./remedy.nix next to it)
+  grep -rlF --include='*.nix' -e "./${m##*/}" "$d" 2>/dev/null | grep -vxF "$d/$m" \
+    | sed 's/^/imported-by /'
+  [ -f "$d/$m" ] && catfile "$d/$m"
+fi
 """
 
 GENERATIONS = r"""
@@ -173,6 +181,8 @@ t=$REMEDY_TOPLEVEL
 u=$REMEDY_UNIT
 echo "@@remedy:section built.unit"
 catfile "$t/etc/systemd/system/$u"
+echo "@@remedy:section built.kernel"
+[ -r "$t/kernel-params" ] && sed -e '$a\' "$t/kernel-params"
 echo "@@remedy:section built.scripts"
 f=$t/etc/systemd/system/$u
 [ -f "$f" ] && exec_paths "$f" | catscripts

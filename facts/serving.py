@@ -98,11 +98,13 @@ class HostSnapshot(FactBase[Snapshot]):
         server_url: str = DEFAULT_SERVER_URL,
         model: str | None = None,
         timeout_s: int = PROBE_TIMEOUT_S,
+        managed_file: str = "",
     ):
         env = {
             "REMEDY_UNIT": unit,
             "REMEDY_FLAKE_DIR": flake_dir,
             "REMEDY_FLAKE_INPUT": flake_input,
+            "REMEDY_MANAGED_FILE": managed_file,
             **probe_env(server_url, model, timeout_s),
         }
         return _remote.command(

@@ -261,3 +261,31 @@ def twin_inventory(path, twin: machine.Twin, **data):
         f"hosts = [(n, {{**d, **{data!r}}}) for n, d in inventory_hosts() if n == {twin.name!r}]\n"
     )
     return path
+
+
+def run_deploy(twin: machine.Twin, deploy: str, *extra: str, audit_log=None):
+    """``pyinfra -y --limit NAME inventory/twin.py DEPLOY`` (``deploys/DEPLOY.py``)."""
+    import subprocess
+
+    argv = ["pyinfra", "-y", "--limit", twin.name, *extra, "inventory/twin.py"]
+    argv.append(f"deploys/{deploy}.py")
+    env = dict(os.environ)
+    if audit_log is not None:
+        env["REMEDY_AUDIT_LOG"] = str(audit_log)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900)
+
+
+def status_settings(twin: machine.Twin) -> tuple[int, dict[str, dict]]:
+    """``remedy status --json`` of one twin: (exit code, managed settings by key)."""
+    code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
+    (host,) = doc["hosts"]
+    return code, {d["key"]: d for d in host["settings"]}
+
+
+def out_of_sync(settings: dict[str, dict]) -> set[str]:
+    return {key for key, d in settings.items() if d["state"] != "in sync"}
+
+
+def hugepages_1g(twin: machine.Twin) -> int:
+    pool = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
+    return int(twin.exec(["cat", pool]).stdout.strip())

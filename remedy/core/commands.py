@@ -170,8 +170,30 @@ def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
     ]
 
 
-def lock_commit_revert(flake_dir: str, commit: str, flake_host: str) -> list[str]:
-    return [*_git_as_remedy(flake_dir, flake_host), "revert", "--no-edit", commit]
+def lock_commit_revert(
+    flake_dir: str, commit: str, flake_host: str, base: str | None = None
+) -> list[str]:
+    """Revert COMMIT, or every commit in BASE..COMMIT (newest first) when BASE is given."""
+    target = f"{base}..{commit}" if base else commit
+    return [*_git_as_remedy(flake_dir, flake_host), "revert", "--no-edit", target]
+
+
+def file_written(repo: str, rel: str, text: str) -> list[str]:
+    """Write TEXT to REPO/REL atomically (a temporary name, mode 0644, rename)."""
+    return [
+        "sh", "-c",
+        'f="$1/$2" && mkdir -p "$(dirname -- "$f")" && printf "%s" "$3" > "$f.remedy-tmp" '
+        '&& chmod 0644 "$f.remedy-tmp" && mv -f -T "$f.remedy-tmp" "$f"',
+        "sh", repo, rel, text,
+    ]  # fmt: skip
+
+
+def file_commit(repo: str, rel: str, message: str, flake_host: str) -> list[str]:
+    """git add REL and commit only it."""
+    return [
+        "sh", "-c", 'git -C "$1" add -- "$2" && shift 2 && "$@"', "sh", repo, rel,
+        *_git_as_remedy(repo, flake_host), "commit", "-q", "-m", message, "--", rel,
+    ]  # fmt: skip
 
 
 def head(flake_dir: str) -> list[str]:

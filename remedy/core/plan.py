@@ -9,10 +9,9 @@ after an earlier step ran (whether the bumped input contains the fix).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from remedy.core import commands
+from remedy.core import commands, desired
 from remedy.core import memory as mem
 from remedy.core.probe import ProbeResult
 from remedy.core.settings import Settings
@@ -22,13 +21,28 @@ NOOP, DURABLE, FALLBACK = "noop", "durable", "fallback"
 
 
 @dataclass
+class SettingPlan:
+    """One managed setting: its drift and what this run will do about it."""
+
+    drift: desired.Drift
+    action: str
+
+
+@dataclass
 class RestorePlan:
     path: str
     reasons: list[str]
     durable_blockers: list[str] = field(default_factory=list)
-    bump: bool = False  # the deployed system lacks the fix: bump, prove, commit, switch
+    rebuild: bool = False  # build, prove, fast-forward the checkout, switch
     remove_override: bool = False
     restart_expected: bool = False
+    update_input: bool = False  # bump the flake input in the scratch clone
+    managed_text: str | None = None  # write remedy's managed Nix file with this text
+    release_hugepages: bool = False
+    write_override: bool = False  # the fallback needs the /run override (if it runs)
+    scope: tuple[str, ...] = desired.TOOL_CALLING
+    prove: tuple[str, ...] = ()  # the settings the built system must hold
+    settings: list[SettingPlan] = field(default_factory=list)
 
     def summary(self, host: str) -> str:
         lines = [f"{host}: path {self.path}"]
@@ -40,18 +54,18 @@ class RestorePlan:
                 if self.restart_expected
                 else "  - the server will not restart"
             )
+        for sp in self.settings:
+            d = sp.drift
+            lines.append(
+                f"  * {d.label}: {d.state}; want {d.desired}, live {d.live}, "
+                f"next boot {d.next_boot}"
+            )
+            if not d.in_sync:
+                lines.append(f"      -> {sp.action}")
         return "\n".join(lines)
 
 
-def override_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
-    """Runtime drop-ins that belong to a tool-calling override: the managed one, or any
-    /run drop-in that sets ExecStart. Others (e.g. `set-property --runtime` limits) are
-    reported as volatile but never removed."""
-    return [
-        d.path
-        for d in snap.unit.runtime_dropins
-        if d.path == s.override_dropin or re.search(r"(?m)^\s*ExecStart=", d.content)
-    ]
+override_dropins = desired.override_dropins
 
 
 def override_present(snap: HostSnapshot, s: Settings) -> bool:
@@ -79,6 +93,29 @@ def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
     )
 
 
+def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
+    """(size_kb, current total, new total) for pools with free pages above the target."""
+    out = []
+    for label, target in sorted(s.hugepages_target.items()):
+        size = mem.SIZES_BY_LABEL[label]
+        pool = headroom.pools.get(size)
+        if pool is None or pool.total <= target:
+            continue
+        new_total = max(target, pool.total - pool.free)
+        if new_total < pool.total:
+            out.append((size, pool.total, new_total))
+    return out
+
+
+def managed_import_missing(snap: HostSnapshot, s: Settings) -> str:
+    return (
+        f"no .nix file in {s.flake_dir} imports {desired.MANAGED_IMPORT} "
+        f"({s.managed_file}, remedy's managed file): add the line "
+        f"`imports = [ {desired.MANAGED_IMPORT} ];` to "
+        f"hosts/{s.flake_host}/configuration.nix, commit it, and run again"
+    )
+
+
 def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
     """Why the durable path cannot run on this host, each with what to do."""
     out = []
@@ -96,7 +133,7 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
         if other:
             out.append(
                 f"{s.flake_dir} has uncommitted changes ({'; '.join(other[:3])}); "
-                "commit or stash them first, remedy only commits flake.lock"
+                "commit or stash them first, remedy only commits its own files"
             )
         if any(c.endswith(" flake.lock") for c in checkout.changes):
             out.append(
@@ -130,21 +167,96 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
     return out
 
 
-def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
+def _actions(plan: RestorePlan, snap: HostSnapshot, s: Settings, import_note: str | None):
+    """Fill in, per setting, what the run will do (for --dry and the report)."""
+    durable = plan.path == DURABLE
+    for d in plan.settings:
+        m, drift = desired.BY_KEY[d.drift.key], d.drift
+        if drift.in_sync:
+            d.action = "none"
+            continue
+        next_ok = drift.next_boot == drift.desired or m.durable == desired.NOWHERE
+        if m.durable == desired.FLAKE_INPUT and not next_ok:
+            d.action = (
+                f"bump {s.flake_input}, rebuild, switch (durable)"
+                if durable and plan.update_input
+                else f"{m.runtime} (volatile: a reboot reverts it)"
+                if m.runtime
+                else "left drifted"
+            )
+        elif m.durable == desired.FLAKE_INPUT:
+            d.action = "restart onto the durable configuration"
+        elif m.durable == desired.MANAGED_FILE and not next_ok:
+            if durable and plan.managed_text is not None:
+                d.action = f"write {s.managed_file}, rebuild, switch (durable)"
+            elif durable and plan.rebuild and import_note is None:
+                d.action = "rebuild and switch (the managed file already says so)"
+            elif import_note:
+                d.action = import_note
+            else:
+                d.action = "durable path not possible"
+            if m.key == "hugepages" and plan.release_hugepages:
+                d.action += "; release free pages now"
+            elif m.runtime is None:
+                d.action += "; it has no runtime form"
+        elif m.key == "hugepages":
+            d.action = (
+                "release free pages above the target"
+                if plan.release_hugepages
+                else "no free pages to release: the next reboot gives the target"
+            )
+        elif m.key == "runtime_override":
+            d.action = "remove it" if plan.remove_override else "kept: the fallback rests on it"
+        else:
+            d.action = "restart onto the durable configuration"
+
+
+def plan_restore(
+    snap: HostSnapshot, s: Settings, scope: tuple[str, ...] = desired.TOOL_CALLING
+) -> RestorePlan:
+    """Pick the path for the settings in SCOPE (tool calling, or all six for converge)."""
+    drifts = desired.drifts(snap, s, scope)
+    settings = [SettingPlan(d, "none") for d in drifts]
+    now, nxt = desired.live(snap, s), desired.next_boot(snap, s)
     unit, want = snap.unit, s.tool_call_parser
-    store = unit.store_script
-    store_env_missing = missing_env(view_env(unit.fragment_view), s)
-    store_ok = store is not None and store.tool_call_parser == want and not store_env_missing
+    serving_scope = tuple(k for k in scope if desired.BY_KEY[k].serving)
+    serving_lacks = desired.missing(now, s, serving_scope)
+    input_lacks = desired.missing(nxt, s, scope, desired.FLAKE_INPUT)
+    managed_lacks = desired.missing(nxt, s, scope, desired.MANAGED_FILE)
+    imported = bool(snap.managed.imported_by)
+    import_note = managed_import_missing(snap, s) if managed_lacks and not imported else None
+    managed_text = desired.managed_nix(s, scope)
+    write_managed = bool(managed_lacks) and imported and snap.managed.content != managed_text
     override = override_present(snap, s)
     active = unit.active_state == "active"
     busy = snap.probe.outcome == "unreachable" and snap.probe.timed_out and active
-    if store_ok and not override and (snap.probe.parsed or busy or snap.probe.inconclusive):
-        env = ", ".join(f"{k}={v}" for k, v in sorted(s.required_env.items()))
-        reasons = [
-            f"the store start script has {want}"
-            + (f" and {env}" if env else "")
-            + ", and there is no runtime override"
-        ]
+    probe_fine = snap.probe.parsed or busy or snap.probe.inconclusive
+    release = "hugepages" in scope and bool(hugepage_releases(s, snap.memory))
+    restart = bool(serving_lacks) or override or not probe_fine
+    rebuild = bool(input_lacks) or (bool(managed_lacks) and imported)
+    prove = tuple(
+        k
+        for k in scope
+        if desired.BY_KEY[k].durable == desired.FLAKE_INPUT
+        or (desired.BY_KEY[k].durable == desired.MANAGED_FILE and imported)
+    )
+    needs_override = bool(serving_lacks) or not probe_fine or override
+    base = dict(
+        scope=scope,
+        prove=prove,
+        settings=settings,
+        release_hugepages=release,
+        write_override=needs_override,
+    )
+
+    def done(p: RestorePlan) -> RestorePlan:
+        _actions(p, snap, s, import_note)
+        return p
+
+    if not (restart or rebuild or release):
+        reasons = ["every managed setting in scope holds its desired value, live and at next boot"]
+        if import_note:
+            reasons = [f"nothing remedy can do now: {import_note}"]
         if snap.probe.parsed:
             reasons.append("the probe is parsed")
         elif snap.probe.inconclusive:
@@ -157,57 +269,90 @@ def plan_restore(snap: HostSnapshot, s: Settings) -> RestorePlan:
                 "the probe timed out: not restarting a running server that is "
                 "configured correctly (check `remedy status` again)"
             )
-        return RestorePlan(NOOP, reasons)
+        return done(RestorePlan(NOOP, reasons, **base))
     if not unit.found:
-        return RestorePlan(
-            FALLBACK,
-            [],
-            [f"{s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
+        return done(
+            RestorePlan(
+                FALLBACK,
+                [],
+                [f"{s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
+                **{**base, "release_hugepages": False},
+            )
         )
-    if store_ok:
-        # The durable fix is already deployed: cleaning up needs no Nix and no checkout.
-        reasons = [f"the deployed configuration already has {want}; no bump needed"]
+    if not rebuild:
+        # The durable configuration is deployed: cleaning up needs no Nix and no checkout.
+        reasons = ["the deployed configuration holds every setting in scope; no rebuild"]
+        if import_note:
+            reasons.append(import_note)
         if override:
             reasons.append(
                 "remove the stale /run override, daemon-reload, restart onto the "
                 "durable configuration"
             )
-        else:
-            reasons.append(f"the probe is {snap.probe.outcome}; restart the server")
-        return RestorePlan(DURABLE, reasons, [], False, override, True)
+        elif restart:
+            reasons.append(
+                f"the server runs without {'; '.join(serving_lacks)}; restart it"
+                if serving_lacks
+                else f"the probe is {snap.probe.outcome}; restart the server"
+            )
+        if release:
+            reasons.append("release free hugepages above the target")
+        return done(RestorePlan(DURABLE, reasons, [], False, override, restart, **base))
     blockers = durable_blockers(snap, s)
     if not blockers:
         lock = snap.flake_input
+        steps = []
+        if input_lacks:
+            steps.append(f"bump {s.flake_input} (locked {(lock.rev or '?')[:12]})")
+        if write_managed:
+            steps.append(f"write and commit {s.managed_file}")
         reasons = [
-            f"the deployed start script has --tool-call-parser "
-            f"{store.tool_call_parser if store else 'none'}"
-            + (f" and lacks {', '.join(store_env_missing)}" if store_env_missing else "")
-            + f"; bump {s.flake_input} (locked {(lock.rev or '?')[:12]}), prove the "
-            f"build runs {want} (all in a scratch clone), fast-forward the checkout to the "
-            "lock commit, switch to the proven system"
+            f"the next boot lacks {'; '.join(input_lacks + managed_lacks)}; "
+            + ", ".join(steps or ["rebuild"])
+            + ", prove the build holds it (all in a scratch clone), fast-forward the "
+            "checkout, switch to the proven system"
         ]
+        if import_note:
+            reasons.append(import_note)
         if override:
             reasons.append(
                 "remove the stale /run override before switching, so the server restarts once"
             )
-        return RestorePlan(DURABLE, reasons, [], True, override, True)
-    if override_in_place(snap, s) and (snap.probe.parsed or snap.probe.inconclusive):
-        return RestorePlan(
-            FALLBACK,
+        return done(
+            RestorePlan(
+                DURABLE,
+                reasons,
+                [],
+                True,
+                override,
+                restart or bool(desired.missing(nxt, s, serving_scope)),
+                update_input=bool(input_lacks),
+                managed_text=managed_text if write_managed else None,
+                **base,
+            )
+        )
+    fallback_restart = restart and not (
+        override_in_place(snap, s) and (snap.probe.parsed or snap.probe.inconclusive)
+    )
+    if not needs_override or not fallback_restart:
+        reasons = (
             [
                 "the /run override is in place with the wanted parser "
                 f"and environment, and the probe is {snap.probe.outcome}; nothing to rewrite"
-            ],
-            blockers,
-            False,
-            False,
-            False,
+            ]
+            if override
+            else ["the server runs the wanted configuration; nothing to rewrite"]
         )
+        if release:
+            reasons.append("release free hugepages above the target")
+        return done(RestorePlan(FALLBACK, reasons, blockers, False, False, False, **base))
     reasons = [
         f"write {s.override_script} and {s.override_dropin} from the store start "
         f"script with --tool-call-parser {want}, daemon-reload, restart"
     ]
-    return RestorePlan(FALLBACK, reasons, blockers, False, False, True)
+    if release:
+        reasons.append("release free hugepages above the target")
+    return done(RestorePlan(FALLBACK, reasons, blockers, False, False, True, **base))
 
 
 @dataclass
@@ -216,15 +361,15 @@ class Proof:
     script: str | None
     parser: str
     env: dict[str, str]
+    flags: tuple[str, ...] = ()
+    kernel_params: str | None = None
 
-    def missing(self, s: Settings) -> list[str]:
-        """What the built configuration lacks: the parser, required environment."""
-        out = (
-            []
-            if self.parser == s.tool_call_parser
-            else [f"--tool-call-parser {s.tool_call_parser} (it has {self.parser})"]
-        )
-        return out + missing_env(self.env, s)
+    def observed(self) -> desired.Observed:
+        return desired.built(self.parser, self.env, self.flags, self.kernel_params)
+
+    def missing(self, s: Settings, prove: tuple[str, ...] = desired.TOOL_CALLING) -> list[str]:
+        """What the built configuration lacks of the settings it must hold."""
+        return desired.missing(self.observed(), s, prove)
 
 
 @dataclass
@@ -245,6 +390,7 @@ class RestoreRun:
     refused: str | None = None  # the memory gate said no
     failed: str | None = None  # the run cannot succeed
     restarts: int = 0
+    scratch_commits: int = 0  # commits made in the scratch clone, to fast-forward
     override_written: bool = False
     override_removed: bool = False
     lock_commit: str | None = None

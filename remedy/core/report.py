@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from remedy.core import desired
 from remedy.core import memory as mem
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
@@ -33,6 +34,7 @@ class HostStatus:
     rows: list[Row] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     snapshot: HostSnapshot | None = None
+    drifts: list = field(default_factory=list)  # desired.Drift per managed setting
 
     def to_json(self) -> dict:
         return {
@@ -41,6 +43,7 @@ class HostStatus:
             "verdict": self.verdict,
             "problems": self.problems,
             "rows": [dataclasses.asdict(r) for r in self.rows],
+            "settings": [dataclasses.asdict(d) for d in self.drifts],
             "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
         }
 
@@ -62,23 +65,19 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     if not unit.found:
         problems.append(f"{settings.unit}: LoadState={unit.load_state or 'unknown'}")
     now_p, after_p = unit.now.parser, unit.after_reboot.parser
-    rows.append(
-        Row(
-            "tool-call parser",
-            _describe(now_p),
-            _describe(after_p),
-            now_p.value != want or after_p.value != want,
-        )
-    )
-    if after_p.value != want:
-        problems.append(f"after a reboot the parser is {after_p.value}, not {want}")
-    for key in ("QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD"):
-        a, b = unit.now.env(key), unit.after_reboot.env(key)
-        required = settings.required_env.get(key)
-        drift = a != b or (required is not None and b != required)
-        rows.append(Row(key, a or "unset", b or "unset", drift))
-        if required is not None and b != required:
-            problems.append(f"after a reboot {key} is {b or 'unset'}, not {required}")
+    drift_list = desired.drifts(snap, settings)
+    for d in drift_list:
+        now_text, next_text = d.live, d.next_boot
+        if d.key == "tool_call_parser":
+            now_text, next_text = _describe(now_p), _describe(after_p)
+        rows.append(Row(d.label, now_text, next_text, not d.in_sync))
+        if d.state == desired.VOLATILE and d.key != "runtime_override":
+            problems.append(f"after a reboot the {d.label} is {d.next_boot}, not {d.desired}")
+        elif d.state == desired.DRIFTED:
+            problems.append(
+                f"drifted: {d.label} is {d.live} (next boot {d.next_boot}), want {d.desired} "
+                f"({d.issue})"
+            )
 
     def dropins(origins) -> str:
         listed = [f"{d.origin}: {d.path}" for d in unit.dropins if d.origin in origins]
@@ -154,6 +153,8 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         Row("probe", f"{snap.probe.outcome}: {snap.probe.reason}", "", not snap.probe.parsed)
     )
     for v in snap.volatile:
+        if v.kind == "setting":
+            continue  # said above, per managed setting
         problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
     configured = now_p.value == want
     if snap.probe.inconclusive and configured:
@@ -164,10 +165,12 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         )
     elif not snap.probe.parsed:
         code, verdict = EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
-    elif snap.volatile:
+    elif snap.volatile or any(d.state == desired.VOLATILE for d in drift_list):
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
-    elif any(r.bad for r in rows if r.label != "MemAvailable"):
+    elif any(not d.in_sync for d in drift_list) or any(
+        r.bad for r in rows if r.label != "MemAvailable"
+    ):
         code, verdict = EXIT_VOLATILE, "healthy now, but drifted from the wanted configuration"
     else:
         code, verdict = EXIT_OK, "healthy and durable"
-    return HostStatus(host, code, verdict, rows, problems, snap)
+    return HostStatus(host, code, verdict, rows, problems, snap, drift_list)

@@ -798,11 +798,16 @@ def name_problems(call: DeployCall) -> list[str]:
     return problems
 
 
+STEPS_FILE = "remedy/operations/steps.py"  # the step list the deploys share
+
+
 def deploy_files(project_dir: Path | str) -> list[Path]:
     directory = Path(project_dir) / DEPLOYS_DIR
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.glob("*.py") if p.is_file())
+    steps = Path(project_dir) / STEPS_FILE
+    shared = [steps] if steps.is_file() else []
+    return sorted(p for p in directory.glob("*.py") if p.is_file()) + shared
 
 
 def check_deploys(

@@ -234,6 +234,7 @@ class BuiltUnit:
     exec_start: str | None
     script: startscript.StartScript | None
     environment: dict[str, str] = field(default_factory=dict)  # unit Environment= + exports
+    kernel_params: str | None = None  # the built system's kernel-params
 
 
 def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
@@ -248,4 +249,6 @@ def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
     script = startscript.resolve(scripts.get(conf.exec_start), scripts)
     env = {k: v for k, (v, _) in conf.environment.items()}
     env.update(script.exports if script else {})
-    return BuiltUnit(unit_files[0].path, conf.exec_start, script, env)
+    kernel = parts.get("built.kernel")
+    params = " ".join(kernel[0].lines).strip() if kernel and kernel[0].lines else None
+    return BuiltUnit(unit_files[0].path, conf.exec_start, script, env, params)

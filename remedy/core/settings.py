@@ -15,13 +15,16 @@ flake_input            tt-stack                                input to bump
 required_fix_rev       none                                    must be an ancestor of the
                                                                bumped rev (40 hex)
 tool_call_parser       qwen3_xml                               the parser production needs
-required_env           {QWEN36_SDPA_STREAMING: "1"}            env the fallback adds
+required_env           {QWEN36_SDPA_STREAMING: "1",            env the start script must
+                        QWEN36_MERGE_BATCH_GUARD: "1"}          export (tt-stack#44)
 durable                true                                    try the durable path first
 server_url             http://127.0.0.1:8000                   the server, seen from host
 model                  the first id /v1/models lists           model id for the probe
 min_mem_available_gb   4                                       memory gate threshold
-hugepages_target       {}                                      e.g. {"1G": 2}: release
-                                                               free pages above it
+hugepages_target       {"1G": 2}                               the hugepage pool, live
+                                                               and at next boot
+cards                  2                                       Tenstorrent cards (1G
+                                                               pages per card = pool/cards)
 probe_timeout_s        20                                      one probe request
 allow_local_build      false                                   let a bump compile on the
                                                                serving host
@@ -66,12 +69,16 @@ class Settings:
     flake_input: str = "tt-stack"
     required_fix_rev: str | None = None
     tool_call_parser: str = "qwen3_xml"
-    required_env: dict[str, str] = field(default_factory=lambda: {"QWEN36_SDPA_STREAMING": "1"})
+    required_env: dict[str, str] = field(
+        default_factory=lambda: {"QWEN36_SDPA_STREAMING": "1", "QWEN36_MERGE_BATCH_GUARD": "1"}
+    )
     durable: bool = True
     server_url: str = "http://127.0.0.1:8000"
     model: str | None = None  # None: the first id /v1/models lists
     min_mem_available_gb: float = 4.0
-    hugepages_target: dict[str, int] = field(default_factory=dict)
+    # tt-stack's verified default: one 1 GiB page per card (only one channel is used)
+    hugepages_target: dict[str, int] = field(default_factory=lambda: {"1G": 2})
+    cards: int = 2
     probe_timeout_s: int = 20
     ready_timeout_s: int = 300
     allow_local_build: bool = False
@@ -89,7 +96,19 @@ class Settings:
             "server_url": self.server_url,
             "model": self.model,
             "timeout_s": self.probe_timeout_s,
+            "managed_file": self.managed_file,
         }
+
+    @property
+    def hugepages_per_card(self) -> int | None:
+        """tenstorrent-host's hugepagesPerCard for the 1G target (None: no 1G target)."""
+        pool = self.hugepages_target.get("1G")
+        return None if pool is None else pool // self.cards
+
+    @property
+    def managed_file(self) -> str:
+        """remedy's Nix file, relative to flake_dir, next to the host's configuration."""
+        return f"hosts/{self.flake_host}/remedy.nix"
 
     @property
     def override_script(self) -> str:
@@ -144,60 +163,89 @@ def _string(host, key, value, pattern, what):
     return value
 
 
+def _at_least_one(host, key, value):
+    number = _number(host, key, value, int)
+    if number < 1:
+        raise _fail(host, key, f"must be at least 1 (got {value!r})")
+    return number
+
+
+def _optional(check):
+    return lambda host, key, value: None if value in (None, "") else check(host, key, value)
+
+
+def _pattern(pattern, what):
+    return lambda host, key, value: _string(host, key, value, pattern, what)
+
+
+def _choice(allowed):
+    def check(host, key, value):
+        if value not in allowed:
+            raise _fail(host, key, f"must be one of {', '.join(allowed)} (got {value!r})")
+        return value
+
+    return check
+
+
+def _env_map(host, key, value):
+    if not isinstance(value, dict):
+        raise _fail(host, key, 'must be a mapping like {"QWEN36_SDPA_STREAMING": "1"}')
+    for k, v in value.items():
+        _string(host, f"{key}.{k}", k, ENV_KEY_RE, "an environment variable name")
+        _string(host, f"{key}.{k}", str(v), ENV_VALUE_RE, "a plain value (no spaces/quotes)")
+    return {k: str(v) for k, v in value.items()}
+
+
+def _pool_map(host, key, value):
+    if not isinstance(value, dict):
+        raise _fail(host, key, 'must be a mapping like {"1G": 2, "2M": 0}')
+    out = {}
+    for size, count in value.items():
+        _string(host, f"{key}.{size}", size, PAGE_SIZE_RE, "a page size: 2M or 1G")
+        out[size] = _number(host, f"{key}.{size}", count, int)
+    return out
+
+
+# Every key's check, in one table: (host, key, value) -> the typed value or ConfigError.
+CHECKS = {
+    "unit": _pattern(UNIT_RE, "a unit name like tenstorrent-serving.service"),
+    "flake_dir": _pattern(PATH_RE, "an absolute path of plain characters"),
+    "flake_host": _pattern(NAME_RE, "a plain name (letters, digits, . _ -)"),
+    "flake_input": _pattern(NAME_RE, "a plain name (letters, digits, . _ -)"),
+    "required_fix_rev": _optional(_pattern(REV_RE, "a full 40-character git commit id")),
+    "tool_call_parser": _choice(PARSERS),
+    "required_env": _env_map,
+    "durable": _bool,
+    "server_url": _pattern(URL_RE, "an http(s) URL like http://127.0.0.1:8000"),
+    "model": _optional(_pattern(re.compile(r"^[A-Za-z0-9_./:-]+$"), "a model id")),
+    "min_mem_available_gb": lambda h, k, v: _number(h, k, v, float),
+    "hugepages_target": _pool_map,
+    "cards": _at_least_one,
+    "probe_timeout_s": lambda h, k, v: _number(h, k, v, int),
+    "ready_timeout_s": lambda h, k, v: _number(h, k, v, int),
+    "allow_local_build": _bool,
+    "build_max_jobs": _at_least_one,
+    "build_cores": _at_least_one,
+    "audit_log": _pattern(PATH_RE, "an absolute path of plain characters"),
+    "remedy_environment": _choice(ENVIRONMENTS),
+}
+assert set(CHECKS) == KEYS, set(CHECKS) ^ KEYS
+
+
 def _coerce(host: str, key: str, value: Any) -> Any:
-    if key in ("durable", "allow_local_build"):
-        return _bool(host, key, value)
-    if key == "min_mem_available_gb":
-        return _number(host, key, value, float)
-    if key in ("probe_timeout_s", "ready_timeout_s"):
-        return _number(host, key, value, int)
-    if key in ("build_max_jobs", "build_cores"):
-        number = _number(host, key, value, int)
-        if number < 1:
-            raise _fail(host, key, f"must be at least 1 (got {value!r})")
-        return number
-    if key == "unit":
-        return _string(host, key, value, UNIT_RE, "a unit name like tenstorrent-serving.service")
-    if key in ("flake_dir", "audit_log"):
-        return _string(host, key, value, PATH_RE, "an absolute path of plain characters")
-    if key in ("flake_host", "flake_input"):
-        return _string(host, key, value, NAME_RE, "a plain name (letters, digits, . _ -)")
-    if key == "model":
-        if value in (None, ""):
-            return None
-        return _string(host, key, value, re.compile(r"^[A-Za-z0-9_./:-]+$"), "a model id")
-    if key == "server_url":
-        return _string(host, key, value, URL_RE, "an http(s) URL like http://127.0.0.1:8000")
-    if key == "required_fix_rev":
-        return (
-            None
-            if value in (None, "")
-            else _string(host, key, value, REV_RE, "a full 40-character git commit id")
+    return CHECKS[key](host, key, value)
+
+
+def _check_together(host: str, s: Settings) -> None:
+    """Checks across keys: the 1G pool must split evenly over the cards."""
+    pool = s.hugepages_target.get("1G")
+    if pool is not None and pool % s.cards:
+        raise _fail(
+            host,
+            "hugepages_target.1G",
+            f"must be a multiple of cards ({s.cards}): tenstorrent-host sets "
+            f"hugepagesPerCard (got {pool})",
         )
-    if key == "tool_call_parser":
-        if value not in PARSERS:
-            raise _fail(host, key, f"must be one of {', '.join(PARSERS)} (got {value!r})")
-        return value
-    if key == "remedy_environment":
-        if value not in ENVIRONMENTS:
-            raise _fail(host, key, f"must be one of {', '.join(ENVIRONMENTS)} (got {value!r})")
-        return value
-    if key == "required_env":
-        if not isinstance(value, dict):
-            raise _fail(host, key, 'must be a mapping like {"QWEN36_SDPA_STREAMING": "1"}')
-        for k, v in value.items():
-            _string(host, f"{key}.{k}", k, ENV_KEY_RE, "an environment variable name")
-            _string(host, f"{key}.{k}", str(v), ENV_VALUE_RE, "a plain value (no spaces/quotes)")
-        return {k: str(v) for k, v in value.items()}
-    if key == "hugepages_target":
-        if not isinstance(value, dict):
-            raise _fail(host, key, 'must be a mapping like {"1G": 2, "2M": 0}')
-        out = {}
-        for size, count in value.items():
-            _string(host, f"{key}.{size}", size, PAGE_SIZE_RE, "a page size: 2M or 1G")
-            out[size] = _number(host, f"{key}.{size}", count, int)
-        return out
-    raise AssertionError(key)
 
 
 def check_keys(host: str, data: dict) -> None:
@@ -219,7 +267,9 @@ def from_host_data(host: str, data: dict) -> Settings:
     check_keys(host, items)
     values = {k: _coerce(host, k, v) for k, v in items.items() if k in KEYS and v is not None}
     values.setdefault("flake_host", host.lstrip("@"))
-    return Settings(**values)
+    settings = Settings(**values)
+    _check_together(host, settings)
+    return settings
 
 
 def cli_data(argv: list[str]) -> dict[str, str]:

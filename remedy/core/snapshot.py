@@ -120,6 +120,27 @@ def read_checkout(parts: Parts) -> Checkout:
 
 
 @dataclass
+class ManagedFile:
+    """remedy's Nix file in the host flake (``Settings.managed_file``)."""
+
+    path: str  # relative to flake_dir
+    content: str | None = None  # None: not there
+    imported_by: list[str] = field(default_factory=list)  # files that import it
+
+
+def read_managed(parts: Parts) -> ManagedFile:
+    found = parts.get("nix.managed")
+    if not found:
+        return ManagedFile("")
+    s = found[0]
+    out = ManagedFile(s.arg.strip())
+    out.imported_by = [ln.split(" ", 1)[1] for ln in s.lines if ln.startswith("imported-by ")]
+    if s.files:
+        out.content = s.files[0].text
+    return out
+
+
+@dataclass
 class NixTools:
     git: bool = False
     runuser: bool = False
@@ -154,6 +175,7 @@ class HostSnapshot:
     generations: nix.SystemGenerations
     probe: probe.ProbeResult
     volatile: list[VolatileEntry]
+    managed: ManagedFile = field(default_factory=lambda: ManagedFile(""))
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -179,4 +201,5 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         generations=gens,
         probe=read_probe(parts),
         volatile=volatile_entries(serving, memory, gens),
+        managed=read_managed(parts),
     )

@@ -12,41 +12,33 @@ from pyinfra.api import operation
 from facts.memory import MemoryHeadroom
 from remedy.core import commands
 from remedy.core import memory as mem
-from remedy.core.plan import RestoreRun
+from remedy.core.plan import RestoreRun, hugepage_releases
 from remedy.operations.argv import command, failure
 
 SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
 
 
-def hugepage_releases(r: RestoreRun, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
-    """(size_kb, current total, new total) for pools with free pages above the target."""
-    out = []
-    for label, target in sorted(r.settings.hugepages_target.items()):
-        size = SIZES[label]
-        pool = headroom.pools.get(size)
-        if pool is None or pool.total <= target:
-            continue
-        new_total = max(target, pool.total - pool.free)
-        if new_total < pool.total:
-            out.append((size, pool.total, new_total))
-    return out
-
-
 @operation()
 def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
-    """Release free hugepages above ``hugepages_target`` before a restart (runtime only:
-    a reboot restores the kernel parameters' count).
+    """Release free hugepages above ``hugepages_target`` (runtime only: the next boot's
+    kernel parameters give their own count). Only free pages go: the kernel keeps pages
+    in use. When the hugepage pool is a managed setting (converge) this stands alone;
+    for a restore it frees memory before a restart.
 
     + r: the host's RestoreRun
     + stage: "durable" or "fallback"
     """
-    if not r.restart_ahead(stage):
-        host.noop(r.idle_reason(stage) or "no restart ahead")
+    if reason := r.idle_reason(stage):
+        host.noop(reason)
+        return
+    managed = "hugepages" in r.plan.scope
+    if not managed and not r.restart_ahead(stage):
+        host.noop("no restart ahead")
         return
     if not r.settings.hugepages_target:
         host.noop("no hugepages_target set for this host")
         return
-    releases = hugepage_releases(r, r.before.memory)
+    releases = hugepage_releases(r.settings, r.before.memory)
     if not releases or r.hugepages_released:
         host.noop(
             "no free hugepages above the target" if not releases else "released earlier in this run"

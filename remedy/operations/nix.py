@@ -19,7 +19,7 @@ from pyinfra.api import FunctionCommand, operation
 from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
-from remedy.core import commands
+from remedy.core import commands, desired
 from remedy.core import nix as nix_core
 from remedy.core.plan import Proof, RestoreRun
 from remedy.operations.argv import failure, run
@@ -66,8 +66,8 @@ def flake_input_updated(r: RestoreRun):
     if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
-    if not r.plan.bump:
-        host.noop(f"the deployed configuration already runs {r.settings.tool_call_parser}")
+    if not r.plan.rebuild:
+        host.noop("the deployed configuration holds every durable setting; no rebuild")
         return
     yield FunctionCommand(_bump, (r,), {})
 
@@ -84,6 +84,9 @@ def _bump(state, host, r: RestoreRun) -> bool:
     cloned = run(host, r.as_owner(commands.scratch_clone(s.flake_dir, r.scratch)))
     if not cloned.ok:
         _abandon(r, f"cannot clone {s.flake_dir} into {r.scratch}: {cloned.why}")
+        return True
+    if not r.plan.update_input:
+        r.notes.append(f"{s.flake_input} not bumped: the next boot already has what it gives")
         return True
     argv = commands.update_input(r.before.nix.update_input_argv, r.scratch, s.flake_input)
     ran = run(host, r.as_owner(argv))
@@ -105,6 +108,65 @@ def _bump(state, host, r: RestoreRun) -> bool:
     )
     if not committed.ok:
         _abandon(r, f"cannot commit flake.lock in the scratch clone: {committed.why}")
+    else:
+        r.scratch_commits += 1
+    return True
+
+
+def managed_message(r: RestoreRun) -> str:
+    issues = sorted(
+        {
+            desired.BY_KEY[k].issue
+            for k in r.plan.scope
+            if desired.BY_KEY[k].durable == desired.MANAGED_FILE
+        }
+    )
+    return (
+        f"{r.settings.managed_file}: remedy's managed settings ({', '.join(issues)})\n\n"
+        "Values tt-stack's defaults do not give this host: the hugepage pool and the\n"
+        "Phase 2a options. Written by remedy's converge deploy from its host data."
+    )
+
+
+@operation(is_idempotent=False)
+def managed_file_written(r: RestoreRun):
+    """Write remedy's managed Nix file (``managed_file``, imported by the host's
+    configuration) in the scratch clone, as the checkout's owner, and commit it there
+    naming its issues. The checkout moves only with the proven commits.
+
+    + r: the host's RestoreRun
+    """
+    if reason := r.idle_reason("durable"):
+        host.noop(reason)
+        return
+    if r.plan.managed_text is None:
+        host.noop(
+            f"{r.settings.managed_file} already holds the desired values (or none is in scope)"
+        )
+        return
+    yield FunctionCommand(_write_managed, (r,), {})
+
+
+def _write_managed(state, host, r: RestoreRun) -> bool:
+    s = r.settings
+    if not r.scratch:
+        return True  # the scratch clone was abandoned: the reason is logged
+    wrote = run(
+        host, r.as_owner(commands.file_written(r.scratch, s.managed_file, r.plan.managed_text))
+    )
+    if not wrote.ok:
+        _abandon(r, f"cannot write {s.managed_file} in the scratch clone: {wrote.why}")
+        return True
+    committed = run(
+        host,
+        r.as_owner(
+            commands.file_commit(r.scratch, s.managed_file, managed_message(r), s.flake_host)
+        ),
+    )
+    if not committed.ok:
+        _abandon(r, f"cannot commit {s.managed_file} in the scratch clone: {committed.why}")
+        return True
+    r.scratch_commits += 1
     return True
 
 
@@ -122,7 +184,7 @@ def fix_proven(r: RestoreRun):
     if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
-    if not r.plan.bump:
+    if not r.plan.rebuild:
         host.noop("nothing was bumped")
         return
     if not state.is_executing:
@@ -137,7 +199,8 @@ def fix_proven(r: RestoreRun):
         yield failure()
         return
     if why is None:
-        message = f"proven: {r.proof.toplevel} runs --tool-call-parser {r.proof.parser}"
+        held = ", ".join(desired.BY_KEY[k].label for k in r.plan.prove)
+        message = f"proven: {r.proof.toplevel} holds {held}"
         host.log_styled(message, fg="green")
         host.noop(message)
         return
@@ -223,10 +286,12 @@ def _missing_fix(r: RestoreRun) -> str | None:
         script.path if script else None,
         script.tool_call_parser if script else "none",
         dict(service.environment) if service else {},
+        tuple(script.flags) if script else (),
+        service.kernel_params if service else None,
     )
-    if missing := r.proof.missing(s):
+    if missing := r.proof.missing(s, r.plan.prove):
         return (
-            f"{s.flake_input} at {short} builds a start script without "
+            f"{s.flake_input} at {short} builds a system without "
             f"{'; '.join(missing)} (the fix is not in)"
         )
     return None
@@ -244,10 +309,10 @@ def flake_lock_committed(r: RestoreRun):
     if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
-    if not r.plan.bump or (state.is_executing and r.new_rev == r.old_rev):
+    if not r.plan.rebuild or (state.is_executing and not r.scratch_commits):
         if state.is_executing:
             _drop_scratch(r)
-        host.noop("flake.lock is unchanged; nothing to commit")
+        host.noop("no new commit in the scratch clone; nothing to bring into the checkout")
         return
     yield FunctionCommand(_publish, (r,), {})
 
@@ -279,7 +344,7 @@ def system_switched(r: RestoreRun):
     if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
-    if not r.plan.bump:
+    if not r.plan.rebuild:
         host.noop("the deployed configuration already has the fix; no switch needed")
         return
     yield FunctionCommand(_switch, (r,), {})
@@ -346,7 +411,11 @@ def _roll_back(state, host, r: RestoreRun) -> bool:
     if r.lock_commit:  # or the next run would bump, switch and fail again
         ran = run(
             host,
-            r.as_owner(commands.lock_commit_revert(s.flake_dir, r.lock_commit, s.flake_host)),
+            r.as_owner(
+                commands.lock_commit_revert(
+                    s.flake_dir, r.lock_commit, s.flake_host, r.before.checkout.head
+                )
+            ),
         )
         if ran.ok:
             r.notes.append(f"reverted the lock commit {r.lock_commit[:12]} in {s.flake_dir}")

@@ -21,6 +21,7 @@ from pyinfra.api.state import StateStage
 
 from facts.serving import HostSnapshot
 from remedy import audit
+from remedy.core import desired
 from remedy.core import settings as settings_mod
 from remedy.core.plan import RestoreRun, plan_restore
 from remedy.errors import ConfigError
@@ -30,7 +31,9 @@ _runs: dict[str, RestoreRun] = {}
 _recording: list[dict] = []  # the project's commits, once the exit hook is registered
 
 
-def begin_restore() -> RestoreRun:
+def begin_restore(
+    scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
+) -> RestoreRun:
     try:
         s = settings_mod.from_host_data(host.name, host.data)
     except ConfigError as exc:
@@ -38,7 +41,7 @@ def begin_restore() -> RestoreRun:
     snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
     if snap is None:
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
-    plan = plan_restore(snap, s)
+    plan = plan_restore(snap, s, scope)
     r = RestoreRun(host.name, s, snap, plan)
     logger.info(plan.summary(host.name))
     _runs[host.name] = r
@@ -46,7 +49,7 @@ def begin_restore() -> RestoreRun:
         # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
         project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
         _recording.append(audit.commits_of(project))
-        atexit.register(_record_all, state, _recording[0], _runbook_of(project))
+        atexit.register(_record_all, state, _recording[0], _runbook_of(project, runbook))
         _watch_signals()
     return r
 
@@ -74,11 +77,11 @@ def _watch_signals() -> None:
         signal.signal(signum, stop)
 
 
-def _runbook_of(project: Path) -> tuple[str, list[str]]:
+def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, list[str]]:
     """(id, issues) of the runbook this run carries out: the one `remedy runbooks apply`
     names (REMEDY_RUNBOOK), else this deploy's own; its issues from its file. Read lean
     (one file, no schema): every deploy run pays for it."""
-    runbook_id = (os.environ.get("REMEDY_RUNBOOK") or DEFAULT_RUNBOOK).strip()
+    runbook_id = (os.environ.get("REMEDY_RUNBOOK") or default).strip()
     runbook_id = runbook_id.zfill(3) if runbook_id.isdigit() else runbook_id
     files = sorted((project / "runbooks").glob(f"{runbook_id}-*.yaml"))
     try:

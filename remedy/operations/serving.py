@@ -77,6 +77,9 @@ def runtime_override_written(r: RestoreRun):
     elif reason := r.idle_reason("fallback"):
         host.noop(reason)
         return
+    elif not r.plan.write_override:
+        host.noop("the server runs the wanted parser and environment; no override needed")
+        return
     s = r.settings
     if problem := _override_problem(r):
         yield from _fail(r, problem)

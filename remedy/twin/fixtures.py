@@ -268,13 +268,16 @@ NIXOS_FLAKE = """{
 HOST_CONFIGURATION = r"""# cfx-llm2: two Tenstorrent cards serving Qwen3.6-27B.
 { tt-stack, revision }:
 let
-  serving = tt-stack.lib.tenstorrent-serving {
+  # Values remedy manages (tt-stack#49, #52): as a NixOS module's imports line would.
+  imports = [ ./remedy.nix ];
+  managed = import ../../lib/imports.nix imports;
+  serving = tt-stack.lib.tenstorrent-serving ({
     port = @PORT@;
-  };
-  host = tt-stack.lib.tenstorrent-host {
+  } // (managed.serving or { }));
+  host = tt-stack.lib.tenstorrent-host ({
     cards = 2;
     hugepagesPerCard = 2;
-  };
+  } // (managed.host or { }));
 in import ../../lib/system.nix {
   hostName = "cfx-llm2";
   inherit revision;
@@ -282,6 +285,17 @@ in import ../../lib/system.nix {
   kernelParams = host.kernelParams;
 }
 """
+
+# The twin's stand-in for NixOS's `imports` (no module system offline): the attribute
+# sets of the listed files, merged; a file that does not exist yet is skipped.
+IMPORTS_LIB = r"""paths:
+builtins.foldl' (acc: p: acc // (if builtins.pathExists p then import p else { })) { } paths
+"""
+
+# The import line a host configuration needs for remedy's managed file (see
+# remedy.core.desired.MANAGED_IMPORT); tests remove it to see remedy name it.
+MANAGED_IMPORT_LINE = "  imports = [ ./remedy.nix ];"
+
 
 SYSTEM_LIB = r"""# A NixOS-like system toplevel built with builtins.derivation (no nixpkgs offline).
 # preSwitchChecks: shell run by switch-to-configuration before anything else (as
@@ -331,6 +345,7 @@ def nixos_llm_files(server_port: int = DEFAULT_SERVER_PORT) -> dict[str, str]:
         "flake.nix": NIXOS_FLAKE.replace("@TT_STACK_DIR@", TT_STACK_DIR),
         "hosts/cfx-llm2/configuration.nix": HOST_CONFIGURATION.replace("@PORT@", str(server_port)),
         "lib/system.nix": SYSTEM_LIB,
+        "lib/imports.nix": IMPORTS_LIB,
     }
 
 

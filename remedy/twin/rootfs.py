@@ -283,6 +283,12 @@ def provision(root: Path, progress=print) -> None:
         files["nixos-twin-boot-generator"],
         0o755,
     )
+    _write(root / "usr/local/lib/nixos-twin/twin-kernel", files["twin-kernel"], 0o755)
+    for unit in ("twin-kernel.service", "twin-hugepages.path", "twin-hugepages.service"):
+        _write(root / "etc/systemd/system" / unit, files[unit])
+    for wants, unit in (("sysinit", "twin-kernel.service"), ("multi-user", "twin-hugepages.path")):
+        (root / f"etc/systemd/system/{wants}.target.wants").mkdir(parents=True, exist_ok=True)
+        (root / f"etc/systemd/system/{wants}.target.wants/{unit}").symlink_to(f"../{unit}")
     _write(root / "etc/nix/nix.conf", NIX_CONF)
     _write(root / "etc/ssh/sshd_config.d/10-remedy-twin.conf", SSHD_CONF)
     (root / "root/.gitconfig").unlink(missing_ok=True)  # no identity, nothing marked safe

@@ -120,7 +120,14 @@ def record_state(twin, case: str):
     record(twin, "serving", facts.serving.ServingUnit, case)
     record(twin, "serving", facts.serving.VolatileState, case)
     record(twin, "serving", facts.serving.ToolCallProbe, case, url=twin.server_url)
-    record(twin, "serving", facts.serving.HostSnapshot, case, server_url=twin.server_url)
+    record(
+        twin,
+        "serving",
+        facts.serving.HostSnapshot,
+        case,
+        server_url=twin.server_url,
+        managed_file="hosts/cfx-llm2/remedy.nix",
+    )
     record(twin, "nix", facts.nix.SystemGenerations, case)
     record(twin, "nix", facts.nix.FlakeInput, case)
 

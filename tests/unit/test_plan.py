@@ -32,18 +32,32 @@ def with_runtime_dropin(snap, dropin: DropIn, exec_start: str | None = None):
 
 def test_fresh_host_takes_the_durable_path_and_restarts():
     p = plan.plan_restore(snapshot("fresh"), settings())
-    assert (p.path, p.bump, p.remove_override, p.restart_expected) == ("durable", True, False, True)
+    assert (p.path, p.rebuild, p.remove_override, p.restart_expected) == (
+        "durable",
+        True,
+        False,
+        True,
+    )
 
 
 def test_seed_state_removes_the_override_before_the_switch():
     p = plan.plan_restore(snapshot("emergency_override"), settings())
-    assert (p.path, p.bump, p.remove_override) == ("durable", True, True)
+    assert (p.path, p.rebuild, p.remove_override) == ("durable", True, True)
 
 
 def test_a_working_hand_made_override_is_left_alone_on_the_fallback():
-    p = plan.plan_restore(snapshot("emergency_override"), settings(durable=False))
+    # the seed's override exports SDPA streaming only: enough when that is all that is asked
+    s = settings(durable=False, required_env={"QWEN36_SDPA_STREAMING": "1"})
+    p = plan.plan_restore(snapshot("emergency_override"), s)
     assert p.path == "fallback" and not p.restart_expected
     assert "nothing to rewrite" in p.reasons[0]
+
+
+def test_the_fallback_rewrites_an_override_that_lacks_the_merge_batch_guard():
+    p = plan.plan_restore(snapshot("emergency_override"), settings(durable=False))
+    assert p.path == "fallback" and p.restart_expected and p.write_override
+    (guard,) = [sp for sp in p.settings if sp.drift.key == "QWEN36_MERGE_BATCH_GUARD"]
+    assert guard.drift.state == "drifted" and "/run override" in guard.action
 
 
 def test_durable_host_is_a_noop():
@@ -62,7 +76,12 @@ def test_stale_override_after_the_durable_fix_is_removed_even_without_durable():
         exec_start="/run/tt-serving-override/start",
     )
     p = plan.plan_restore(snap, settings(durable=False))
-    assert (p.path, p.bump, p.remove_override, p.restart_expected) == ("durable", False, True, True)
+    assert (p.path, p.rebuild, p.remove_override, p.restart_expected) == (
+        "durable",
+        False,
+        True,
+        True,
+    )
 
 
 def test_an_unrelated_runtime_dropin_is_not_an_override():
@@ -88,18 +107,31 @@ def test_a_busy_server_with_a_correct_configuration_is_not_restarted():
     assert plan.plan_restore(dataclasses.replace(snap, probe=refused), settings()).restart_expected
 
 
-def test_the_proof_requires_the_environment_too():
+def test_the_proof_requires_the_environment_and_the_managed_settings():
     s = settings()
+    env = {"QWEN36_SDPA_STREAMING": "1", "QWEN36_MERGE_BATCH_GUARD": "1"}
     half = plan.Proof("/nix/store/x-system", "/nix/store/y-start", "qwen3_xml", {})
-    assert half.missing(s) == ["QWEN36_SDPA_STREAMING=1"]
-    full = plan.Proof(
-        "/nix/store/x-system", "/nix/store/y-start", "qwen3_xml", {"QWEN36_SDPA_STREAMING": "1"}
-    )
+    assert half.missing(s) == [
+        "QWEN36_SDPA_STREAMING 1 (it has unset)",
+        "QWEN36_MERGE_BATCH_GUARD 1 (it has unset)",
+    ]
+    full = plan.Proof("/nix/store/x-system", "/nix/store/y-start", "qwen3_xml", env)
     assert full.missing(s) == []
-    wrong = plan.Proof(
-        "/nix/store/x-system", "/nix/store/y-start", "hermes", {"QWEN36_SDPA_STREAMING": "1"}
+    wrong = plan.Proof("/nix/store/x-system", "/nix/store/y-start", "hermes", env)
+    assert wrong.missing(s) == ["tool-call parser qwen3_xml (it has hermes)"]
+    every = ("tool_call_parser", "QWEN36_SDPA_STREAMING", "hugepages", "phase2a")
+    built = plan.Proof(
+        "/nix/store/x-system",
+        "/nix/store/y-start",
+        "qwen3_xml",
+        env,
+        ("--enable-prefix-caching", "--no-async-scheduling"),
+        "hugepagesz=1G hugepages=4 iommu=pt",
     )
-    assert wrong.missing(s) == ["--tool-call-parser qwen3_xml (it has hermes)"]
+    assert built.missing(s, every) == [
+        "hugepage pool 1G×2 (it has 1G×4)",
+        "Phase 2a options off (it has on (--enable-prefix-caching))",
+    ]
 
 
 def test_a_dirty_checkout_blocks_the_durable_path_with_a_reason():

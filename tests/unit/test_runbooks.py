@@ -31,6 +31,7 @@ RUNBOOK_001 = "runbooks/001-toolcalling-run-only.yaml"
 OPERATIONS = {
     "nix": [
         "flake_input_updated",
+        "managed_file_written",
         "fix_proven",
         "flake_lock_committed",
         "system_switched",
@@ -93,6 +94,7 @@ def project(tmp_path: Path) -> tuple[Path, str]:
     package = write_ops_package(root)
     (root / "deploys").mkdir()
     (root / "deploys" / "restore_toolcalling.py").write_text(restore_deploy(package))
+    (root / "deploys" / "converge.py").write_text(restore_deploy(package))
     yield root, package
     for name in list(sys.modules):
         if name == package or name.startswith(package + "."):
@@ -136,9 +138,11 @@ def test_real_runbooks_validate_against_the_schema(path: Path):
     assert core.validate_runbook(runbook, schema) == []
 
 
-def test_the_five_seed_runbooks_name_their_issues():
+def test_the_seed_runbooks_and_converge_name_their_issues():
     runbooks = {e.id: e.runbook for e in core.discover(REPO)}
-    assert sorted(runbooks) == ["001", "002", "003", "004", "005"]
+    assert sorted(runbooks) == ["001", "002", "003", "004", "005", "006"]
+    assert runbooks["006"].issues == ["tt-stack#49", "tt-stack#44", "tt-stack#52"]
+    assert runbooks["006"].deploy == "deploys/converge.py"
     assert runbooks["001"].issues == ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
     assert runbooks["002"].issues == ["tt-stack#49"]
     assert runbooks["003"].issues == ["tt-stack#49", "tt-stack#44"]
@@ -200,7 +204,7 @@ def test_fixture_project_checks_clean(project):
     assert problems_of(root, package) == []
     result = invoke("check", "--project", str(root), "--operations-package", package)
     assert result.exit_code == 0, result.output
-    assert "5 runbooks OK" in result.output
+    assert "6 runbooks OK" in result.output
 
 
 def test_missing_field_names_file_line_and_path(project):
@@ -463,6 +467,7 @@ def test_deploy_operation_without_runbook_step_fails(tmp_path):
     package = write_ops_package(root, extra={"serving": ["unlisted"]})
     (root / "deploys").mkdir()
     (root / "deploys" / "restore_toolcalling.py").write_text(restore_deploy(package))
+    (root / "deploys" / "converge.py").write_text(restore_deploy(package))
     write_deploy(
         root,
         f"""\
@@ -509,7 +514,7 @@ def test_list_outside_git_says_not_tracked(project):
     assert result.exit_code == 0, result.output
     assert "not tracked" in result.output
     rows = json.loads(invoke("list", "--json", "--project", str(root)).stdout)
-    assert [r["id"] for r in rows] == ["001", "002", "003", "004", "005"]
+    assert [r["id"] for r in rows] == ["001", "002", "003", "004", "005", "006"]
     assert {r["state"] for r in rows} == {"not tracked"}
     assert all(r["commit"] is None for r in rows)
 
@@ -562,7 +567,7 @@ def test_show_renders_for_a_person(project):
         "Tool calling is /run-only",
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
-        "16. report-outcome",
+        "17. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",

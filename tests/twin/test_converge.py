@@ -1,0 +1,104 @@
+"""Issue 9 acceptance on twins: deploys/converge.py brings every managed setting back."""
+
+from __future__ import annotations
+
+import pytest
+
+from remedy.twin import fixtures, machine
+from tests.conftest import (
+    hugepages_1g,
+    not_owned_by_owner,
+    out_of_sync,
+    owner_git,
+    probe_inside,
+    run_deploy,
+    status_settings,
+    unit_props,
+)
+
+pytestmark = pytest.mark.twin
+
+PHASE2A = ("--enable-prefix-caching", "--device-resident-decode")
+NEXT_BOOT = "/nix/var/nix/profiles/system"
+
+
+def out_of(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def assert_serving_config(twin, system: str) -> None:
+    script = machine.flags_script(twin, system)
+    assert "--tool-call-parser qwen3_xml" in script, script
+    assert "QWEN36_SDPA_STREAMING=1" in script and "QWEN36_MERGE_BATCH_GUARD=1" in script
+    assert not [flag for flag in PHASE2A if flag in script]
+
+
+def test_converge_from_the_emergency_override_is_durable_and_survives_a_reboot(make_twin):
+    twin = make_twin(with_emergency_override=True)
+    code, before = status_settings(twin)
+    assert code == 3
+    assert {"tool_call_parser", "QWEN36_SDPA_STREAMING", "hugepages"} <= out_of_sync(before)
+    assert before["tool_call_parser"]["state"] == "volatile"
+
+    proc = run_deploy(twin, "converge")
+    assert proc.returncode == 0, out_of(proc)[-4000:]
+    code, after = status_settings(twin)
+    assert code == 0 and out_of_sync(after) == set(), after
+    assert_serving_config(twin, "/run/current-system")
+    assert_serving_config(twin, NEXT_BOOT)
+    params = twin.exec(["cat", f"{NEXT_BOOT}/kernel-params"]).stdout
+    assert "hugepagesz=1G hugepages=2" in params
+    assert hugepages_1g(twin) == 2
+    managed = owner_git(twin, "show", "HEAD:hosts/cfx-llm2/remedy.nix").stdout
+    assert "hugepagesPerCard = 1;" in managed and "enablePrefixCaching = false;" in managed
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert not_owned_by_owner(twin) == []
+
+    pid = unit_props(twin)["MainPID"]
+    again = run_deploy(twin, "converge")
+    assert again.returncode == 0, out_of(again)[-3000:]
+    assert "path noop" in out_of(again)
+    assert unit_props(twin)["MainPID"] == pid  # no restart
+
+    machine.reboot(twin.name, progress=lambda _m: None)
+    assert probe_inside(twin).outcome == "parsed"  # with zero runs
+    code, rebooted = status_settings(twin)
+    assert code == 0 and out_of_sync(rebooted) == set(), rebooted
+    assert hugepages_1g(twin) == 2
+
+
+def test_fallback_covers_the_parser_the_environment_and_live_hugepages(twin):
+    proc = run_deploy(twin, "converge", "--data", "durable=false")
+    assert proc.returncode == 0, out_of(proc)[-4000:]
+    assert probe_inside(twin).outcome == "parsed"
+    assert hugepages_1g(twin) == 2
+    code, settings = status_settings(twin)
+    assert code == 3
+    for key in (
+        "tool_call_parser",
+        "QWEN36_SDPA_STREAMING",
+        "QWEN36_MERGE_BATCH_GUARD",
+        "hugepages",
+    ):
+        assert settings[key]["state"] == "volatile", settings[key]
+    assert settings["tool_call_parser"]["next_boot"] == "hermes"
+    assert settings["hugepages"]["next_boot"] == "1G×4"
+
+
+def test_a_host_configuration_without_the_import_is_told_the_line_to_add(twin):
+    config = "hosts/cfx-llm2/configuration.nix"
+    text = twin.exec(["cat", f"{fixtures.NIXOS_DIR}/{config}"]).stdout
+    assert fixtures.MANAGED_IMPORT_LINE in text
+    machine.commit_as_owner(
+        twin,
+        fixtures.NIXOS_DIR,
+        fixtures.Commit(
+            "hosts: no remedy import",
+            {config: text.replace(fixtures.MANAGED_IMPORT_LINE, "  imports = [ ];")},
+            "2026-10-01T10:00:00+02:00",
+        ),
+    )
+    proc = run_deploy(twin, "converge", "--dry")
+    out = out_of(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "imports = [ ./remedy.nix ];" in out and config in out
