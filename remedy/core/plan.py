@@ -9,6 +9,7 @@ after an earlier step ran (whether the bumped input contains the fix).
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from remedy.core import commands, desired
@@ -45,23 +46,39 @@ class RestorePlan:
     settings: list[SettingPlan] = field(default_factory=list)
 
     def summary(self, host: str) -> str:
+        """The plan for people, at most 80 columns wide: the path, why, and per setting
+        its drift and what this run does about it."""
+
+        def bullet(mark: str, text: str, indent: int = 2) -> list[str]:
+            pad = " " * indent
+            return textwrap.wrap(
+                text,
+                80,
+                initial_indent=f"{pad}{mark} ",
+                subsequent_indent=pad + " " * (len(mark) + 1),
+                break_on_hyphens=False,
+            )
+
         lines = [f"{host}: path {self.path}"]
-        lines += [f"  - {r}" for r in self.reasons]
-        lines += [f"  - durable path not possible: {b}" for b in self.durable_blockers]
+        for r in self.reasons:
+            lines += bullet("-", r)
+        for b in self.durable_blockers:
+            lines += bullet("-", f"durable path not possible: {b}")
         if self.path != NOOP:
-            lines.append(
-                "  - the server WILL restart (memory-gated)"
+            lines += bullet(
+                "-",
+                "the server WILL restart (memory-gated)"
                 if self.restart_expected
-                else "  - the server will not restart"
+                else "the server will not restart",
             )
         for sp in self.settings:
             d = sp.drift
-            lines.append(
-                f"  * {d.label}: {d.state}; want {d.desired}, live {d.live}, "
-                f"next boot {d.next_boot}"
+            lines += bullet(
+                "*",
+                f"{d.label}: {d.state}; want {d.desired}, live {d.live}, next boot {d.next_boot}",
             )
             if not d.in_sync:
-                lines.append(f"      -> {sp.action}")
+                lines += bullet("->", sp.action, 6)
         return "\n".join(lines)
 
 

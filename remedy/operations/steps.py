@@ -24,10 +24,10 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
     r = begin_restore(scope, runbook)
 
     nix.flake_input_updated(
-        r, name="Scratch clone; bump the {r.settings.flake_input} input (tt-stack#49)"
+        r, name="Scratch clone; bump the tt-stack input (tt-stack#49)"
     )
     nix.managed_file_written(r, name="Write remedy's managed Nix file (tt-stack#49, tt-stack#52)")
-    nix.fix_proven(r, name="Prove the built system holds the desired state (tt-stack#34, tt-stack#44)")
+    nix.fix_proven(r, name="Prove the build holds the desired state (tt-stack#34, tt-stack#44)")
     nix.flake_lock_committed(
         r, name="Fast-forward the checkout to the proven commits (tt-stack#49)"
     )
