@@ -428,6 +428,14 @@ class RestoreRun:
         self.old_rev = self.before.flake_input.rev if self.before.flake_input else None
         self.unit_pid_before = self.before.unit.main_pid
 
+    def begin_execution(self) -> None:
+        """Forget what the operations wrote while pyinfra prepared them (it runs every
+        body once to list its commands): execution starts from the plan alone. A signal
+        received meanwhile still counts."""
+        interrupted = self.interrupted
+        self.__dict__.update(RestoreRun(self.host, self.settings, self.before, self.plan).__dict__)
+        self.interrupted = interrupted
+
     @property
     def stopped(self) -> bool:
         return bool(self.refused or self.failed or self.interrupted)
@@ -446,6 +454,8 @@ class RestoreRun:
         have nothing to do."""
         if self.stopped:
             return f"stopped earlier: {self.refused or self.failed or self.interrupted}"
+        if self.plan.path == NOOP:
+            return f"nothing to do: {self.plan.reasons[0]}"
         if stage == DURABLE:
             if self.plan.path != DURABLE:
                 why = "; ".join(self.plan.durable_blockers) or self.plan.path
@@ -454,7 +464,7 @@ class RestoreRun:
                 return f"durable path abandoned: {self.durable_failed}"
         elif not self.fallback_active:
             return (
-                "the durable path restored tool calling; no fallback needed"
+                "no fallback needed: the durable path has not failed"
                 if self.plan.path == DURABLE
                 else f"path is {self.plan.path}"
             )

@@ -140,8 +140,16 @@ def managed_file_written(r: RestoreRun):
         host.noop(reason)
         return
     if r.plan.managed_text is None:
+        in_file = [
+            desired.BY_KEY[k].label
+            for k in r.plan.scope
+            if desired.BY_KEY[k].durable == desired.MANAGED_FILE
+        ]
         host.noop(
-            f"{r.settings.managed_file} already holds the desired values (or none is in scope)"
+            f"the next boot already has {', '.join(in_file)}, or {r.settings.managed_file} "
+            "says so"
+            if in_file
+            else f"no setting in scope lives in {r.settings.managed_file}"
         )
         return
     yield FunctionCommand(_write_managed, (r,), {})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 from pyinfra import host, logger, state
-from pyinfra.api.state import StateStage
+from pyinfra.api.state import BaseStateCallback, StateStage
 
 from facts.serving import HostSnapshot
 from remedy import audit
@@ -51,7 +51,21 @@ def begin_restore(
         _recording.append(audit.commits_of(project))
         atexit.register(_record_all, state, _recording[0], _runbook_of(project, runbook))
         _watch_signals()
+        state.add_callback_handler(_ExecutionStart())
     return r
+
+
+class _ExecutionStart(BaseStateCallback):
+    """Resets every host's run when pyinfra starts executing: state the operations wrote
+    at prepare must not leak into execution."""
+
+    started = False
+
+    def operation_start(self, st, op_hash) -> None:
+        if not self.started:
+            self.started = True
+            for r in _runs.values():
+                r.begin_execution()
 
 
 def _watch_signals() -> None:

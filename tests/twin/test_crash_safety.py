@@ -15,7 +15,7 @@ import time
 import pytest
 
 from remedy.twin import fixtures
-from tests.conftest import PROJECT, owner_git, probe_inside
+from tests.conftest import PROJECT, not_owned_by_owner, owner_git, probe_inside
 
 pytestmark = pytest.mark.twin
 
@@ -128,3 +128,79 @@ def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_p
     )  # fmt: skip
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
     assert probe_inside(twin).outcome == "parsed"
+
+
+def _moved(twin, path: str, before: str) -> bool:
+    now = twin.exec(["readlink", "-f", path], check=False).stdout.strip()
+    return bool(now) and now != before
+
+
+def _kill_point(twin, when: str, head: str, profile: str) -> bool:
+    """Whether the converge run has reached WHEN (checked from inside the twin)."""
+    clones = scratch_clones(twin)
+    if when == "scratch-clone":
+        return bool(clones)
+    if when in ("managed-commit", "sigint-after-the-managed-commit"):
+        return bool(clones) and "remedy.nix" in as_owner_git(twin, clones[0], "log", "-1")
+    if when == "during-the-build":
+        return twin.exec(["pgrep", "-f", "build.*--max-jobs"], check=False).returncode == 0
+    if when == "after-the-fast-forward":
+        return owner_git(twin, "rev-parse", "HEAD", check=False).stdout != head
+    if when == "after-the-switch":
+        return _moved(twin, "/nix/var/nix/profiles/system", profile)
+    raise AssertionError(when)
+
+
+def as_owner_git(twin, repo: str, *args: str) -> str:
+    argv = ["runuser", "-u", fixtures.OWNER, "--", "git", "-C", repo, *args]
+    return twin.exec(argv, check=False).stdout
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "scratch-clone",
+        "managed-commit",
+        "during-the-build",
+        "after-the-fast-forward",
+        "after-the-switch",
+        "sigint-after-the-managed-commit",
+    ],
+)
+def test_kill_sweep_over_a_durable_converge(make_twin, tmp_path, when):
+    """SIGKILL at five points of a durable converge (SIGINT at one): the checkout never
+    holds an uncommitted remedy change, and one rerun ends healthy and durable."""
+    from tests.conftest import out_of_sync, status_settings
+
+    twin = make_twin(with_emergency_override=True)
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    profile = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout.strip()
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py", "deploys/converge.py"]
+    run = subprocess.Popen(
+        argv, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    try:
+        while time.monotonic() < deadline and run.poll() is None:
+            if _kill_point(twin, when, head, profile):
+                break
+            time.sleep(0.05)
+        assert run.poll() is None, f"the run ended before {when}"
+        if when.startswith("sigint"):
+            run.send_signal(signal.SIGINT)
+            assert run.wait(timeout=600) != 0
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert not_owned_by_owner(twin) == []
+
+    rerun = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+    code, settings = status_settings(twin)
+    assert code == 0 and out_of_sync(settings) == set(), settings
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert scratch_clones(twin) == []

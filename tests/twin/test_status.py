@@ -37,7 +37,7 @@ def test_emergency_override_is_healthy_but_volatile(make_twin):
     subjects = {v["subject"] for v in snap["volatile"]}
     assert "/run/systemd/system/tenstorrent-serving.service.d/override.conf" in subjects
     assert "/run/tt-serving-override/start" in subjects
-    assert any("after a reboot the parser is hermes" in p for p in host["problems"])
+    assert any("after a reboot the tool-call parser is hermes" in p for p in host["problems"])
 
 
 def test_after_a_hand_bump_and_rebuild_it_is_healthy_and_durable(twin):
