@@ -304,3 +304,40 @@ def memory_gate(min_gb: float) -> list[str]:
         "exit 1 } }",
         "/proc/meminfo",
     ]
+
+
+RUNTIME_OVERRIDES_REMOVED_SH = r"""
+d=$1; shift
+for f in "$d"/*.conf; do
+  [ -f "$f" ] || continue
+  if [ "$f" = "$1" ] || grep -q '^[[:space:]]*ExecStart=' "$f"; then
+    rm -f -- "$f" && echo "removed $f"
+  fi
+done
+shift
+for f in "$@"; do
+  [ -e "$f" ] && rm -f -- "$f" && echo "removed $f"
+done
+exit 0
+"""
+
+
+def runtime_overrides_removed(unit: str, dropin: str, *scripts: str) -> list[str]:
+    """Remove the unit's tool-calling overrides under /run: DROPIN (the managed one) and
+    every /run drop-in that sets ExecStart, plus the SCRIPTS they ran. Other runtime
+    drop-ins (a `set-property --runtime` limit) stay. Decided on the host, so the
+    operation and the manual script remove the same files."""
+    return [
+        "sh", "-c", RUNTIME_OVERRIDES_REMOVED_SH, "sh", f"/run/systemd/system/{unit}.d",
+        dropin, *scripts,
+    ]  # fmt: skip
+
+
+def managed_revert(repo: str, rel: str) -> list[str]:
+    """Undo an uncommitted write of REL: back to HEAD's version, or gone if it is new."""
+    return [
+        "sh", "-c",
+        'git -C "$1" reset -q -- "$2" 2>/dev/null; '
+        'git -C "$1" checkout -q -- "$2" 2>/dev/null || rm -f -- "$1/$2"',
+        "sh", repo, rel,
+    ]  # fmt: skip

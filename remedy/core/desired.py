@@ -13,6 +13,7 @@ status``, the plan and the proof of a built system all judge "correct" here.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -77,6 +78,9 @@ class ManagedSetting:
     value: Callable[[Observed, Settings], str]
     ok: Callable[[Observed, Settings], bool] | None = None  # default: value == desired
     serving: bool = True  # the server must restart to take a new value
+    # The same judgement as a shell condition on a built system, for the manual script:
+    # "$script" is the start script with the flags, "$unit_file" the unit, "$toplevel".
+    check_sh: Callable[[Settings], str] | None = None
 
     def holds(self, obs: Observed, s: Settings) -> bool:
         if self.ok is not None:
@@ -94,7 +98,22 @@ def _env_setting(key: str, issue: str) -> ManagedSetting:
         desired=lambda s: s.required_env.get(key, "unset"),
         value=lambda o, s: o.env.get(key, "unset"),
         ok=lambda o, s: key not in s.required_env or o.env.get(key) == s.required_env[key],
+        check_sh=lambda s: (
+            "true"
+            if key not in s.required_env
+            else f"grep -Fqsw -- {shlex.quote(f'{key}={s.required_env[key]}')} "
+            '"$script" "$exec_script" "$unit_file"'
+        ),
     )
+
+
+def _pages_sh(s: Settings) -> str:
+    tests = [
+        f"grep -Eq {shlex.quote(f'(^| )hugepagesz={label} hugepages={n}( |$)')} "
+        '"$toplevel/kernel-params"'
+        for label, n in sorted(s.hugepages_target.items())
+    ]
+    return " && ".join(tests) or "true"
 
 
 SETTINGS: tuple[ManagedSetting, ...] = (
@@ -106,6 +125,9 @@ SETTINGS: tuple[ManagedSetting, ...] = (
         "the /run override's start script",
         desired=lambda s: s.tool_call_parser,
         value=lambda o, s: o.parser or "none",
+        check_sh=lambda s: (
+            f'grep -q -- {shlex.quote("--tool-call-parser " + s.tool_call_parser)} "$script"'
+        ),
     ),
     _env_setting("QWEN36_SDPA_STREAMING", "tt-stack#44"),
     _env_setting("QWEN36_MERGE_BATCH_GUARD", "tt-stack#44"),
@@ -119,6 +141,7 @@ SETTINGS: tuple[ManagedSetting, ...] = (
         value=lambda o, s: _pages(o.hugepages, s),
         ok=lambda o, s: _pages_ok(o.hugepages, s),
         serving=False,
+        check_sh=_pages_sh,
     ),
     ManagedSetting(
         "phase2a",
@@ -128,6 +151,7 @@ SETTINGS: tuple[ManagedSetting, ...] = (
         None,
         desired=lambda s: "off",
         value=lambda o, s: _phase2a(o),
+        check_sh=lambda s: f'! grep -Eq -- {shlex.quote("|".join(PHASE2A_FLAGS))} "$script"',
     ),
     ManagedSetting(
         "runtime_override",

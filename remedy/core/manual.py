@@ -16,13 +16,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
-from remedy.core import commands, probe
+from remedy.core import commands, desired, probe
 from remedy.core import settings as settings_mod
 from remedy.core.memory import SIZES_BY_LABEL
 from remedy.core.nix import NixInfo
 
 DURABLE_ONLY = {
     "nix.flake_input_updated",
+    "nix.managed_file_written",
     "nix.fix_proven",
     "nix.flake_lock_committed",
     "nix.system_switched",
@@ -81,15 +82,21 @@ def _owner(s) -> list[str]:
     ]
 
 
-def _abandon(s) -> list[str]:
-    """The durable path gives up: flake.lock back, the fallback takes over."""
-    return [
+def _managed_scope(scope) -> bool:
+    return any(desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope)
+
+
+def _abandon(s, scope) -> list[str]:
+    """The durable path gives up: remedy's uncommitted files back, the fallback takes over."""
+    lines = [
         "abandon() {",
         '  printf "durable path abandoned: %s\\n" "$*" >&2',
         f"  as_owner {q(commands.lock_revert(s.flake_dir))} || true",
-        "  durable_failed=yes path=fallback",
-        "}",
     ]
+    if _managed_scope(scope):
+        revert = q(commands.managed_revert(s.flake_dir, s.managed_file))
+        lines.append(f"  as_owner {revert} || true")
+    return [*lines, "  durable_failed=yes path=fallback", "}"]
 
 
 def _bump(s) -> list[str]:
@@ -114,7 +121,36 @@ def _bump(s) -> list[str]:
     ]
 
 
-def _prove(s) -> list[str]:
+def _managed(s, scope) -> list[str]:
+    text = desired.managed_nix(s, scope)
+    if text is None:
+        return [f"echo 'no setting in scope lives in {s.managed_file}' >&2"]
+    d = shlex.quote(s.flake_dir)
+    target = shlex.quote(f"{s.flake_dir}/{s.managed_file}")
+    importers = (
+        f"grep -rlF --include='*.nix' -e {shlex.quote(desired.MANAGED_IMPORT)} {d} "
+        f"| grep -vxF {target}"
+    )
+    return [
+        f"if {importers} >/dev/null; then",
+        "  managed=yes",
+        f"  as_owner {q(commands.file_written(s.flake_dir, s.managed_file, text))}",
+        f"  as_owner {q(commands.git(s.flake_dir, 'add', '--', s.managed_file))}",
+        "else",
+        "  managed=no",
+        f"  echo {shlex.quote('not managed: ' + _import_note(s))} >&2",
+        "fi",
+    ]
+
+
+def _import_note(s) -> str:
+    return (
+        f"no .nix file imports {desired.MANAGED_IMPORT}; add `imports = [ "
+        f"{desired.MANAGED_IMPORT} ];` to hosts/{s.flake_host}/configuration.nix"
+    )
+
+
+def _prove(s, scope) -> list[str]:
     unit_file = f'"$toplevel"/etc/systemd/system/{shlex.quote(s.unit)}'
     dry = commands.dry_run_toplevel(s.flake_dir, s.flake_host)
     allow = "yes" if s.allow_local_build else "no"
@@ -138,7 +174,7 @@ def _prove(s) -> list[str]:
         'allow_local_build=true, or push binaries to a cache)"; return 0',
         "fi",
         f"{q(commands.memory_gate(s.min_mem_available_gb))} || "
-        f'{{ as_owner {q(commands.lock_revert(s.flake_dir))}; fail "MemAvailable below '
+        f'{{ abandon "memory"; fail "MemAvailable below '
         f'{s.min_mem_available_gb:g} GB: not building on the host; see runbook 004"; }}',
         "if ! out=$(as_owner "
         f"{q(commands.build_toplevel(s.flake_dir, s.flake_host, s.build_max_jobs, s.build_cores))}"
@@ -146,33 +182,48 @@ def _prove(s) -> list[str]:
         '  abandon "the new configuration does not build"; return 0',
         "fi",
         """toplevel=$(printf '%s\\n' "$out" | sed -n 's/.*"out":"\\([^"]*\\)".*/\\1/p')""",
-        f'script=$(flags_script "$(exec_path {unit_file})")',
-        f"if ! grep -q -- {shlex.quote('--tool-call-parser ' + s.tool_call_parser)} "
-        '"$script"; then',
-        f'  abandon "the bumped {s.flake_input} still builds $(grep -o -- '
-        f'\'--tool-call-parser [A-Za-z0-9_]*\' "$script"): the fix is not in"; return 0',
-        "fi",
+        f"unit_file={unit_file}",
+        'exec_script=$(exec_path "$unit_file")',
+        'script=$(flags_script "$exec_script")',
     ]
-    for key, value in sorted(s.required_env.items()):  # exported by a script or the unit
+    # The built system must hold every setting in scope: desired.SETTINGS judges.
+    for key in scope:
+        m = desired.BY_KEY[key]
+        if m.check_sh is None:
+            continue
+        guard = '[ "${managed:-no}" = no ] || ' if m.durable == desired.MANAGED_FILE else ""
+        want = f"{m.label} {m.desired(s)}"
         lines += [
-            f'if ! grep -qs -- {shlex.quote(f"{key}={value}")} "$script" '
-            f'"$(exec_path {unit_file})" {unit_file}; then',
-            f'  abandon "the bumped {s.flake_input} does not set {key}={value}"; return 0',
+            f"if ! {{ {guard}{m.check_sh(s)}; }}; then",
+            f"  abandon {shlex.quote(f'the built system lacks {want} ({m.issue})')}; return 0",
             "fi",
         ]
-    lines.append(f'echo "proven: $toplevel runs --tool-call-parser {s.tool_call_parser}" >&2')
+    lines.append('echo "proven: $toplevel holds the desired state" >&2')
     return lines
 
 
-def _commit(s) -> list[str]:
+def _commit(s, scope) -> list[str]:
+    paths = ["flake.lock"] + ([s.managed_file] if _managed_scope(scope) else [])
     message = (
-        f"flake.lock: bump {s.flake_input} (tt-stack#49)\n\nDeploys the tool-call "
-        f"parser fix (tt-stack#34, tt-stack#44) by hand (remedy runbook 001)."
+        f"remedy: bump {s.flake_input} and the managed settings (tt-stack#49)\n\n"
+        f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44) by hand (remedy "
+        f"runbook {'006' if _managed_scope(scope) else '001'})."
     )
+    commit = [
+        *commands.git(s.flake_dir, "-c", "user.name=remedy"),
+        "-c",
+        f"user.email=remedy@{s.flake_host}",
+        "commit",
+        "-q",
+        "-m",
+        message,
+        "--",
+        *paths,
+    ]
     return [
-        f"if ! as_owner {q(commands.git(s.flake_dir, 'diff', '--quiet', '--', 'flake.lock'))}"
+        f"if ! as_owner {q(commands.git(s.flake_dir, 'diff', '--quiet', 'HEAD', '--', *paths))}"
         "; then",
-        f"  as_owner {q(commands.lock_commit(s.flake_dir, message, s.flake_host))}",
+        f"  as_owner {q(commit)}",
         f"  lock_commit=$(as_owner {q(commands.head(s.flake_dir))})",
         "fi",
     ]
@@ -197,7 +248,7 @@ def _gate(s) -> list[str]:
 
 def _remove_override(s) -> list[str]:
     return [
-        q(commands.remove_files(s.override_dropin, s.override_script)),
+        q(commands.runtime_overrides_removed(s.unit, s.override_dropin, s.override_script)),
         q(commands.daemon_reload()),
     ]
 
@@ -318,6 +369,7 @@ def _outcome(s) -> list[str]:
 
 RENDERERS: dict[str, Callable] = {
     "nix.flake_input_updated": _bump,
+    "nix.managed_file_written": _managed,
     "nix.fix_proven": _prove,
     "nix.flake_lock_committed": _commit,
     "memory.hugepages_reduced": _hugepages,
@@ -338,6 +390,7 @@ def render(runbook, host_data: dict) -> str:
     host = data.pop("_host_name", None) or data.get("flake_host") or "cfx-llm2"
     s = settings_mod.from_host_data(host, data)
     rb = runbook.data
+    scope = desired.ALL if rb.get("deploy") == "deploys/converge.py" else desired.TOOL_CALLING
     out = [
         "#!/bin/sh",
         f"# Runbook {rb['id']}: {rb['title']}",
@@ -348,7 +401,7 @@ def render(runbook, host_data: dict) -> str:
         "#       ssh root@HOST sh -s -- fallback < FILE   (the /run fallback)",
         PRELUDE,
         *_owner(s),
-        *_abandon(s),
+        *_abandon(s, scope),
     ]
     section = "durable"
     has_paths = any(st.get("operation") in DURABLE_ONLY | FALLBACK_ONLY for st in rb["steps"])
@@ -357,8 +410,10 @@ def render(runbook, host_data: dict) -> str:
         if op in FALLBACK_ONLY:
             section = "fallback"
         if op:
+            render_step = RENDERERS.get(op)
+            takes_scope = render_step in (_managed, _prove, _commit)
             lines = (
-                RENDERERS[op](s)
+                (render_step(s, scope) if takes_scope else render_step(s))
                 if op in RENDERERS
                 else [f"echo 'step {step['id']}: run the deploy operation {op}' >&2"]
             )

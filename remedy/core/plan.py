@@ -41,6 +41,7 @@ class RestorePlan:
     managed_text: str | None = None  # write remedy's managed Nix file with this text
     release_hugepages: bool = False
     write_override: bool = False  # the fallback needs the /run override (if it runs)
+    finish_switch: str | None = None  # activate this profile generation (no build)
     scope: tuple[str, ...] = desired.TOOL_CALLING
     prove: tuple[str, ...] = ()  # the settings the built system must hold
     settings: list[SettingPlan] = field(default_factory=list)
@@ -294,6 +295,22 @@ def plan_restore(
                 [],
                 [f"{s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
                 **{**base, "release_hugepages": False},
+            )
+        )
+    g = snap.generations
+    unfinished = bool(g.current_system and g.profile and g.current_system != g.profile)
+    if not rebuild and restart and unfinished and s.durable and unit.found:
+        # The profile the host boots holds every setting, but it was never activated
+        # (a switch cut short, or `nixos-rebuild boot`): finish the switch, no build.
+        reasons = [
+            f"the system profile ({g.profile}) holds every setting in scope but is not "
+            "running: activate it (switch-to-configuration switch), no build"
+        ]
+        if override:
+            reasons.append("remove the stale /run override first, so the server restarts once")
+        return done(
+            RestorePlan(
+                DURABLE, reasons, [], False, override, True, finish_switch=g.profile, **base
             )
         )
     if not rebuild:

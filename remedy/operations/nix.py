@@ -146,8 +146,7 @@ def managed_file_written(r: RestoreRun):
             if desired.BY_KEY[k].durable == desired.MANAGED_FILE
         ]
         host.noop(
-            f"the next boot already has {', '.join(in_file)}, or {r.settings.managed_file} "
-            "says so"
+            f"the next boot already has {', '.join(in_file)}, or {r.settings.managed_file} says so"
             if in_file
             else f"no setting in scope lives in {r.settings.managed_file}"
         )
@@ -352,7 +351,7 @@ def system_switched(r: RestoreRun):
     if reason := r.idle_reason("durable"):
         host.noop(reason)
         return
-    if not r.plan.rebuild:
+    if not r.plan.rebuild and not r.plan.finish_switch:
         host.noop("the deployed configuration already has the fix; no switch needed")
         return
     yield FunctionCommand(_switch, (r,), {})
@@ -361,13 +360,14 @@ def system_switched(r: RestoreRun):
 def _switch(state, host, r: RestoreRun) -> bool:
     """A failed switch may have moved the profile or half-activated: the rollback step
     returns to the recorded generation, the fallback restores tool calling."""
-    toplevel = r.proof.toplevel
+    toplevel = r.proof.toplevel if r.proof else r.plan.finish_switch
     host.log_styled(f"switching to {toplevel}", fg="blue")
-    ran = run(host, commands.profile_set(toplevel))
-    if not ran.ok:
-        r.durable_failed = f"setting the system profile to {toplevel} failed: {ran.why}"
-        host.log_styled(r.durable_failed, fg="red")
-        return True
+    if not r.plan.finish_switch:  # a finished switch: the profile is there already
+        ran = run(host, commands.profile_set(toplevel))
+        if not ran.ok:
+            r.durable_failed = f"setting the system profile to {toplevel} failed: {ran.why}"
+            host.log_styled(r.durable_failed, fg="red")
+            return True
     r.switched = True
     ran = run(host, commands.activate(toplevel))
     if not ran.ok:

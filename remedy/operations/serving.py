@@ -34,12 +34,13 @@ def runtime_override_removed(r: RestoreRun):
         host.noop("no runtime override to remove")
         return
     s = r.settings
-    paths = plan.override_dropins(r.before, s)  # never other runtime drop-ins
-    if r.before.unit.now.exec_start and r.before.unit.now.exec_start.startswith("/run/"):
-        paths.append(r.before.unit.now.exec_start)
-    if s.override_script not in paths:
-        paths.append(s.override_script)
-    yield command(commands.remove_files(*paths))
+    scripts = [s.override_script]
+    running = r.before.unit.now.exec_start
+    if running and running.startswith("/run/") and running != s.override_script:
+        scripts.append(running)
+    # The same command as the manual script: the managed drop-in and every /run drop-in
+    # of the unit that sets ExecStart (never other runtime drop-ins), and their scripts.
+    yield command(commands.runtime_overrides_removed(s.unit, s.override_dropin, *scripts))
     yield command(commands.daemon_reload())
     r.override_removed = True
 

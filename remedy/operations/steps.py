@@ -23,9 +23,7 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
     audit records RUNBOOK (unless `remedy runbooks apply` names another)."""
     r = begin_restore(scope, runbook)
 
-    nix.flake_input_updated(
-        r, name="Scratch clone; bump the tt-stack input (tt-stack#49)"
-    )
+    nix.flake_input_updated(r, name="Scratch clone; bump the tt-stack input (tt-stack#49)")
     nix.managed_file_written(r, name="Write remedy's managed Nix file (tt-stack#49, tt-stack#52)")
     nix.fix_proven(r, name="Prove the build holds the desired state (tt-stack#34, tt-stack#44)")
     nix.flake_lock_committed(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,10 +11,14 @@ import pytest
 
 from tests.conftest import (
     PROJECT,
+    hugepages_1g,
+    out_of_sync,
     owner_git,
     probe_inside,
     remedy_json,
+    run_deploy,
     run_restore,
+    status_settings,
     twin_inventory,
     unit_props,
 )
@@ -21,13 +26,13 @@ from tests.conftest import (
 pytestmark = pytest.mark.twin
 
 
-def manual_script(twin, *extra: str) -> str:
+def manual_script(twin, *extra: str, runbook: str = "001") -> str:
     proc = subprocess.run(
         [
             "remedy",
             "runbooks",
             "show",
-            "001",
+            runbook,
             "--manual",
             "--inventory",
             "inventory/twin.py",
@@ -176,3 +181,42 @@ def test_apply_records_the_runbooks_own_id_and_issues(twin, tmp_path):
         "001",
         ["tt-stack#49", "tt-stack#34", "tt-stack#44"],
     )
+
+
+def converged_state(twin) -> dict:
+    """What converge is judged by, comparable across twins (commit ids and the
+    toplevel differ: they carry the commit date and the configuration revision)."""
+    from remedy.twin import machine
+
+    lock = json.loads(twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout)
+    overrides = twin.exec(
+        ["sh", "-c", "ls /run/systemd/system/tenstorrent-serving.service.d /run/tt-serving-override"
+         " 2>/dev/null || true"]
+    ).stdout  # fmt: skip
+    def script(system: str) -> str:  # each twin serves on its own port
+        return re.sub(r"--port \d+", "--port PORT", machine.flags_script(twin, system))
+
+    return {
+        "flags script": script("/nix/var/nix/profiles/system"),
+        "running script": script("/run/current-system"),
+        "kernel params": twin.exec(["cat", "/nix/var/nix/profiles/system/kernel-params"]).stdout,
+        "managed file": owner_git(twin, "show", "HEAD:hosts/cfx-llm2/remedy.nix").stdout,
+        "tt-stack": lock["nodes"]["tt-stack"]["locked"]["rev"],
+        "hugepages 1G": hugepages_1g(twin),
+        "/run overrides": overrides,
+        "checkout changes": owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout,
+    }
+
+
+def test_the_manual_converge_and_the_deploy_leave_the_same_state(make_twin):
+    by_hand = make_twin(with_emergency_override=True)
+    by_deploy = make_twin(with_emergency_override=True)
+    script = manual_script(by_hand, runbook="006")
+    proc = over_ssh(by_hand, script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    deploy = run_deploy(by_deploy, "converge")
+    assert deploy.returncode == 0, (deploy.stdout + deploy.stderr)[-3000:]
+    for twin in (by_hand, by_deploy):
+        code, settings = status_settings(twin)
+        assert code == 0 and out_of_sync(settings) == set(), (twin.name, settings)
+    assert converged_state(by_hand) == converged_state(by_deploy)
