@@ -143,7 +143,8 @@ def _kill_point(twin, when: str, head: str, profile: str) -> bool:
     if when in ("managed-commit", "sigint-after-the-managed-commit"):
         return bool(clones) and "remedy.nix" in as_owner_git(twin, clones[0], "log", "-1")
     if when == "during-the-build":
-        return twin.exec(["pgrep", "-f", "build.*--max-jobs"], check=False).returncode == 0
+        building = twin.exec(["pgrep", "-f", "build.*--max-jobs"], check=False)
+        return building.returncode == 0 and time.sleep(0.3) is None
     if when == "after-the-fast-forward":
         return owner_git(twin, "rev-parse", "HEAD", check=False).stdout != head
     if when == "after-the-switch":
@@ -177,6 +178,11 @@ def test_kill_sweep_over_a_durable_converge(make_twin, tmp_path, when):
     profile = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout.strip()
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
     argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py", "deploys/converge.py"]
+    if when == "during-the-build":  # a build that takes a while: vllm-tt compiles
+        from remedy.twin import machine
+
+        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+        argv[1:1] = ["--data", "allow_local_build=true"]
     run = subprocess.Popen(
         argv, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
