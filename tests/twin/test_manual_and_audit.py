@@ -193,6 +193,7 @@ def converged_state(twin) -> dict:
         ["sh", "-c", "ls /run/systemd/system/tenstorrent-serving.service.d /run/tt-serving-override"
          " 2>/dev/null || true"]
     ).stdout  # fmt: skip
+
     def script(system: str) -> str:  # each twin serves on its own port
         return re.sub(r"--port \d+", "--port PORT", machine.flags_script(twin, system))
 

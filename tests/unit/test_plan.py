@@ -152,9 +152,7 @@ def test_a_profile_that_holds_everything_but_never_ran_is_activated_without_a_bu
     snap = snapshot("durable")
     gens = dataclasses.replace(snap.generations, current_system="/nix/store/old-nixos-system")
     unparsed = dataclasses.replace(snap.probe, outcome=probe.UNPARSED)
-    p = plan.plan_restore(
-        dataclasses.replace(snap, generations=gens, probe=unparsed), settings()
-    )
+    p = plan.plan_restore(dataclasses.replace(snap, generations=gens, probe=unparsed), settings())
     assert p.path == "durable" and not p.rebuild and p.restart_expected
     assert p.finish_switch == snap.generations.profile
     assert "not running: activate it" in p.reasons[0]
