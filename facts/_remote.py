@@ -51,7 +51,9 @@ UNIT = r"""
 u=$REMEDY_UNIT
 echo "@@remedy:section unit.show"
 systemctl show "$u" -p Id -p LoadState -p ActiveState -p SubState -p MainPID -p NRestarts \
-  -p FragmentPath -p DropInPaths -p ExecStart -p Environment 2>&1
+  -p FragmentPath -p DropInPaths -p ExecStart -p Environment \
+  -p ActiveEnterTimestampMonotonic 2>&1
+printf 'RemedyUptime=%s\n' "$(cut -d' ' -f1 /proc/uptime)"
 frag=$(systemctl show -P FragmentPath "$u" 2>/dev/null)
 dropins=$(systemctl show -P DropInPaths "$u" 2>/dev/null)
 next=/nix/var/nix/profiles/system/etc/systemd/system/$u

@@ -20,6 +20,7 @@ from remedy.errors import RemedyError
 COMMANDS = {
     "twin": "remedy.cli.twin:twin",
     "status": "remedy.cli.status:status",
+    "converge": "remedy.cli.converge:converge",
     "runbooks": "remedy.cli.runbooks:runbooks",
     "audit": "remedy.cli.audit:audit",
 }

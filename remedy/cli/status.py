@@ -7,10 +7,8 @@ import json
 import click
 from rich.table import Table
 
-from facts.serving import HostSnapshot
-from remedy import session
+from remedy import fleet
 from remedy.console import console, err_console
-from remedy.core import settings as settings_mod
 from remedy.core.report import host_status
 from remedy.errors import EXIT_ERROR
 
@@ -25,18 +23,12 @@ def status(inventory, limit, as_json):
 
     Exit 0 healthy and durable, 3 healthy but volatile or drifted, 4 unhealthy, 1 error."""
     results, errors = [], {}
-    with session.connected(inventory, list(limit) or None) as (_state, hosts, failed):
-        for name, why in failed.items():
-            errors[name] = f"could not connect over SSH: {why}"
-        for host in hosts:
-            s = settings_mod.from_host_data(host.name, host.data)
-            if not as_json:
-                err_console.print(f"[dim]… reading {host.name}[/]")
-            snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
-            if snap is None:
-                errors[host.name] = "the remote read failed"
-                continue
-            results.append(host_status(host.name, s, snap))
+    say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
+    for read in fleet.read_hosts(inventory, list(limit) or None, say):
+        if read.error:
+            errors[read.name] = read.error
+        else:
+            results.append(host_status(read.name, read.settings, read.snapshot))
     # A host that cannot be read may be the frozen one: an incomplete report is an error.
     code = EXIT_ERROR if errors else max([r.exit_code for r in results] + [0])
     if as_json:

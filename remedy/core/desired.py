@@ -62,6 +62,12 @@ def _pages_ok(pools: dict[int, int] | None, s: Settings) -> bool:
     return all(pools.get(size, 0) == n for size, n in _wanted_pages(s).items())
 
 
+def _short_run(path: str) -> str:
+    """/run/systemd/system/x.service.d/override.conf -> /run/…/x.service.d/override.conf"""
+    parts = path.split("/")
+    return "/run/…/" + "/".join(parts[-2:]) if len(parts) > 4 else path
+
+
 def _phase2a(obs: Observed) -> str:
     on = [f for f in PHASE2A_FLAGS if f in obs.flags]
     return "on (" + " ".join(on) + ")" if on else "off"
@@ -160,7 +166,7 @@ SETTINGS: tuple[ManagedSetting, ...] = (
         NOWHERE,
         None,
         desired=lambda s: "none",
-        value=lambda o, s: ", ".join(o.overrides) or "none",
+        value=lambda o, s: ", ".join(_short_run(p) for p in o.overrides) or "none",
         serving=False,
     ),
 )

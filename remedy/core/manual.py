@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Callable
 
 from remedy.core import commands, desired, probe
+from remedy.core import hostlock as host_lock
 from remedy.core import settings as settings_mod
 from remedy.core.memory import SIZES_BY_LABEL
 from remedy.core.nix import NixInfo
@@ -72,6 +73,21 @@ def qv(argv: list[str], **variables: str) -> str:
     for key, var in variables.items():
         text = text.replace(shlex.quote(f"@{key}@"), f'"${var}"')
     return text
+
+
+def _lock(s, runbook_id: str) -> list[str]:
+    """The host lock every remedy run takes (remedy.lock): one run per host at a time."""
+    lock, holder = host_lock.lock_path(s.unit), host_lock.holder_path(s.unit)
+    who = f"the manual script of runbook {runbook_id}"
+    return [
+        f"lock={shlex.quote(lock)} holder={shlex.quote(holder)}",
+        'exec 9>>"$lock"',
+        f'flock -w {s.lock_wait_s:g} 9 || fail "another remedy run holds $lock: '
+        '$(cat "$holder" 2>/dev/null)"',
+        f'printf \'pid %s on %s since %s: {who}\\n\' "$$" "$(hostname)" '
+        '"$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$holder"',
+        "trap 'rm -f \"$holder\"' EXIT",
+    ]
 
 
 def _owner(s) -> list[str]:
@@ -400,6 +416,7 @@ def render(runbook, host_data: dict) -> str:
         "# Run:  ssh root@HOST sh -s < FILE               (durable path)",
         "#       ssh root@HOST sh -s -- fallback < FILE   (the /run fallback)",
         PRELUDE,
+        *_lock(s, rb["id"]),
         *_owner(s),
         *_abandon(s, scope),
     ]

@@ -196,7 +196,7 @@ def _actions(plan: RestorePlan, snap: HostSnapshot, s: Settings, import_note: st
         next_ok = drift.next_boot == drift.desired or m.durable == desired.NOWHERE
         if m.durable == desired.FLAKE_INPUT and not next_ok:
             d.action = (
-                f"bump {s.flake_input}, rebuild, switch (durable)"
+                f"bump {s.flake_input}, switch"
                 if durable and plan.update_input
                 else f"{m.runtime} (volatile: a reboot reverts it)"
                 if m.runtime
@@ -206,15 +206,15 @@ def _actions(plan: RestorePlan, snap: HostSnapshot, s: Settings, import_note: st
             d.action = "restart onto the durable configuration"
         elif m.durable == desired.MANAGED_FILE and not next_ok:
             if durable and plan.managed_text is not None:
-                d.action = f"write {s.managed_file}, rebuild, switch (durable)"
+                d.action = f"write {s.managed_file.rsplit('/', 1)[-1]}, switch"
             elif durable and plan.rebuild and import_note is None:
-                d.action = "rebuild and switch (the managed file already says so)"
+                d.action = "switch (remedy.nix already says so)"
             elif import_note:
                 d.action = import_note
             else:
                 d.action = "durable path not possible"
             if m.key == "hugepages" and plan.release_hugepages:
-                d.action += "; release free pages now"
+                d.action += "; release free pages"
             elif m.runtime is None:
                 d.action += "; it has no runtime form"
         elif m.key == "hugepages":

@@ -79,6 +79,7 @@ class ServingUnitState:
 
     # The unit's own fragment without drop-ins: on NixOS, what the store built.
     fragment_view: ServiceView | None = None
+    active_for_s: float | None = None  # since it last became active (None: unknown)
 
     @property
     def store_script(self) -> startscript.StartScript | None:
@@ -154,8 +155,20 @@ def read_unit(parts: dict[str, list[Section]]) -> ServingUnitState:
         now=now,
         after_reboot=after,
         fragment_view=_view(fragment, [], scripts) if fragment else None,
+        active_for_s=_active_for(show),
     )
     return state
+
+
+def _active_for(show: dict[str, str]) -> float | None:
+    """Seconds since the unit last became active, from two readings of the same clock
+    (ActiveEnterTimestampMonotonic in µs, /proc/uptime in s)."""
+    try:
+        entered = int(show.get("ActiveEnterTimestampMonotonic") or 0)
+        uptime = float(show.get("RemedyUptime") or "")
+    except ValueError:
+        return None
+    return max(uptime - entered / 1e6, 0.0) if entered else None
 
 
 @dataclass

@@ -31,6 +31,8 @@ allow_local_build      false                                   let a bump compil
 build_max_jobs         1                                       nix --max-jobs of a build
 build_cores            2                                       nix --cores of a build
 ready_timeout_s        300                                     wait for readiness
+lock_wait_s            30                                      wait for another run's
+                                                               host lock (then exit 5)
 audit_log              the user's state dir                    audit log path
 remedy_environment     none                                    production | staging | twin
 =====================  ======================================  ==========================
@@ -81,6 +83,7 @@ class Settings:
     cards: int = 2
     probe_timeout_s: int = 20
     ready_timeout_s: int = 300
+    lock_wait_s: float = 30.0
     allow_local_build: bool = False
     build_max_jobs: int = 1
     build_cores: int = 2
@@ -223,6 +226,7 @@ CHECKS = {
     "cards": _at_least_one,
     "probe_timeout_s": lambda h, k, v: _number(h, k, v, int),
     "ready_timeout_s": lambda h, k, v: _number(h, k, v, int),
+    "lock_wait_s": lambda h, k, v: _number(h, k, v, float),
     "allow_local_build": _bool,
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,

@@ -13,46 +13,119 @@ import atexit
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import yaml
 from pyinfra import host, logger, state
 from pyinfra.api.state import BaseStateCallback, StateStage
 
-from facts.serving import HostSnapshot
+from facts.serving import HostSnapshot, ToolCallProbe
 from remedy import audit
+from remedy import lock as host_lock
 from remedy.core import desired
 from remedy.core import settings as settings_mod
 from remedy.core.plan import RestoreRun, plan_restore
 from remedy.errors import ConfigError
 
 DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `apply`
+EXIT_LOCKED = 5  # another run holds the host lock
 _runs: dict[str, RestoreRun] = {}
+_locks: dict[str, host_lock.HostLock] = {}
 _recording: list[dict] = []  # the project's commits, once the exit hook is registered
 
 
 def begin_restore(
     scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
 ) -> RestoreRun:
+    project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
     try:
         s = settings_mod.from_host_data(host.name, host.data)
     except ConfigError as exc:
+        _record_early(project, runbook, "failed", f"bad host data: {exc}")
         raise SystemExit(f"remedy: {exc}") from None
+    if not _dry_run():
+        # One run per host, whatever starts it: taken before the host is read, so the
+        # plan sees what the other run left.
+        try:
+            _locks[host.name] = host_lock.acquire(
+                host, s.unit, s.lock_wait_s, host_lock.holder_text()
+            )
+        except host_lock.LockHeld as exc:
+            logger.error(f"remedy: {exc}")
+            _record_early(project, runbook, "locked", str(exc))
+            raise SystemExit(EXIT_LOCKED) from None
+        except host_lock.LockError as exc:
+            logger.warning(f"remedy: {exc}; going on without the host lock")
     snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
     if snap is None:
+        _record_early(project, runbook, "failed", "could not read the host")
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
+    snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
     r = RestoreRun(host.name, s, snap, plan)
     logger.info(plan.summary(host.name))
     _runs[host.name] = r
     if not _recording:
         # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
-        project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
         _recording.append(audit.commits_of(project))
         atexit.register(_record_all, state, _recording[0], _runbook_of(project, runbook))
         _watch_signals()
         state.add_callback_handler(_ExecutionStart())
     return r
+
+
+def _dry_run() -> bool:
+    return "--dry" in sys.argv
+
+
+def _wait_while_starting(s, snap):
+    """A server that is starting (activating, or started less than ready_timeout_s ago
+    and not answering yet) is waited for, never restarted: a second restart while vLLM
+    loads only starts the load over. Then the host is read again."""
+    started = snap.unit.active_for_s
+    starting = snap.unit.active_state == "activating" or (
+        snap.unit.active_state == "active"
+        and snap.probe.outcome == "unreachable"
+        and started is not None
+        and started < s.ready_timeout_s
+    )
+    if not starting or _dry_run():
+        return snap
+    deadline = time.monotonic() + s.ready_timeout_s - (started or 0)
+    logger.info(
+        f"{host.name}: {s.unit} is starting (active for {started or 0:.0f}s): waiting up "
+        f"to {max(deadline - time.monotonic(), 0):.0f}s for it to answer, not restarting"
+    )
+    while time.monotonic() < deadline:
+        result = host.get_fact(
+            ToolCallProbe, url=s.server_url, model=s.model, timeout_s=s.probe_timeout_s
+        )
+        if result.outcome != "unreachable":
+            break
+        time.sleep(2)
+    return host.get_fact(HostSnapshot, **s.snapshot_kwargs()) or snap
+
+
+def _record_early(project: Path, runbook: str, result: str, why: str) -> None:
+    """A run that stops before its operations (bad data, the host lock, an unreadable
+    host) is audited too, with the reason. A dry run records nothing."""
+    if _dry_run():
+        return
+    rb = _runbook_of(project, runbook)
+    record = audit.AuditRecord(
+        host=host.name,
+        result=result,
+        runbook=rb[0],
+        commits=audit.commits_of(project),
+        issues=rb[1],
+        path="none",
+        details={"failed": why},
+    )
+    try:
+        audit.append(audit.log_path_for(dict(host.data.dict())), record)
+    except Exception as exc:
+        print(f"remedy: could not write the audit line for {host.name}: {exc!r}", file=sys.stderr)
 
 
 class _ExecutionStart(BaseStateCallback):

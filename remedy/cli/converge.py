@@ -1,0 +1,174 @@
+"""``remedy converge INVENTORY``: drift report per host and setting, and the fix.
+
+    remedy converge inventory/production.py --check          # report, change nothing
+    remedy converge inventory/production.py                  # apply, then report
+    remedy converge inventory/fleet.py --json --textfile /var/lib/node_exporter/remedy.prom
+
+Exit codes (the worst host's): 0 in sync and durable; 3 drift or volatile state
+(found by --check, or left by an apply); 4 unhealthy (tool calls not parsed
+after the apply); 5 another run holds a host's lock; 1 error (a host could not
+be read or the deploy failed outright).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich.table import Table
+
+from remedy import fleet, metrics
+from remedy import inventory as inventory_mod
+from remedy.console import console, err_console
+from remedy.core import desired
+from remedy.core.plan import plan_restore
+from remedy.core.report import host_status
+from remedy.errors import EXIT_ERROR, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
+
+EXIT_LOCKED = 5
+# "The worst one of all hosts": an error outranks a sick host, which outranks a lock
+# (the other run will finish) and drift.
+SEVERITY = [EXIT_OK, EXIT_VOLATILE, EXIT_LOCKED, EXIT_UNHEALTHY, EXIT_ERROR]
+
+
+def worst(codes: list[int]) -> int:
+    return max(
+        codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else len(SEVERITY), default=0
+    )
+
+
+@click.command()
+@click.argument("inventory")
+@click.option("--check", is_flag=True, help="Report drift only; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
+@click.option("--textfile", metavar="PATH", help="Write node_exporter textfile metrics to PATH.")
+@click.option("--limit", multiple=True, metavar="HOST", help="Only this host (repeatable).")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=30,
+    show_default=True,
+    help="Seconds to wait for another run's host lock before giving up (exit 5).",
+)
+def converge(inventory, check, as_json, textfile, limit, wait_s):
+    """Converge every managed setting (deploys/converge.py) on each host in parallel,
+    then report per host and setting: desired, live, next boot, and the action."""
+    started = time.monotonic()
+    if textfile:
+        metrics.check_writable(textfile)
+    say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
+    hosts = [h.name for h in inventory_mod.load_inventory(inventory)]
+    if limit:
+        unknown = [n for n in limit if n not in hosts]
+        if unknown:
+            from remedy.errors import ConfigError
+
+            raise ConfigError(
+                f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
+            )
+        hosts = [h for h in hosts if h in limit]
+    applied: dict[str, fleet.DeployRun] = {}
+    if not check:
+        runs = fleet.deploy_each(
+            inventory, hosts, "converge.py", {"lock_wait_s": f"{wait_s:g}"}, say
+        )
+        applied = {r.host: r for r in runs}
+    reads = fleet.read_hosts(inventory, hosts, say)
+    reports = [_report(r, applied.get(r.name), check) for r in reads]
+    code = worst([rep["exit_code"] for rep in reports])
+    if textfile:
+        metrics.write(
+            textfile,
+            [_metrics(r) for r in reads],
+            time.time(),
+            time.monotonic() - started,
+            code == EXIT_OK,
+        )
+    if as_json:
+        click.echo(json.dumps({"exit_code": code, "hosts": reports}, indent=2, default=str))
+    else:
+        for rep in reports:
+            _print(rep)
+    raise SystemExit(code)
+
+
+def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> dict:
+    out: dict = {"host": read.name}
+    if run is not None:
+        out["apply"] = {"exit_code": run.returncode, "seconds": round(run.seconds, 1)}
+        if run.returncode != 0:
+            out["apply"]["tail"] = run.tail()
+    if read.error:
+        out.update(exit_code=EXIT_ERROR, verdict=f"could not read the host: {read.error}")
+        out["settings"] = []
+        return out
+    status = host_status(read.name, read.settings, read.snapshot)
+    plan = plan_restore(read.snapshot, read.settings, desired.ALL)
+    actions = {sp.drift.key: sp.action for sp in plan.settings}
+    code, verdict = status.exit_code, status.verdict
+    if run is not None and run.returncode == EXIT_LOCKED:
+        code, verdict = EXIT_LOCKED, "another run holds the host lock: " + _lock_line(run)
+    elif run is not None and run.returncode != 0 and code == EXIT_OK:
+        code, verdict = EXIT_ERROR, f"the deploy failed (exit {run.returncode})"
+    out.update(
+        exit_code=code,
+        verdict=verdict,
+        probe=read.snapshot.probe.outcome,
+        problems=status.problems,
+        settings=[
+            {
+                "setting": d.key,
+                "label": d.label,
+                "issue": d.issue,
+                "desired": d.desired,
+                "live": d.live,
+                "next_boot": d.next_boot,
+                "state": d.state,
+                "durable_in": d.durable,
+                "action": "none" if d.in_sync else (actions[d.key] if check else "left as is"),
+            }
+            for d in status.drifts
+        ],
+    )
+    return out
+
+
+def _lock_line(run: fleet.DeployRun) -> str:
+    lines = [ln for ln in run.output.splitlines() if "holds" in ln and "/run/lock" in ln]
+    return lines[-1].strip() if lines else run.tail(3)
+
+
+def _metrics(read: fleet.HostRead) -> metrics.HostMetrics:
+    if read.error:
+        return metrics.HostMetrics(read.name, up=False)
+    drifts = desired.drifts(read.snapshot, read.settings)
+    return metrics.HostMetrics(
+        read.name,
+        up=True,
+        drift={d.key: d.state == desired.DRIFTED for d in drifts},
+        volatile={d.key: d.state == desired.VOLATILE for d in drifts},
+        probe_ok=read.snapshot.probe.parsed,
+        mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
+    )
+
+
+def _print(rep: dict) -> None:
+    colour = {0: "green", 3: "yellow", 4: "red", 5: "yellow"}.get(rep["exit_code"], "red")
+    table = Table(
+        title=f"{rep['host']}: [{colour}]{rep['verdict']}[/]", title_justify="left", width=80
+    )
+    for column in ("setting", "desired", "live", "next boot", "action"):
+        table.add_column(column, overflow="fold")
+    for s in rep["settings"]:
+        style = None if s["state"] == desired.IN_SYNC else "yellow"
+        state = "" if s["state"] == desired.IN_SYNC else f" ({s['state']})"
+        table.add_row(
+            s["label"], s["desired"], s["live"] + state, s["next_boot"], s["action"], style=style
+        )
+    console.print(table)
+    apply = rep.get("apply")
+    if apply and apply["exit_code"] != 0 and apply.get("tail"):
+        console.print(f"  deploy exit {apply['exit_code']}; its last lines:", style="red")
+        console.print(apply["tail"], markup=False, highlight=False)

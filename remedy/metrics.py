@@ -1,0 +1,93 @@
+"""node_exporter textfile metrics of a converge run, written with prometheus-client.
+
+    remedy converge inventory/production.py --check --textfile \
+        /var/lib/node_exporter/textfile/remedy.prom
+
+``write_to_textfile`` writes a temporary file next to PATH and renames it: the
+collector never reads half a file. A host that could not be read gets
+``remedy_host_up{host} 0`` and nothing else, never stale values.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remedy.errors import ConfigError
+
+
+@dataclass
+class HostMetrics:
+    host: str
+    up: bool
+    drift: dict[str, bool] = field(default_factory=dict)  # setting -> live is wrong
+    volatile: dict[str, bool] = field(default_factory=dict)  # setting -> a reboot reverts it
+    probe_ok: bool = False
+    mem_available_bytes: int | None = None
+
+
+def check_writable(path: str) -> Path:
+    """Fail before any work if PATH cannot be written atomically (its directory must
+    exist and be writable: the temporary file goes there)."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise ConfigError(f"--textfile {path}: is a directory; name a file like remedy.prom")
+    if not directory.is_dir():
+        raise ConfigError(f"--textfile {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ConfigError(
+            f"--textfile {path}: directory {directory} is not writable by this user "
+            "(the file is written to a temporary name there, then renamed)"
+        )
+    return target
+
+
+def write(
+    path: str,
+    hosts: list[HostMetrics],
+    finished_at: float,
+    duration_s: float,
+    success: bool,
+) -> None:
+    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+    registry = CollectorRegistry()
+
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(name, doc, labels, registry=registry)
+
+    up = gauge("remedy_host_up", "1 if remedy could read the host in this run", ("host",))
+    drift = gauge(
+        "remedy_setting_drift",
+        "1 if the managed setting's live value is not the desired one",
+        ("host", "setting"),
+    )
+    volatile = gauge(
+        "remedy_setting_volatile",
+        "1 if the setting is right now but the next boot reverts it",
+        ("host", "setting"),
+    )
+    probe = gauge("remedy_toolcall_probe_ok", "1 if the tool-call probe was parsed", ("host",))
+    mem = gauge("remedy_mem_available_bytes", "MemAvailable of the host", ("host",))
+    for h in hosts:
+        up.labels(h.host).set(1 if h.up else 0)
+        if not h.up:
+            continue
+        for setting, value in h.drift.items():
+            drift.labels(h.host, setting).set(1 if value else 0)
+        for setting, value in h.volatile.items():
+            volatile.labels(h.host, setting).set(1 if value else 0)
+        probe.labels(h.host).set(1 if h.probe_ok else 0)
+        if h.mem_available_bytes is not None:
+            mem.labels(h.host).set(h.mem_available_bytes)
+    gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
+    gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
+        1 if success else 0
+    )
+    gauge("remedy_run_duration_seconds", "Wall time of the last run").set(duration_s)
+    try:
+        write_to_textfile(path, registry)
+    except OSError as exc:
+        raise ConfigError(f"--textfile {path}: cannot write it: {exc}") from None

@@ -1,0 +1,133 @@
+"""Issue 10 on twins: `remedy converge`, its drift report, metrics, the host lock, a fleet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from remedy.twin import machine
+from tests.conftest import PROJECT, out_of_sync, probe_inside, server_starts, unit_props
+
+pytestmark = pytest.mark.twin
+
+
+def converge(*argv: str, inventory: str = "inventory/twin.py", timeout: int = 900):
+    """``remedy converge INVENTORY --json ARGV``: (exit code, the document)."""
+    proc = subprocess.run(
+        ["remedy", "converge", inventory, "--json", *argv],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        timeout=timeout,
+    )
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON (exit {proc.returncode}): {proc.stderr[-2000:]}") from None
+
+
+def by_setting(host: dict) -> dict[str, dict]:
+    return {s["setting"]: s for s in host["settings"]}
+
+
+def samples(path) -> dict[tuple[str, tuple], float]:
+    out = {}
+    for family in text_string_to_metric_families(path.read_text()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_check_reports_the_seed_state_and_changes_nothing(make_twin):
+    twin = make_twin(with_emergency_override=True)
+    pid = unit_props(twin)["MainPID"]
+    code, doc = converge("--check", "--limit", twin.name)
+    assert code == 3 and doc["exit_code"] == 3
+    (host,) = doc["hosts"]
+    settings = by_setting(host)
+    assert {"tool_call_parser", "QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD",
+            "hugepages"} <= {k for k, s in settings.items() if s["state"] != "in sync"}  # fmt: skip
+    assert settings["tool_call_parser"]["state"] == "volatile"
+    assert settings["tool_call_parser"]["next_boot"] == "hermes"
+    assert "bump tt-stack" in settings["tool_call_parser"]["action"]
+    assert unit_props(twin)["MainPID"] == pid  # nothing restarted
+
+
+def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
+    prom = tmp_path / "remedy.prom"
+    code, doc = converge("--limit", twin.name, "--textfile", str(prom))
+    assert code == 0, json.dumps(doc, indent=1)[-3000:]
+    code, doc = converge("--check", "--limit", twin.name, "--textfile", str(prom))
+    assert (
+        code == 0 and out_of_sync({s["setting"]: s for s in doc["hosts"][0]["settings"]}) == set()
+    )
+    values = samples(prom)
+    host = ("host", twin.name)
+    assert values[("remedy_toolcall_probe_ok", (host,))] == 1
+    assert values[("remedy_host_up", (host,))] == 1
+    drift = [v for (name, _), v in values.items() if name == "remedy_setting_drift"]
+    assert len(drift) == 6 and set(drift) == {0}
+    assert values[("remedy_last_run_success", ())] == 1
+
+
+def test_an_unwritable_textfile_is_a_clear_error_before_any_work(twin):
+    proc = subprocess.run(
+        ["remedy", "converge", "inventory/twin.py", "--check", "--limit", twin.name,
+         "--textfile", "/nonexistent/dir/remedy.prom"],
+        capture_output=True, text=True, cwd=PROJECT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "/nonexistent/dir does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_two_converges_at_once_restart_the_server_once(make_twin):
+    twin = make_twin(with_emergency_override=True)
+    starts = server_starts(twin)
+    results: dict[str, tuple[int, dict]] = {}
+
+    def one(tag: str, wait: str) -> None:
+        results[tag] = converge("--limit", twin.name, "--wait", wait)
+
+    first = threading.Thread(target=one, args=("first", "0"))
+    first.start()
+    time.sleep(1.0)
+    second = threading.Thread(target=one, args=("second", "0"))
+    second.start()
+    first.join()
+    second.join()
+    codes = sorted(code for code, _ in results.values())
+    assert codes == [0, 5], {k: (c, d["hosts"][0]["verdict"]) for k, (c, d) in results.items()}
+    locked = next(d for c, d in results.values() if c == 5)
+    assert "holds /run/lock/remedy-" in locked["hosts"][0]["verdict"]
+    assert "pid " in locked["hosts"][0]["verdict"]
+    assert server_starts(twin) == starts + 1  # restarted exactly once
+    code, doc = converge("--check", "--limit", twin.name)
+    assert code == 0, doc["hosts"][0]["verdict"]
+
+
+def test_a_fleet_of_four_with_one_down_converges_the_other_three(make_twin, tmp_path):
+    twins = [make_twin() for _ in range(4)]
+    fleet = tmp_path / "fleet.py"  # the four as they were, before one went down
+    hosts = [(t.name, t.inventory_data()) for t in twins]
+    fleet.write_text(f"hosts = {hosts!r}\n")
+    down = twins[3]
+    machine.down(down.name, progress=lambda _m: None)
+    prom = tmp_path / "fleet.prom"
+    code, doc = converge("--textfile", str(prom), inventory=str(fleet))
+    assert code == 1  # the worst host: the one that could not be reached
+    by_host = {h["host"]: h for h in doc["hosts"]}
+    assert "could not connect over SSH" in by_host[down.name]["verdict"]
+    for t in twins[:3]:
+        assert by_host[t.name]["exit_code"] == 0, by_host[t.name]["verdict"]
+        assert probe_inside(t).outcome == "parsed"
+    values = samples(prom)
+    assert values[("remedy_host_up", (("host", down.name),))] == 0
+    assert not [k for k in values if k[0] != "remedy_host_up" and ("host", down.name) in k[1]]
+    for t in twins[:3]:
+        assert values[("remedy_toolcall_probe_ok", (("host", t.name),))] == 1
