@@ -21,7 +21,9 @@ from remedy.core import settings as settings_mod
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
 
-PROJECT = Path(__file__).resolve().parent.parent  # where deploys/ lives
+# Where deploys/ and runbooks/ live: the checkout this package runs from, or, for an
+# installed wheel, REMEDY_PROJECT (the schedule's service sets it).
+PROJECT = Path(os.environ.get("REMEDY_PROJECT") or Path(__file__).resolve().parent.parent)
 
 
 @dataclass

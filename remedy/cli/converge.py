@@ -32,6 +32,17 @@ EXIT_LOCKED = 5
 SEVERITY = [EXIT_OK, EXIT_VOLATILE, EXIT_LOCKED, EXIT_UNHEALTHY, EXIT_ERROR]
 
 
+# --wait, shared with `remedy schedule install` (which passes it on to converge)
+wait_option = click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=30,
+    show_default=True,
+    help="Seconds to wait for another run's host lock before giving up (exit 5).",
+)
+
+
 def worst(codes: list[int]) -> int:
     return max(
         codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else len(SEVERITY), default=0
@@ -44,14 +55,7 @@ def worst(codes: list[int]) -> int:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
 @click.option("--textfile", metavar="PATH", help="Write node_exporter textfile metrics to PATH.")
 @click.option("--limit", multiple=True, metavar="HOST", help="Only this host (repeatable).")
-@click.option(
-    "--wait",
-    "wait_s",
-    type=click.FloatRange(min=0),
-    default=30,
-    show_default=True,
-    help="Seconds to wait for another run's host lock before giving up (exit 5).",
-)
+@wait_option
 def converge(inventory, check, as_json, textfile, limit, wait_s):
     """Converge every managed setting (deploys/converge.py) on each host in parallel,
     then report per host and setting: desired, live, next boot, and the action."""

@@ -87,6 +87,7 @@ def _wait_while_starting(s, snap):
     starting = snap.unit.active_state == "activating" or (
         snap.unit.active_state == "active"
         and snap.probe.outcome == "unreachable"
+        and not snap.probe.timed_out  # refused: still loading; a hang times out
         and started is not None
         and started < s.ready_timeout_s
     )

@@ -131,3 +131,38 @@ def test_a_fleet_of_four_with_one_down_converges_the_other_three(make_twin, tmp_
     assert not [k for k in values if k[0] != "remedy_host_up" and ("host", down.name) in k[1]]
     for t in twins[:3]:
         assert values[("remedy_toolcall_probe_ok", (("host", t.name),))] == 1
+
+
+def test_a_server_that_is_starting_is_waited_for_not_restarted(twin):
+    from tests.conftest import run_deploy
+
+    assert run_deploy(twin, "converge").returncode == 0
+    slow = "/etc/systemd/system/tenstorrent-serving.service.d/50-slow-load.conf"
+    twin.exec(["mkdir", "-p", slow.rsplit("/", 1)[0]])
+    twin.exec(["tee", slow], input="[Service]\nEnvironment=VLLM_DOUBLE_LOAD_SECONDS=15\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
+    proc = run_deploy(twin, "converge")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "is starting" in out and "not restarting" in out
+    assert unit_props(twin)["MainPID"] == pid
+    assert server_starts(twin) == starts + 1  # the load we started finished; no other
+
+
+def test_a_hung_server_is_unhealthy_and_not_restarted(twin, tmp_path):
+    from tests.conftest import twin_inventory
+
+    inventory = twin_inventory(tmp_path / "inv.py", twin, probe_timeout_s=3)
+    code, doc = converge("--limit", twin.name, inventory=str(inventory))
+    assert code == 0, doc["hosts"][0]["verdict"]
+    pid = unit_props(twin)["MainPID"]
+    twin.exec(["kill", "-STOP", pid])
+    try:
+        code, doc = converge("--limit", twin.name, inventory=str(inventory))
+        assert code == 4, doc["hosts"][0]["verdict"]
+        assert doc["hosts"][0]["probe"] == "unreachable"
+        assert unit_props(twin)["MainPID"] == pid  # not restarted
+    finally:
+        twin.exec(["kill", "-CONT", pid], check=False)

@@ -1,0 +1,193 @@
+"""``remedy schedule install|status|remove|show``: converge on a systemd timer.
+
+    remedy schedule install inventory/production.py --interval 10min \
+        --textfile /var/lib/node_exporter/textfile/remedy.prom
+    remedy schedule status
+    remedy schedule show inventory/production.py     # the units, and a NixOS snippet
+    remedy schedule remove
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from remedy import fleet, metrics
+from remedy import inventory as inventory_mod
+from remedy.cli.converge import wait_option
+from remedy.console import console, err_console
+from remedy.core import schedule as core
+from remedy.errors import ConfigError, RemedyError
+
+UNIT_DIR = Path("/etc/systemd/system")
+EXIT_MEANING = {
+    "0": "in sync and durable",
+    "1": "error (a host could not be read, or a deploy failed)",
+    "3": "drift or volatile state",
+    "4": "unhealthy: tool calls not parsed",
+    "5": "another run held a host lock",
+}
+
+
+def _remedy_executable() -> str:
+    here = Path(sys.executable).parent / "remedy"
+    found = str(here) if here.exists() else shutil.which("remedy")
+    if not found:
+        raise RemedyError("cannot find the remedy executable to schedule (is it installed?)")
+    return str(Path(found).absolute())
+
+
+def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
+    path = Path(inventory)
+    if not path.is_file():
+        raise ConfigError(f"inventory {inventory} does not exist")
+    inventory_mod.load_inventory(path)  # bad data fails now, not at 3 a.m.
+    if textfile:
+        metrics.check_writable(textfile)
+    return core.Schedule(
+        remedy=_remedy_executable(),
+        inventory=str(path.resolve()),
+        project=str(fleet.PROJECT),
+        interval=interval,
+        check_only=check_only,
+        textfile=str(Path(textfile).resolve()) if textfile else None,
+        wait_s=wait_s,
+    )
+
+
+def _options(f):
+    for option in reversed(
+        [
+            click.argument("inventory"),
+            click.option("--interval", default="10min", show_default=True, help="systemd span."),
+            click.option("--check-only", is_flag=True, help="Report drift; never apply."),
+            click.option("--textfile", metavar="PATH", help="node_exporter textfile to write."),
+            wait_option,
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _systemctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["systemctl", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RemedyError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+@click.group()
+def schedule():
+    """Run `remedy converge` on a systemd timer, on this (management) host."""
+
+
+@schedule.command()
+@_options
+def show(inventory, interval, check_only, textfile, wait_s):
+    """Print the service and timer `install` would write, and the same for NixOS."""
+    spec = _spec(inventory, interval, check_only, textfile, wait_s)
+    click.echo(f"# {UNIT_DIR / core.SERVICE}\n{core.service_unit(spec)}")
+    click.echo(f"# {UNIT_DIR / core.TIMER}\n{core.timer_unit(spec)}")
+    click.echo(core.nixos_snippet(spec))
+
+
+@schedule.command()
+@_options
+def install(inventory, interval, check_only, textfile, wait_s):
+    """Write remedy-converge.service and .timer, check them with systemd-analyze verify,
+    and enable the timer. Run it again to change the options."""
+    spec = _spec(inventory, interval, check_only, textfile, wait_s)
+    texts = {core.SERVICE: core.service_unit(spec), core.TIMER: core.timer_unit(spec)}
+    with tempfile.TemporaryDirectory(prefix="remedy-units.") as tmp:
+        for name, text in texts.items():
+            (Path(tmp) / name).write_text(text)
+        if shutil.which("systemd-analyze"):
+            checked = subprocess.run(
+                ["systemd-analyze", "verify", *(str(Path(tmp) / n) for n in texts)],
+                capture_output=True,
+                text=True,
+            )
+            if checked.returncode != 0:
+                raise RemedyError(
+                    f"systemd-analyze verify rejected the units: {checked.stderr.strip()}"
+                )
+    for name, text in texts.items():  # atomically, 0644
+        target = UNIT_DIR / name
+        tmp_path = target.with_name(f".{name}.remedy-tmp")
+        tmp_path.write_text(text)
+        tmp_path.chmod(0o644)
+        os.replace(tmp_path, target)
+    _systemctl("daemon-reload")
+    _systemctl("enable", "--now", core.TIMER)
+    next_run = _systemctl("show", "-P", "NextElapseUSecRealtime", core.TIMER).stdout.strip()
+    mode = "reports drift" if check_only else "converges"
+    console.print(
+        f"installed {UNIT_DIR / core.SERVICE} and {core.TIMER}: every {interval} it {mode} "
+        f"{spec.inventory}; next run {next_run or 'after boot'}"
+    )
+
+
+@schedule.command()
+def remove():
+    """Disable the timer and remove both units (running nothing)."""
+    present = [UNIT_DIR / n for n in (core.SERVICE, core.TIMER) if (UNIT_DIR / n).exists()]
+    if not present:
+        console.print("no remedy schedule is installed; nothing to remove")
+        return
+    _systemctl("disable", "--now", core.TIMER, check=False)
+    _systemctl("stop", core.SERVICE, check=False)
+    for path in present:
+        path.unlink()
+    _systemctl("daemon-reload")
+    console.print(f"removed {', '.join(str(p) for p in present)}")
+
+
+@schedule.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+def status(as_json):
+    """The last result, the next run, and the last report (the drift)."""
+    service = UNIT_DIR / core.SERVICE
+    if not service.exists():
+        err_console.print("no remedy schedule is installed (remedy schedule install …)")
+        raise SystemExit(1)
+    timer = _props(core.TIMER, "ActiveState", "NextElapseUSecRealtime", "LastTriggerUSec")
+    svc = _props(core.SERVICE, "Result", "ExecMainStatus", "ExecMainExitTimestamp")
+    report = subprocess.run(
+        ["journalctl", "-u", core.SERVICE, "-n", "40", "-o", "cat", "--no-pager"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    doc = {
+        "command": core.parse_exec_start(service.read_text()),
+        "timer": timer,
+        "last_run": {**svc, "meaning": EXIT_MEANING.get(svc.get("ExecMainStatus", ""), "")},
+        "last_report": report.splitlines(),
+    }
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    console.print(f"command:  {' '.join(doc['command'])}")
+    console.print(
+        f"timer:    {timer.get('ActiveState')}; next {timer.get('NextElapseUSecRealtime')}"
+    )
+    last = svc.get("ExecMainExitTimestamp") or "never"
+    console.print(
+        f"last run: {last}: exit {svc.get('ExecMainStatus')} "
+        f"({doc['last_run']['meaning'] or svc.get('Result')})"
+    )
+    if report.strip():
+        console.print("last report:")
+        console.print(report.rstrip(), markup=False, highlight=False)
+
+
+def _props(unit: str, *names: str) -> dict[str, str]:
+    argv = ["show", unit] + [a for n in names for a in ("-p", n)]
+    out = _systemctl(*argv, check=False).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)

@@ -1,0 +1,77 @@
+"""The scheduled convergence units: rendered from values, checked by systemd itself."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from remedy.core import schedule
+from remedy.errors import ConfigError
+
+
+def spec(**kw) -> schedule.Schedule:
+    base = dict(
+        remedy="/opt/remedy/bin/remedy",
+        inventory="/etc/remedy/production.py",
+        project="/opt/remedy-src",
+    )
+    return schedule.Schedule(**{**base, **kw})
+
+
+def test_the_service_runs_converge_with_absolute_paths_and_the_timer_repeats():
+    s = spec(interval="15min", textfile="/var/lib/node_exporter/remedy.prom")
+    service, timer = schedule.service_unit(s), schedule.timer_unit(s)
+    assert (
+        "ExecStart=/opt/remedy/bin/remedy converge /etc/remedy/production.py --wait 30 "
+        "--textfile /var/lib/node_exporter/remedy.prom"
+    ) in service
+    assert "Type=oneshot" in service and "WorkingDirectory=/opt/remedy-src" in service
+    for line in ("OnBootSec=1min", "OnUnitActiveSec=15min", "RandomizedDelaySec=30s",
+                 "Persistent=true", "WantedBy=timers.target"):  # fmt: skip
+        assert line in timer.splitlines()
+    assert schedule.parse_exec_start(service)[:3] == [
+        "/opt/remedy/bin/remedy",
+        "converge",
+        "/etc/remedy/production.py",
+    ]
+
+
+def test_check_only_adds_check_and_the_nixos_snippet_says_the_same():
+    s = spec(check_only=True)
+    assert "--check" in s.argv()
+    nix = schedule.nixos_snippet(s)
+    assert "systemd.services.remedy-converge" in nix and "systemd.timers.remedy-converge" in nix
+    assert '"/opt/remedy/bin/remedy converge /etc/remedy/production.py --wait 30 --check"' in nix
+    assert 'OnUnitActiveSec = "10min";' in nix
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("interval", "every ten minutes", "not a systemd time span"),
+        ("inventory", "inventory/production.py", "must be an absolute path"),
+        ("project", '/opt/a "b"', "without quotes"),
+        ("textfile", "remedy.prom", "must be an absolute path"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_field(field, value, words):
+    with pytest.raises(ConfigError, match=words):
+        spec(**{field: value})
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze missing")
+def test_systemd_analyze_verify_accepts_both_units(tmp_path):
+    remedy = tmp_path / "remedy"
+    remedy.write_text("#!/bin/sh\n")
+    remedy.chmod(0o755)
+    s = spec(remedy=str(remedy), project=str(tmp_path))
+    (tmp_path / schedule.SERVICE).write_text(schedule.service_unit(s))
+    (tmp_path / schedule.TIMER).write_text(schedule.timer_unit(s))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / schedule.SERVICE),
+         str(tmp_path / schedule.TIMER)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
