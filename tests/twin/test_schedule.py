@@ -67,11 +67,11 @@ def install_remedy(mgmt, tmp_path: Path) -> None:
     wheels = wheelhouse(py)
     own = tmp_path / "own"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(own), str(PROJECT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(own), PROJECT],
         check=True,
         timeout=600,
     )
-    root = mgmt.merged
+    root = Path(mgmt.merged)
     shutil.copytree(wheels, root / "opt/wheelhouse", dirs_exist_ok=True)
     for wheel in own.glob("*.whl"):
         shutil.copy(wheel, root / "opt/wheelhouse")
@@ -83,7 +83,7 @@ def install_remedy(mgmt, tmp_path: Path) -> None:
             continue
         dest = root / "opt/remedy-src" / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(PROJECT / rel, dest)
+        shutil.copy2(Path(PROJECT) / rel, dest)
     pip = next((root / "opt/wheelhouse").glob("pip-*.whl")).name
     mgmt.exec(["python3", "-m", "venv", "--without-pip", "/opt/remedy"])
     mgmt.exec(
@@ -95,7 +95,7 @@ def install_remedy(mgmt, tmp_path: Path) -> None:
 
 def inventory_for(mgmt, target, **data) -> str:
     """An inventory inside MGMT for TARGET: its key and known_hosts copied in."""
-    inv = mgmt.merged / "etc/remedy"
+    inv = Path(mgmt.merged) / "etc/remedy"
     inv.mkdir(parents=True, exist_ok=True)
     target_data = target.inventory_data()
     shutil.copy(target_data["ssh_key"], inv / "target_key")
