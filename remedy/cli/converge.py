@@ -63,16 +63,10 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
     if textfile:
         metrics.check_writable(textfile)
     say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
-    hosts = [h.name for h in inventory_mod.load_inventory(inventory)]
-    if limit:
-        unknown = [n for n in limit if n not in hosts]
-        if unknown:
-            from remedy.errors import ConfigError
-
-            raise ConfigError(
-                f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
-            )
-        hosts = [h for h in hosts if h in limit]
+    if check:  # one inventory load: the session checks the --limit names itself
+        hosts = list(limit) or None
+    else:
+        hosts = _host_names(inventory, limit)
     applied: dict[str, fleet.DeployRun] = {}
     if not check:
         runs = fleet.deploy_each(
@@ -96,6 +90,20 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
         for rep in reports:
             _print(rep)
     raise SystemExit(code)
+
+
+def _host_names(inventory: str, limit) -> list[str]:
+    hosts = [h.name for h in inventory_mod.load_inventory(inventory)]
+    if limit:
+        unknown = [n for n in limit if n not in hosts]
+        if unknown:
+            from remedy.errors import ConfigError
+
+            raise ConfigError(
+                f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
+            )
+        hosts = [h for h in hosts if h in limit]
+    return hosts
 
 
 def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> dict:
