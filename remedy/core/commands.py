@@ -112,10 +112,11 @@ def scratch_dir() -> list[str]:
 
 
 def stale_scratch_removed(owner: str) -> list[str]:
-    """Scratch clones that a killed run left behind (older than two hours)."""
+    """Scratch clones that a killed run left behind. Every run that makes one holds the
+    host lock (remedy.lock), so any clone found now belongs to no running run."""
     return [
         "find", "/tmp", "-maxdepth", "1", "-name", SCRATCH_PREFIX[5:] + "*", "-user", owner,
-        "-mmin", "+120", "-exec", "rm", "-rf", "--", "{}", "+",
+        "-exec", "rm", "-rf", "--", "{}", "+",
     ]  # fmt: skip
 
 
