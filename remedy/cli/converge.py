@@ -74,6 +74,8 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
         )
         applied = {r.host: r for r in runs}
     reads = fleet.read_hosts(inventory, hosts, say)
+    if applied:
+        _audit_unreached(inventory, applied, {r.name: r.error for r in reads})
     reports = [_report(r, applied.get(r.name), check) for r in reads]
     code = worst([rep["exit_code"] for rep in reports])
     if textfile:
@@ -145,6 +147,31 @@ def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> d
         ],
     )
     return out
+
+
+def _audit_unreached(inventory: str, applied: dict, read_errors: dict) -> None:
+    """A deploy that never connected wrote no audit line (its operations never ran):
+    converge writes it, with the reason, so the log shows every host it tried."""
+    from remedy import audit
+
+    data = {h.name: h.data for h in inventory_mod.load_inventory(inventory)}
+    for name, run in applied.items():
+        if run.returncode == 0 or "] Connected" in run.output:
+            continue
+        why = read_errors.get(name) or run.tail(3)
+        record = audit.AuditRecord(
+            host=name,
+            result="failed",
+            runbook="006",
+            commits=audit.commits_of(fleet.PROJECT),
+            issues=["tt-stack#49", "tt-stack#44", "tt-stack#52"],
+            path="none",
+            details={"failed": f"the deploy could not reach the host: {why}"},
+        )
+        try:
+            audit.append(audit.log_path_for(dict(data.get(name, {}))), record)
+        except Exception as exc:  # never hide the report behind the log
+            err_console.print(f"could not write the audit line for {name}: {exc!r}")
 
 
 def _lock_line(run: fleet.DeployRun) -> str:

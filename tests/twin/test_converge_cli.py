@@ -111,7 +111,9 @@ def test_two_converges_at_once_restart_the_server_once(make_twin):
     assert code == 0, doc["hosts"][0]["verdict"]
 
 
-def test_a_fleet_of_four_with_one_down_converges_the_other_three(make_twin, tmp_path):
+def test_a_fleet_of_four_with_one_down_converges_the_other_three(make_twin, tmp_path, monkeypatch):
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("REMEDY_AUDIT_LOG", str(log))
     twins = [make_twin() for _ in range(4)]
     fleet = tmp_path / "fleet.py"  # the four as they were, before one went down
     hosts = [(t.name, t.inventory_data()) for t in twins]
@@ -131,6 +133,10 @@ def test_a_fleet_of_four_with_one_down_converges_the_other_three(make_twin, tmp_
     assert not [k for k in values if k[0] != "remedy_host_up" and ("host", down.name) in k[1]]
     for t in twins[:3]:
         assert values[("remedy_toolcall_probe_ok", (("host", t.name),))] == 1
+    records = {r["host"]: r for r in map(json.loads, log.read_text().splitlines())}
+    assert records[down.name]["result"] == "failed"
+    assert "could not reach the host" in records[down.name]["details"]["failed"]
+    assert all(records[t.name]["result"] == "ok" for t in twins[:3])
 
 
 def test_a_server_that_is_starting_is_waited_for_not_restarted(twin):
