@@ -198,7 +198,7 @@ def _print(rep: dict) -> None:
     table = Table(
         title=f"{rep['host']}: [{colour}]{rep['verdict']}[/]", title_justify="left", width=80
     )
-    for column in ("setting", "desired", "live", "next boot", "action"):
+    for column in ("setting", "desired", "live", "after reboot", "action"):
         table.add_column(column, overflow="fold")
     for s in rep["settings"]:
         style = None if s["state"] == desired.IN_SYNC else "yellow"
