@@ -136,7 +136,10 @@ if [ -n "$m" ]; then
   # which host configuration imports remedy's file (./remedy.nix next to it)
   grep -rlF --include='*.nix' -e "./${m##*/}" "$d" 2>/dev/null | grep -vxF "$d/$m" \
     | sed 's/^/imported-by /'
-  [ -f "$d/$m" ] && catfile "$d/$m"
+  if [ -f "$d/$m" ]; then
+    g ls-files --error-unmatch -- "$m" >/dev/null 2>&1 || echo "untracked"
+    catfile "$d/$m"
+  fi
 fi
 """
 

@@ -333,6 +333,12 @@ def plan_restore(
             reasons.append("release free hugepages above the target")
         return done(RestorePlan(DURABLE, reasons, [], False, override, restart, **base))
     blockers = durable_blockers(snap, s)
+    if write_managed and snap.managed.untracked:
+        blockers.append(
+            f"{s.flake_dir}/{s.managed_file} exists but is not committed: remedy writes "
+            "and commits that file itself, and git would refuse to overwrite it; move it "
+            "away (or commit it) and run again"
+        )
     if not blockers:
         lock = snap.flake_input
         steps = []

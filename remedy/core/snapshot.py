@@ -126,6 +126,7 @@ class ManagedFile:
     path: str  # relative to flake_dir
     content: str | None = None  # None: not there
     imported_by: list[str] = field(default_factory=list)  # files that import it
+    untracked: bool = False  # there, but not in git: a fast-forward would refuse it
 
 
 def read_managed(parts: Parts) -> ManagedFile:
@@ -135,6 +136,7 @@ def read_managed(parts: Parts) -> ManagedFile:
     s = found[0]
     out = ManagedFile(s.arg.strip())
     out.imported_by = [ln.split(" ", 1)[1] for ln in s.lines if ln.startswith("imported-by ")]
+    out.untracked = "untracked" in (ln.strip() for ln in s.lines)
     if s.files:
         out.content = s.files[0].text
     return out

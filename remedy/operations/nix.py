@@ -328,11 +328,13 @@ def _publish(state, host, r: RestoreRun) -> bool:
     s = r.settings
     ran = run(host, r.as_owner(commands.fast_forward(s.flake_dir, r.scratch)))
     if not ran.ok:
-        _abandon(
-            r,
-            f"cannot fast-forward {s.flake_dir} to the lock commit: {ran.why} (did someone "
-            "commit meanwhile? run again)",
-        )
+        text = ran.stderr + "\n" + ran.stdout
+        if "untracked working tree files" in text:
+            files = [x.strip() for x in text.splitlines() if x.startswith(("\t", "    "))]
+            hint = f"untracked files in the way: {', '.join(files) or '?'}; move them away"
+        else:
+            hint = f"{ran.why} (did someone commit meanwhile? run again)"
+        _abandon(r, f"cannot fast-forward {s.flake_dir} to the proven commits: {hint}")
         return True
     head = run(host, r.as_owner(commands.head(s.flake_dir)))
     r.lock_commit = head.stdout.strip() if head.ok else None  # for a rollback

@@ -102,3 +102,16 @@ def test_a_host_configuration_without_the_import_is_told_the_line_to_add(twin):
     out = out_of(proc)
     assert proc.returncode == 0, out[-3000:]
     assert "imports = [ ./remedy.nix ];" in out and config in out
+
+
+def test_an_uncommitted_managed_file_is_named_before_any_work(twin):
+    from tests.conftest import as_owner
+
+    as_owner(twin, "sh", "-c", "printf '{ }\\n' > /etc/nixos/hosts/cfx-llm2/remedy.nix")
+    proc = run_deploy(twin, "converge", "--dry")
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 0, out[-3000:]
+    assert (
+        "durable path not possible: /etc/nixos/hosts/cfx-llm2/remedy.nix exists but "
+        "is not committed" in out
+    )
