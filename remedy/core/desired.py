@@ -13,6 +13,8 @@ status``, the plan and the proof of a built system all judge "correct" here.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -205,12 +207,16 @@ def _flags(view) -> tuple[str, ...]:
     return tuple(view.script.flags) if view and view.script else ()
 
 
+def serving(view) -> Observed:
+    """The serving settings of one ServiceView (parser, environment, flags) as Observed:
+    what the verification reads back from systemd after a restart."""
+    return Observed(view.parser.value, _view_env(view), _flags(view))
+
+
 def override_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
     """Runtime drop-ins that belong to a tool-calling override: the managed one, or any
     /run drop-in that sets ExecStart. Others (e.g. `set-property --runtime` limits) are
     reported as volatile but never removed."""
-    import re
-
     return [
         d.path
         for d in snap.unit.runtime_dropins
@@ -223,19 +229,13 @@ def live(snap: HostSnapshot, s: Settings) -> Observed:
     overrides = override_dropins(snap, s)
     if now.exec_start and now.exec_start.startswith("/run/") and not overrides:
         overrides = [now.exec_start]
-    return Observed(
-        now.parser.value,
-        _view_env(now),
-        _flags(now),
-        {size: p.total for size, p in snap.memory.pools.items()},
-        tuple(overrides),
-    )
+    pools = {size: p.total for size, p in snap.memory.pools.items()}
+    return dataclasses.replace(serving(now), hugepages=pools, overrides=tuple(overrides))
 
 
 def next_boot(snap: HostSnapshot, s: Settings) -> Observed:
-    after = snap.unit.after_reboot
-    return Observed(
-        after.parser.value, _view_env(after), _flags(after), snap.memory.next_boot_pools(), ()
+    return dataclasses.replace(
+        serving(snap.unit.after_reboot), hugepages=snap.memory.next_boot_pools()
     )
 
 

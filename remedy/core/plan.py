@@ -87,16 +87,16 @@ override_dropins = desired.override_dropins
 
 
 def override_present(snap: HostSnapshot, s: Settings) -> bool:
-    exec_start = snap.unit.now.exec_start
-    return bool(override_dropins(snap, s)) or bool(exec_start and exec_start.startswith("/run/"))
+    return bool(desired.live(snap, s).overrides)
 
 
-def missing_env(env: dict[str, str], s: Settings) -> list[str]:
-    return [f"{k}={v}" for k, v in sorted(s.required_env.items()) if env.get(k) != v]
+SERVING_PARSER_ENV = ("tool_call_parser", "QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
 
 
-def view_env(view) -> dict[str, str]:
-    return {k: v.value for k, v in view.environment.items()} if view else {}
+def serving_lacks(view, s: Settings) -> list[str]:
+    """What a running configuration lacks of the parser and environment (desired's
+    judgement; the verification and the override check share it)."""
+    return desired.missing(desired.serving(view), s, SERVING_PARSER_ENV)
 
 
 def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
@@ -104,11 +104,7 @@ def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
 
     Judged by effect, not by text: a hand-made override that works is left alone."""
     now = snap.unit.now
-    return (
-        bool(now.exec_start and now.exec_start.startswith("/run/"))
-        and now.parser.value == s.tool_call_parser
-        and not missing_env(view_env(now), s)
-    )
+    return bool(now.exec_start and now.exec_start.startswith("/run/")) and not serving_lacks(now, s)
 
 
 def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:

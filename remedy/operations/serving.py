@@ -234,14 +234,11 @@ def _wait_until_parsed(r: RestoreRun) -> str | None:
         prose_in_a_row = prose_in_a_row + 1 if result.inconclusive else 0
         if result.parsed or prose_in_a_row >= PROSE_ROUNDS:
             unit = host.get_fact(ServingUnit, unit=s.unit)
-            lacking = plan.missing_env(plan.view_env(unit.now), s)
+            lacking = plan.serving_lacks(unit.now, s)
             if lacking:
-                why = f"the probe is parsed but the server runs without {', '.join(lacking)}"
-                break
-            if unit.now.parser.value != s.tool_call_parser:
                 why = (
-                    f"the probe is parsed but systemd's effective parser is "
-                    f"{unit.now.parser.describe('')}"
+                    f"the probe is parsed but systemd runs without {'; '.join(lacking)} "
+                    f"({unit.now.parser.describe('parser')})"
                 )
                 break
             r.probe_after = result
