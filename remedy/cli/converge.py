@@ -63,10 +63,12 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
     if textfile:
         metrics.check_writable(textfile)
     say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
+    host_data: dict[str, dict] = {}
     if check:  # one inventory load: the session checks the --limit names itself
         hosts = list(limit) or None
     else:
-        hosts = _host_names(inventory, limit)
+        host_data = _host_data(inventory, limit)
+        hosts = list(host_data)
     applied: dict[str, fleet.DeployRun] = {}
     if not check:
         runs = fleet.deploy_each(
@@ -75,7 +77,7 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
         applied = {r.host: r for r in runs}
     reads = fleet.read_hosts(inventory, hosts, say)
     if applied:
-        _audit_unreached(inventory, applied, {r.name: r.error for r in reads})
+        _audit_unreached(host_data, applied, {r.name: r.error for r in reads})
     reports = [_report(r, applied.get(r.name), check) for r in reads]
     code = worst([rep["exit_code"] for rep in reports])
     if textfile:
@@ -94,8 +96,10 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
     raise SystemExit(code)
 
 
-def _host_names(inventory: str, limit) -> list[str]:
-    hosts = [h.name for h in inventory_mod.load_inventory(inventory)]
+def _host_data(inventory: str, limit) -> dict[str, dict]:
+    """{host: data} of the hosts to converge, in inventory order (--limit checked)."""
+    loaded = {h.name: h.data for h in inventory_mod.load_inventory(inventory)}
+    hosts = list(loaded)
     if limit:
         unknown = [n for n in limit if n not in hosts]
         if unknown:
@@ -105,7 +109,7 @@ def _host_names(inventory: str, limit) -> list[str]:
                 f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
             )
         hosts = [h for h in hosts if h in limit]
-    return hosts
+    return {h: loaded[h] for h in hosts}
 
 
 def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> dict:
@@ -149,12 +153,11 @@ def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> d
     return out
 
 
-def _audit_unreached(inventory: str, applied: dict, read_errors: dict) -> None:
+def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) -> None:
     """A deploy that never connected wrote no audit line (its operations never ran):
     converge writes it, with the reason, so the log shows every host it tried."""
     from remedy import audit
 
-    data = {h.name: h.data for h in inventory_mod.load_inventory(inventory)}
     for name, run in applied.items():
         if run.returncode == 0 or "] Connected" in run.output:
             continue
