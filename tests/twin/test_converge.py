@@ -33,6 +33,7 @@ def assert_serving_config(twin, system: str) -> None:
     assert not [flag for flag in PHASE2A if flag in script]
 
 
+@pytest.mark.nix_cli
 def test_converge_from_the_emergency_override_is_durable_and_survives_a_reboot(make_twin):
     twin = make_twin(with_emergency_override=True)
     code, before = status_settings(twin)

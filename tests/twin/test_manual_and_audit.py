@@ -58,6 +58,7 @@ def over_ssh(twin, script: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.nix_cli
 def test_manual_commands_restore_tool_calling_over_plain_ssh(twin):
     script = manual_script(twin)
     assert twin.server_url in script  # the host's data fills in the values

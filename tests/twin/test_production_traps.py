@@ -59,6 +59,7 @@ def audit(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.nix_cli
 def test_durable_restore_as_the_owner_without_flakes_in_nix_conf(twin, tmp_path):
     conf = twin.exec(["cat", "/etc/nix/nix.conf"]).stdout
     assert "experimental-features" not in conf  # the trap is really there
@@ -99,6 +100,7 @@ def test_bootloader_failure_keeps_production_parsed_and_the_system_as_before(mak
     assert "bootloader" in record["details"]["durable_failed"]
 
 
+@pytest.mark.nix_cli
 def test_a_bump_that_would_compile_on_the_host_is_blocked_unless_allowed(twin, tmp_path):
     machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
     rev = json.loads(twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout)
@@ -164,6 +166,7 @@ def test_prose_after_a_switch_is_reported_not_rolled_back(twin, tmp_path):
     assert probe_inside(twin).outcome == "parsed"
 
 
+@pytest.mark.nix_cli
 def test_missing_git_and_an_unfetchable_input_are_named_and_fall_back(twin, tmp_path):
     git = twin.exec(["sh", "-c", "command -v git"]).stdout.strip()
     twin.exec(["mv", git, git + ".off"])

@@ -39,6 +39,7 @@ def locked_rev(twin):
     return lock["nodes"]["tt-stack"]["locked"]["rev"]
 
 
+@pytest.mark.nix_cli
 def test_fresh_twin_gets_the_durable_fix_that_survives_reboot_and_is_idempotent(twin, tmp_path):
     log = tmp_path / "audit.jsonl"
     proc = run_restore(twin, audit_log=log)
@@ -113,6 +114,7 @@ def test_low_memory_refuses_and_restarts_nothing(twin, tmp_path):
     assert audit_lines(tmp_path / "a.jsonl")[-1]["result"] == "refused"
 
 
+@pytest.mark.nix_cli
 def test_fix_not_contained_aborts_durable_and_falls_back(twin, tmp_path):
     root = owner_git(
         twin, "rev-list", "--max-parents=0", "HEAD", repo="/srv/git/tt-stack"

@@ -95,6 +95,7 @@ def test_with_emergency_override_starts_in_the_seed_state(make_twin):
     assert twin.exec(["test", "-f", f"{DROPIN_DIR}/override.conf"], check=False).returncode == 0
 
 
+@pytest.mark.nix_cli
 def test_hand_bump_and_rebuild_survive_reboot_and_roll_back(twin):
     owner_bump(twin)
     sudo_rebuild(twin, "switch", "--flake", FLAKE)
@@ -133,6 +134,7 @@ def test_nixos_rebuild_test_is_undone_and_boot_waits_for_reboot(twin):
 # -- issue 8: production's traps ---------------------------------------------------
 
 
+@pytest.mark.nix_cli
 def test_checkout_belongs_to_ops_and_roots_git_refuses_it(twin):
     assert twin.suite == os.environ.get("REMEDY_TWIN_SUITE", "trixie")
     ident = twin.exec(["id", fixtures.OWNER]).stdout
@@ -152,6 +154,7 @@ def test_checkout_belongs_to_ops_and_roots_git_refuses_it(twin):
     assert lock["nodes"]["tt-stack"]["original"]["type"] == "git"
 
 
+@pytest.mark.nix_cli
 def test_flakes_are_off_in_nix_conf_and_nix_runs_as_ops_through_the_daemon(twin):
     conf = twin.exec(["cat", "/etc/nix/nix.conf"]).stdout
     assert "experimental-features" not in conf and "sandbox = false" in conf
@@ -284,6 +287,7 @@ def prefers_local_build(twin, drvs: list[str]) -> dict[str, bool]:
     }
 
 
+@pytest.mark.nix_cli
 def test_a_bump_of_the_heavy_package_would_compile_on_the_host(twin):
     owner_bump(twin)  # pre-fix -> #44: only config derivations to build
     assert prefers_local_build(twin, dry_run_builds(twin)) == {
