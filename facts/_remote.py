@@ -62,8 +62,12 @@ catfile "$frag"
 for f in $dropins; do catfile "$f"; done
 echo "@@remedy:section unit.next"
 [ -e "$next" ] && catfile "$next"
+# the next boot's own drop-ins (NixOS writes <unit>.d/overrides.conf for a unit that
+# also comes from a package, or with overrideStrategy = "asDropin")
+echo "@@remedy:section unit.next_dropins"
+for f in "$next.d/"*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section unit.scripts"
-for f in "$frag" $dropins "$next"; do
+for f in "$frag" $dropins "$next" "$next.d/"*.conf; do
   [ -f "$f" ] && exec_paths "$f"
 done | sort -u | catscripts
 """
@@ -99,8 +103,9 @@ d=$REMEDY_FLAKE_DIR
 echo "@@remedy:section nix.flake_args"
 printf 'dir=%s\ninput=%s\n' "$d" "$REMEDY_FLAKE_INPUT"
 echo "@@remedy:section nix.tools"
-for t in git runuser; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
+for t in git runuser systemd-run; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
 [ -S /nix/var/nix/daemon-socket/socket ] && echo "daemon-socket"
+[ -d /run/systemd/system ] && echo "systemd-booted"
 if [ -r "$d/flake.lock" ]; then
   echo "@@remedy:section nix.flake_lock ok"
   sed -e '$a\' "$d/flake.lock"
@@ -186,9 +191,11 @@ t=$REMEDY_TOPLEVEL
 u=$REMEDY_UNIT
 echo "@@remedy:section built.unit"
 catfile "$t/etc/systemd/system/$u"
+echo "@@remedy:section built.dropins"
+for f in "$t/etc/systemd/system/$u.d/"*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section built.kernel"
 [ -r "$t/kernel-params" ] && sed -e '$a\' "$t/kernel-params"
 echo "@@remedy:section built.scripts"
 f=$t/etc/systemd/system/$u
-[ -f "$f" ] && exec_paths "$f" | catscripts
+for g in "$f" "$f.d/"*.conf; do [ -f "$g" ] && exec_paths "$g"; done | sort -u | catscripts
 """

@@ -205,6 +205,68 @@ def is_ancestor(repo: str, ancestor: str, rev: str) -> list[str]:
     return git(repo, "merge-base", "--is-ancestor", ancestor, rev)
 
 
+FETCHED_ANCESTRY_SH = r"""
+fix=$1 rev=$2 url=$3
+# What Nix fetched: its git cache (Nix 2.4 and later, every version since: bare repos
+# under ~/.cache/nix/gitv3/, one per URL) holds the locked rev with its history.
+for d in "${XDG_CACHE_HOME:-$HOME/.cache}"/nix/gitv3/*/; do
+  [ -d "$d" ] || continue
+  git --git-dir="$d" cat-file -e "$rev^{commit}" 2>/dev/null || continue
+  [ "$(git --git-dir="$d" rev-parse --is-shallow-repository 2>/dev/null)" = true ] && continue
+  if git --git-dir="$d" merge-base --is-ancestor "$fix" "$rev" 2>/dev/null; then
+    echo "ancestry: yes (Nix's fetch of $url in $d)"
+  else
+    echo "ancestry: no (Nix's fetch of $url in $d)"
+  fi
+  exit 0
+done
+# Not in the cache (a tarball fetch such as github:, or a cleaned cache): ask the remote.
+t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-ancestry.XXXXXXXX") || exit 2
+trap 'rm -rf -- "$t"' EXIT
+git init -q --bare "$t" || exit 2
+if ! git --git-dir="$t" fetch -q --no-tags -- "$url" '+refs/heads/*:refs/heads/*'; then
+  echo "error: cannot fetch $url to check its history" >&2; exit 2
+fi
+if ! git --git-dir="$t" cat-file -e "$rev^{commit}" 2>/dev/null; then
+  echo "error: no branch of $url holds $rev" >&2; exit 2
+fi
+if git --git-dir="$t" merge-base --is-ancestor "$fix" "$rev" 2>/dev/null; then
+  echo "ancestry: yes (fetched $url)"
+else
+  echo "ancestry: no (fetched $url)"
+fi
+"""
+
+
+def fetched_ancestry(git_url: str, ancestor: str, rev: str) -> list[str]:
+    """Whether ANCESTOR is in REV's history, read from what Nix fetched of GIT_URL (its
+    git cache), else fetched again from GIT_URL into a temporary repository that goes
+    with the command. Prints ``ancestry: yes|no (…)``; exits 2 when it cannot tell."""
+    return ["sh", "-c", FETCHED_ANCESTRY_SH, "sh", ancestor, rev, git_url]
+
+
+BOUNDED_SH = r"""
+u=$1 max=$2; shift 2
+systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p MemorySwapMax=0 -- "$@"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  if [ "$(systemctl show -P Result "$u.scope" 2>/dev/null)" = oom-kill ] \
+     || [ "$rc" -eq 137 ]; then
+    echo "error: remedy: killed at its memory bound (MemoryMax=$max)" >&2
+  fi
+  systemctl reset-failed "$u.scope" >/dev/null 2>&1
+fi
+exit "$rc"
+"""
+
+
+def memory_bounded(argv: list[str], max_bytes: int, name: str) -> list[str]:
+    """ARGV in a transient scope with ``MemoryMax`` (systemd-run --scope, as root; ARGV
+    may then drop to the owner): Nix's evaluation of a NixOS system takes GBs, and the
+    model server shares the host. A kill at the bound says so on stderr."""
+    return ["sh", "-c", BOUNDED_SH, "sh", name, str(max_bytes), *argv]
+
+
 def profile_set(path: str) -> list[str]:
     """Point the system profile at PATH (a new generation), as nixos-rebuild does."""
     return ["nix-env", "-p", SYSTEM_PROFILE, "--set", path]

@@ -173,6 +173,10 @@ def _prove(s, scope) -> list[str]:
     show_new = qv(commands.show_derivations(True, ["@D@"]), D="d")
     show_old = qv(commands.show_derivations(False, ["@D@"]), D="d")
     lines = [
+        # the dry run is a whole NixOS evaluation: gated like the build
+        f"{q(commands.memory_gate(s.min_mem_available_gb))} || "
+        f'{{ abandon "memory"; fail "MemAvailable below '
+        f'{s.min_mem_available_gb:g} GB: not evaluating on the host; see runbook 004"; }}',
         f"if ! dry=$(as_owner {q(dry)} 2>&1); then",
         '  abandon "the new configuration does not evaluate: '
         '$(printf "%s" "$dry" | tail -n 1)"; return 0',
@@ -183,7 +187,14 @@ def _prove(s, scope) -> list[str]:
         "heavy=",
         "for d in $drvs; do",
         f"  if nix_at_least 2 15; then j=$(as_owner {show_new}); else j=$(as_owner {show_old}); fi",
-        """  printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' || heavy="$heavy ${d##*/}\"""",
+        # a config derivation (preferLocalBuild) or a text file (writeTextFile's family,
+        # writeShellApplication included: text passed as a file, moved into place) is
+        # no compile; anything else is
+        """  printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' && continue""",
+        """  printf '%s' "$j" | grep -q '"passAsFile": *"[^"]*text' \\""",
+        """    && printf '%s' "$j" | grep -q '"destination":' \\""",
+        """    && printf '%s' "$j" | grep -qF '$textPath' && continue""",
+        '  heavy="$heavy ${d##*/}"',
         "done",
         f'if [ -n "$heavy" ] && [ {allow} = no ]; then',
         '  abandon "the bump needs compiling on the serving host:$heavy (set '

@@ -100,3 +100,12 @@ def size_label(kb: int) -> str:
 
 
 SIZES_BY_LABEL = {"2M": 2048, "1G": GIB}
+
+
+def nix_memory_bound(headroom: MemoryHeadroom, min_gb: float, cap_gb: float | None) -> int:
+    """The MemoryMax, in bytes, of the owner's nix evaluation and build client: what the
+    host can spare above the memory gate's threshold (so that evaluation never pushes
+    MemAvailable below it), at most CAP_GB (host data ``nix_memory_max_gb``)."""
+    spare = headroom.mem_available_kb * 1024 - min_gb * 1e9
+    bound = spare if cap_gb is None else min(spare, cap_gb * 1e9)
+    return max(int(bound), 1)

@@ -5,18 +5,33 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
 
 from pyinfra.api.exceptions import FactProcessError
+
+NIX, LIX, DETERMINATE = "nix", "lix", "determinate"
 
 
 @dataclass
 class NixInfo:
     version: str
     update_input_argv: list[str]  # without the input name; see update_input()
+    implementation: str = NIX  # nix | lix | determinate
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
         return tuple(int(x) for x in re.findall(r"\d+", self.version)[:3])
+
+    @property
+    def label(self) -> str:
+        names = {NIX: "Nix", LIX: "Lix", DETERMINATE: "Determinate Nix, like Nix"}
+        return f"{names.get(self.implementation, self.implementation)} {self.version}"
+
+
+# A version number, with an optional pre-release or build suffix: "2.8.0",
+# "2.12.0pre20220902_0c7f213" (nixVersions.git), "2.93.0-dev-pre20250412-fb8d73c" (Lix),
+# "2.26.3+1" (a distribution's). The suffix is dropped: it says which build, not which CLI.
+_VERSION = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?:(?:pre|rc|-|\+)[\w.+-]*)?(?![\w.])")
 
 
 def parse_nix_version(lines: list[str]) -> NixInfo | None:
@@ -24,23 +39,27 @@ def parse_nix_version(lines: list[str]) -> NixInfo | None:
 
     ``nix flake lock --update-input`` works up to 2.18, was removed in
     2.19.0-2.19.1 and is a deprecated alias later; ``nix flake update NAME``
-    works from 2.19 on (before, its positional argument is the flake).
+    works from 2.19 on (before, its positional argument is the flake). Lix forked
+    from Nix 2.18 and keeps ``--update-input`` (its own numbers, 2.90 and up, say
+    nothing about CppNix's CLI), so Lix gets that form.
     """
     text = " ".join(lines).strip()
     if not text or "not found" in text:
         return None
     # "nix (Nix) 2.8.0", "nix (Lix, like Nix) 2.91.1", "nix (Determinate Nix 3.6.2) 2.29.0":
     # the Nix-compatible version is the last one on the line.
-    found = re.findall(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])", text)
+    found = _VERSION.findall(text)
     if not text.startswith("nix") or not found:
         raise FactProcessError(f"nix --version: unreadable answer {text[:120]!r}")
     version = found[-1]
+    flavour = text.split(")", 1)[0]
+    implementation = LIX if "Lix" in flavour else DETERMINATE if "Determinate" in flavour else NIX
     major_minor = tuple(int(x) for x in version.split(".")[:2])
-    if major_minor >= (2, 19):
+    if major_minor >= (2, 19) and implementation != LIX:
         argv = ["nix", "flake", "update"]
     else:
         argv = ["nix", "flake", "lock", "--update-input"]
-    return NixInfo(version, argv)
+    return NixInfo(version, argv, implementation)
 
 
 def update_input_argv(info: NixInfo, name: str) -> list[str]:
@@ -119,6 +138,29 @@ def _url(spec: dict) -> str | None:
     return spec.get("url")
 
 
+_FORGES = {
+    "github": "https://github.com",
+    "gitlab": "https://gitlab.com",
+    "sourcehut": "https://git.sr.ht",
+}
+
+
+def git_remote(url: str) -> str | None:
+    """The URL git fetches a flake input from (``git+https://h/r?ref=x`` -> ``https://h/r``,
+    ``github:o/r`` -> ``https://github.com/o/r``), or None for a kind git cannot fetch
+    (``path:``, ``tarball``). ``git+file`` gives the local path's file URL."""
+    base, _, query = url.partition("?")
+    if base.startswith("git+"):
+        return base[4:] or None
+    m = re.fullmatch(r"(github|gitlab|sourcehut):([^/]+)/([^/]+)(?:/.*)?", base)
+    if m:
+        kind, owner, repo = m.groups()
+        return f"{_FORGES[kind]}/{owner}/{repo}"
+    if base.startswith(("http://", "https://", "ssh://")) and dict(parse_qsl(query)).get("rev"):
+        return base  # a locked git input written without its git+ prefix
+    return None
+
+
 @dataclass
 class Generation:
     number: int
@@ -183,22 +225,98 @@ def parse_dry_run(lines: list[str]) -> DryRun:
     return out
 
 
-def local_build_derivations(show_json: str) -> list[str]:
-    """The derivations of ``nix derivation show`` that would be compiled: those without
-    ``preferLocalBuild`` (NixOS marks its config derivations, unit files, ``etc`` and the
-    toplevel, with it; a package such as vLLM has none)."""
+@dataclass
+class Derivation:
+    """One derivation of ``nix derivation show``, whatever the Nix version's shape."""
+
+    path: str  # /nix/store/…drv
+    builder: str
+    env: dict[str, str]
+    input_drvs: list[str]
+    input_srcs: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1].split("-", 1)[-1].removesuffix(".drv")
+
+    @property
+    def config(self) -> bool:
+        """NixOS marks its config derivations (unit files, ``etc``, the toplevel) with
+        ``preferLocalBuild``."""
+        return self.env.get("preferLocalBuild") == "1"
+
+    @property
+    def text_file(self) -> bool:
+        """nixpkgs' ``writeTextFile`` family (``writeText``, ``writeScript``,
+        ``writeShellScript``, ``writeShellApplication``: pkgs/build-support/trivial-builders):
+        a ``runCommand`` whose ``text`` is passed as a file and whose ``buildCommand`` only
+        moves it into place (then its ``checkPhase``, shellcheck for a strict-shell
+        script). ``writeShellApplication`` sets ``preferLocalBuild = false`` and
+        ``allowSubstitutes = true``, so it looks like a package; building it takes a
+        moment and no memory to speak of."""
+        pass_as_file = self.env.get("passAsFile", "").split()
+        command = self.env.get("buildCommand", "")
+        return "text" in pass_as_file and "$textPath" in command and "destination" in self.env
+
+    @property
+    def compiles(self) -> bool:
+        """Building it on the serving host is real work: neither a config derivation nor
+        a text file."""
+        return not (self.config or self.text_file)
+
+
+def _store_path(key: str) -> str:
+    return key if key.startswith("/nix/store/") else f"/nix/store/{key}"
+
+
+def parse_derivation_show(show_json: str, nix_label: str = "Nix") -> list[Derivation]:
+    """``nix derivation show`` (or ``show-derivation``) in each shape Nix has printed:
+
+    * up to 2.31: ``{"/nix/store/…drv": {"env", "builder", "inputDrvs", "inputSrcs", …}}``;
+    * 2.32 (derivation format version 3): the keys lose their ``/nix/store/`` prefix;
+    * 2.33 (version 4): the inputs move into ``"inputs": {"srcs": […], "drvs": {…}}``;
+    * 2.34: the map is wrapped, ``{"version": 4, "derivations": {…}}``.
+
+    An answer in none of them names the Nix that printed it."""
+
+    def unreadable(why: str) -> FactProcessError:
+        return FactProcessError(f"cannot read `nix derivation show` of {nix_label}: {why}")
+
     try:
         doc = json.loads(show_json)
     except ValueError as exc:
-        raise FactProcessError(f"nix derivation show: not JSON ({exc})") from exc
+        raise unreadable(f"not JSON ({exc})") from exc
     if not isinstance(doc, dict):
-        raise FactProcessError("nix derivation show: not a JSON object")
-    heavy = []
-    for path, drv in sorted(doc.items()):
-        env = (drv or {}).get("env") or {}
-        if env.get("preferLocalBuild") != "1":
-            heavy.append(path if path.startswith("/nix/store/") else f"/nix/store/{path}")
-    return heavy
+        raise unreadable("not a JSON object")
+    if isinstance(doc.get("derivations"), dict):  # 2.34's wrapper
+        doc = doc["derivations"]
+    out = []
+    for key, drv in sorted(doc.items()):
+        if not isinstance(drv, dict):
+            raise unreadable(f"{key!r} is {type(drv).__name__}, not a derivation")
+        env = drv.get("env")
+        if not isinstance(env, dict):
+            raise unreadable(f"{key!r} has no env object")
+        inputs = drv.get("inputs") if isinstance(drv.get("inputs"), dict) else {}
+        drvs = inputs.get("drvs", drv.get("inputDrvs", {})) or {}
+        srcs = inputs.get("srcs", drv.get("inputSrcs", [])) or []
+        out.append(
+            Derivation(
+                _store_path(key),
+                str(drv.get("builder", "")),
+                {str(k): str(v) for k, v in env.items()},
+                sorted(_store_path(d) for d in drvs),
+                sorted(_store_path(s) for s in srcs),
+            )
+        )
+    return out
+
+
+def local_build_derivations(show_json: str, nix_label: str = "Nix") -> list[str]:
+    """The derivations of ``nix derivation show`` that would be compiled on the host:
+    those that are neither config derivations (``preferLocalBuild``) nor text files
+    (see ``Derivation.text_file``). A package such as vLLM is neither."""
+    return [d.path for d in parse_derivation_show(show_json, nix_label) if d.compiles]
 
 
 def derivation_show_is_new(info: NixInfo) -> bool:

@@ -136,6 +136,10 @@ def read_unit(parts: dict[str, list[Section]]) -> ServingUnitState:
     next_files = _files(parts.get("unit.next", [None])[0])
     next_fragment = next_files[0] if next_files else fragment
     durable_dropins = [d for d in dropin_files if d.origin != systemd.RUNTIME]
+    if next_files:
+        durable_dropins = next_boot_dropins(
+            durable_dropins, _files(parts.get("unit.next_dropins", [None])[0]), show["Id"]
+        )
     after = _view(next_fragment, durable_dropins, scripts)
     try:
         pid = int(show.get("MainPID") or 0) or None
@@ -158,6 +162,22 @@ def read_unit(parts: dict[str, list[Section]]) -> ServingUnitState:
         active_for_s=_active_for(show),
     )
     return state
+
+
+def next_boot_dropins(
+    durable: list[systemd.UnitFile], profile: list[systemd.UnitFile], unit: str
+) -> list[systemd.UnitFile]:
+    """The drop-ins the next boot applies: the system profile's own (NixOS links them into
+    /etc/systemd/system/UNIT.d at activation), plus the durable ones that are not the
+    running generation's. An /etc drop-in that links into the store is the running
+    generation's and is replaced; a plain file a person wrote in /etc stays."""
+    kept = [
+        d
+        for d in durable
+        if not (d.path.startswith("/etc/") and d.realpath.startswith("/nix/store/"))
+    ]
+    etc = f"/etc/systemd/system/{unit}.d"
+    return kept + [systemd.UnitFile(f"{etc}/{d.name}", d.realpath, d.text) for d in profile]
 
 
 def _active_for(show: dict[str, str]) -> float | None:
@@ -254,7 +274,8 @@ def read_built(parts: dict[str, list[Section]]) -> BuiltUnit:
     unit_files = _files(sections.one(parts, "built.unit", "BuiltService"))
     if not unit_files:
         return BuiltUnit(None, None, None)
-    conf = systemd.configure(unit_files[0], [])
+    dropins = _files(parts.get("built.dropins", [None])[0])
+    conf = systemd.configure(unit_files[0], dropins)
     scripts = {
         b.path: startscript.parse(b.path, b.text)
         for b in sections.one(parts, "built.scripts", "BuiltService").files

@@ -30,6 +30,8 @@ allow_local_build      false                                   let a bump compil
                                                                serving host
 build_max_jobs         1                                       nix --max-jobs of a build
 build_cores            2                                       nix --cores of a build
+nix_memory_max_gb      MemAvailable - min_mem_available_gb     MemoryMax of the owner's
+                                                               nix evaluation and build
 ready_timeout_s        300                                     wait for readiness
 lock_wait_s            30                                      wait for another run's
                                                                host lock (then exit 5)
@@ -87,6 +89,9 @@ class Settings:
     allow_local_build: bool = False
     build_max_jobs: int = 1
     build_cores: int = 2
+    # The memory bound of the owner's nix evaluation and build client (None: what the
+    # host can spare above the memory gate's threshold at the time).
+    nix_memory_max_gb: float | None = None
     audit_log: str | None = None
     remedy_environment: str | None = None
 
@@ -173,6 +178,13 @@ def _at_least_one(host, key, value):
     return number
 
 
+def _positive(host, key, value):
+    number = _number(host, key, value, float)
+    if number <= 0:
+        raise _fail(host, key, f"must be more than 0 (got {value!r})")
+    return number
+
+
 def _optional(check):
     return lambda host, key, value: None if value in (None, "") else check(host, key, value)
 
@@ -230,6 +242,7 @@ CHECKS = {
     "allow_local_build": _bool,
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,
+    "nix_memory_max_gb": _optional(lambda h, k, v: _positive(h, k, v)),
     "audit_log": _pattern(PATH_RE, "an absolute path of plain characters"),
     "remedy_environment": _choice(ENVIRONMENTS),
 }

@@ -147,6 +147,9 @@ class NixTools:
     git: bool = False
     runuser: bool = False
     daemon_socket: bool = False
+    # systemd-run on a host booted with systemd: the owner's nix runs in a scope with a
+    # memory bound
+    systemd_run: bool = False
 
 
 def read_tools(parts: Parts) -> NixTools:
@@ -154,7 +157,12 @@ def read_tools(parts: Parts) -> NixTools:
     if not found:
         return NixTools(True, True, True)  # not asked: assume present
     words = " ".join(found[0].lines).split()
-    return NixTools("git" in words, "runuser" in words, "daemon-socket" in words)
+    return NixTools(
+        "git" in words,
+        "runuser" in words,
+        "daemon-socket" in words,
+        "systemd-run" in words and "systemd-booted" in words,
+    )
 
 
 def read_generations(parts: Parts) -> nix.SystemGenerations:

@@ -11,15 +11,18 @@ run goes on to the fallback: it never stops with production half-changed.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from pyinfra import host, state
 from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.exceptions import FactProcessError
 
 from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
 from remedy.core import commands, desired
+from remedy.core import memory as mem
 from remedy.core import nix as nix_core
 from remedy.core.plan import Proof, RestoreRun
 from remedy.operations.argv import failure, run
@@ -216,11 +219,34 @@ def fix_proven(r: RestoreRun):
     yield from ()
 
 
-def _local_builds(r: RestoreRun) -> tuple[list[str], str | None]:
+def _owner_nix(r: RestoreRun, argv: list[str], what: str, bound: int | None) -> list[str]:
+    """ARGV as the checkout's owner, inside a scope with MemoryMax=BOUND when the host has
+    systemd-run (every NixOS host): Nix's evaluation of a system takes GBs."""
+    owned = r.as_owner(argv)
+    if bound is None or not r.before.tools.systemd_run:
+        return owned
+    return commands.memory_bounded(owned, bound, f"remedy-nix-{what}-{os.getpid()}")
+
+
+def _bound_hit(r: RestoreRun, ran, what: str, bound: int | None) -> str | None:
+    if bound is None or "killed at its memory bound" not in ran.stderr:
+        return None
+    return (
+        f"the {what} hit its memory bound ({bound / 1e9:.1f} GB, MemoryMax of the owner's nix): "
+        "the host cannot spare more above min_mem_available_gb; free memory (a reboot "
+        "reclaims the tenstorrent pinned-page leak) or raise nix_memory_max_gb"
+    )
+
+
+def _local_builds(r: RestoreRun, bound: int | None) -> tuple[list[str], str | None]:
     """(derivations Nix would compile on the host, why it could not tell)."""
     s = r.settings
-    dry = run(host, r.as_owner(commands.dry_run_toplevel(r.scratch, s.flake_host)))
+    dry = run(
+        host, _owner_nix(r, commands.dry_run_toplevel(r.scratch, s.flake_host), "eval", bound)
+    )
     if not dry.ok:
+        if hit := _bound_hit(r, dry, "evaluation", bound):
+            return [], hit
         return [], f"the new configuration does not evaluate: {dry.why}"
     planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
     if not planned.built:
@@ -230,30 +256,56 @@ def _local_builds(r: RestoreRun) -> tuple[list[str], str | None]:
     if not shown.ok:
         return [], f"cannot read the derivations to build: {shown.why}"
     try:
-        return nix_core.local_build_derivations(shown.stdout), None
-    except Exception as exc:  # FactProcessError: an answer we cannot read
+        return nix_core.local_build_derivations(shown.stdout, r.before.nix.label), None
+    except FactProcessError as exc:  # names the Nix whose answer it could not read
         return [], str(exc)
+
+
+def _fix_ancestry(r: RestoreRun) -> str | None:
+    """Why the bumped input does not contain required_fix_rev (None: it does), checked
+    through the input's git history: the checkout of a git+file input, else what Nix
+    fetched (its git cache, or the remote again), whatever the input's scheme."""
+    s = r.settings
+    short, url = (r.new_rev or "?")[:12], r.new_url or ""  # as the bump read it
+    fix = s.required_fix_rev
+    m = re.match(r"^git\+file://(/[^?]*)", url)
+    if m:
+        if run(host, r.as_owner(commands.is_ancestor(m.group(1), fix, r.new_rev))).ok:
+            return None
+        return f"{s.flake_input} at {short} does not contain required_fix_rev {fix[:12]}"
+    remote = nix_core.git_remote(url)
+    if remote is None:
+        return (
+            f"cannot check required_fix_rev against {url or 'an unknown url'}: git cannot "
+            "fetch that kind of input; unset required_fix_rev or use a git input"
+        )
+    ran = run(host, r.as_owner(commands.fetched_ancestry(remote, fix, r.new_rev or "")))
+    said = ran.stdout.strip().splitlines()[-1:] or [""]
+    if ran.ok and said[0].startswith("ancestry: yes"):
+        host.log_styled(f"required_fix_rev {fix[:12]} is in {short}: {said[0][14:]}", fg="green")
+        return None
+    if ran.ok and said[0].startswith("ancestry: no"):
+        return (
+            f"{s.flake_input} at {short} does not contain required_fix_rev {fix[:12]} "
+            f"{said[0][13:]}"
+        )
+    return f"cannot check required_fix_rev against {url}: {ran.why}"
 
 
 def _missing_fix(r: RestoreRun) -> str | None:
     """Why the bumped configuration does not carry the fix, or None if it does."""
     s = r.settings
     short = (r.new_rev or "?")[:12]
-    if s.required_fix_rev:
-        url = r.new_url or ""  # as the bump read it
-        m = re.match(r"^git\+file://(/[^?]*)", url)
-        if not m:
-            return (
-                f"cannot check required_fix_rev against {url}: only git+file:// inputs "
-                "can be checked on the host"
-            )
-        ancestry = commands.is_ancestor(m.group(1), s.required_fix_rev, r.new_rev)
-        if not run(host, r.as_owner(ancestry)).ok:
-            return (
-                f"{s.flake_input} at {short} does not contain required_fix_rev "
-                f"{s.required_fix_rev[:12]}"
-            )
-    heavy, problem = _local_builds(r)
+    if s.required_fix_rev and (why := _fix_ancestry(r)):
+        return why
+    # The dry run is a whole NixOS evaluation (GBs on a real host): gated and bounded too.
+    headroom = host.get_fact(MemoryHeadroom)
+    if refusal := r.memory_refusal(headroom):
+        r.refused = refusal.replace("not restarting the server", "not evaluating on the host")
+        host.log_styled(r.refused, fg="red")
+        return r.refused
+    bound = mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb)
+    heavy, problem = _local_builds(r, bound)
     if problem:
         return problem
     r.local_builds = heavy
@@ -270,17 +322,23 @@ def _missing_fix(r: RestoreRun) -> str | None:
         r.refused = refusal.replace("not restarting the server", "not building on the host")
         host.log_styled(r.refused, fg="red")
         return r.refused
+    bound = mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb)
     attr = commands.toplevel_attr(r.scratch, s.flake_host)
     host.log_styled(
         f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
     )
     built = run(
         host,
-        r.as_owner(
-            commands.build_toplevel(r.scratch, s.flake_host, s.build_max_jobs, s.build_cores)
+        _owner_nix(
+            r,
+            commands.build_toplevel(r.scratch, s.flake_host, s.build_max_jobs, s.build_cores),
+            "build",
+            bound,
         ),
     )
     if not built.ok:
+        if hit := _bound_hit(r, built, "build", bound):
+            return hit
         return f"the new configuration does not build: {built.why}"
     try:  # stdout only: warnings on stderr may contain brackets
         toplevel = json.loads(built.stdout)[0]["outputs"]["out"]

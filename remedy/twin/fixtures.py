@@ -59,6 +59,7 @@ let
   # The vLLM fork itself: a package built from source, not a config derivation.
   vllmTt = import ../packages/vllm-tt.nix { inherit system; };
   exports = [@EXPORTS@ ];
+  unitEnvironment = [@UNIT_ENV@ ];
   # One flag (and its value) per line of the script.
   flags = [ "--served-model-name ${servedModelName}"
             "--host 127.0.0.1" "--port ${toString port}"
@@ -76,18 +77,7 @@ let
     exec @SERVER@ serve ${model} \
       ${builtins.concatStringsSep " \\\n  " flags}
   '';
-  # Config derivations are built locally and never substituted, as NixOS marks them.
-  startScript = builtins.derivation {
-    name = "start-tenstorrent-serving";
-    inherit system;
-    builder = "/bin/sh";
-    PATH = "/usr/bin:/bin";
-    args = [ "-c" "printf '%s' \"$scriptText\" > $out && chmod 0555 $out" ];
-    inherit scriptText;
-    preferLocalBuild = true;
-    allowSubstitutes = false;
-  };
-  # NixOS's makeJobScript: a bin/ directory holding `set -e` and the unit's script.
+@START_SCRIPT@  # NixOS's makeJobScript: a bin/ directory holding `set -e` and the unit's script.
   unitScript = builtins.derivation {
     name = "unit-script-tenstorrent-serving-start";
     inherit system;
@@ -96,7 +86,7 @@ let
     jobText = ''
       #!/bin/sh
       set -e
-      exec ${startScript}
+      exec ${startScript}@START_BIN@
     '';
     args = [ "-c" ''
       mkdir -p $out/bin
@@ -107,7 +97,65 @@ let
     allowSubstitutes = false;
   };
   execStart = "${unitScript}/bin/tenstorrent-serving-start" + " " + scriptArgs;
-in {
+@UNIT@"""
+
+# The one package of the closure that compiles (no preferLocalBuild): the same
+# derivation in every standard tt-stack commit, so generation 1 builds it and a bump
+# to #34/#44 only builds config derivations. heavy_package_commit() changes it.
+# The start script as a config derivation: built locally, never substituted, as NixOS
+# marks them (preferLocalBuild).
+START_SCRIPT_CONFIG = r"""  # Config derivations are built locally and never substituted, as NixOS marks them.
+  startScript = builtins.derivation {
+    name = "start-tenstorrent-serving";
+    inherit system;
+    builder = "/bin/sh";
+    PATH = "/usr/bin:/bin";
+    args = [ "-c" "printf '%s' \"$scriptText\" > $out && chmod 0555 $out" ];
+    inherit scriptText;
+    preferLocalBuild = true;
+    allowSubstitutes = false;
+  };
+"""
+
+# The start script as nixpkgs' writeShellApplication makes it (NixOS does so for unit
+# scripts with systemd.enableStrictShellChecks): writeTextFile's runCommand, the text
+# passed as a file and moved to bin/NAME by buildCommand, then checkPhase;
+# preferLocalBuild = false and allowSubstitutes = true, like a package
+# (nixpkgs pkgs/build-support/trivial-builders/default.nix, writeTextFile and
+# writeShellApplication). Its script starts as writeShellApplication's does.
+START_SCRIPT_STRICT = r"""  # writeShellApplication: a strict-shell script, substitutable like a package.
+  startScript = builtins.derivation {
+    name = "start-tenstorrent-serving";
+    inherit system;
+    builder = "/bin/sh";
+    PATH = "/usr/bin:/bin";
+    text = builtins.replaceStrings [ "#!/bin/sh\nset -e\n" ]
+      [ "#!/bin/bash\nset -o errexit\nset -o nounset\nset -o pipefail\n" ] scriptText;
+    executable = true;
+    destination = "/bin/start-tenstorrent-serving";
+    checkPhase = "";
+    preferLocalBuild = false;
+    allowSubstitutes = true;
+    passAsFile = [ "buildCommand" "text" ];
+    buildCommand = ''
+      target=$out/bin/start-tenstorrent-serving
+      mkdir -p "$(dirname "$target")"
+      if [ -e "$textPath" ]; then
+        mv "$textPath" "$target"
+      else
+        echo -n "$text" > "$target"
+      fi
+      if [ -n "$executable" ]; then
+        chmod +x "$target"
+      fi
+      eval "$checkPhase"
+    '';
+    args = [ "-c" ". \"$buildCommandPath\"" ];
+  };
+"""
+
+# The unit as NixOS writes a `script =` unit of its own.
+UNIT_INLINE = r"""in {
   inherit startScript unitScript vllmTt;
   unitText = ''
     [Unit]
@@ -126,12 +174,43 @@ in {
     [Install]
     WantedBy=multi-user.target
   '';
+  dropins = { };
 }
 """
 
-# The one package of the closure that compiles (no preferLocalBuild): the same
-# derivation in every standard tt-stack commit, so generation 1 builds it and a bump
-# to #34/#44 only builds config derivations. heavy_package_commit() changes it.
+# The unit as NixOS writes one that also comes from a package (or with
+# overrideStrategy = "asDropin"): the package's unit file as is, and NixOS's settings
+# in <unit>.d/overrides.conf (nixpkgs nixos/lib/systemd-lib.nix, generateUnits /
+# mkUnitFile). The package's own ExecStart is reset there; the environment the
+# start script needs comes from the drop-in too.
+UNIT_ASDROPIN = r"""in {
+  inherit startScript unitScript vllmTt;
+  unitText = ''
+    [Unit]
+    Description=vLLM OpenAI-compatible server (upstream unit of the vllm-tt package)
+    After=network.target
+
+    [Service]
+    Type=simple
+    ExecStart=@SERVER@ serve --tool-call-parser hermes
+    Restart=on-failure
+
+    [Install]
+    WantedBy=multi-user.target
+  '';
+  dropins."overrides.conf" = ''
+    [Service]
+    Environment="PATH=/usr/local/bin:/usr/bin:/bin"
+    Environment="TT_METAL_HOME=/opt/tt metal"
+    ${builtins.concatStringsSep "\n" (map (e: "Environment=\"${e}\"") unitEnvironment)}
+    ExecStart=
+    ExecStart=${execStart}
+    RestartSec=5
+    TimeoutStopSec=20
+  '';
+}
+"""
+
 VLLM_TT_PACKAGE = r"""# vllm-tt: the Tenstorrent vLLM fork, built from source with tt-stack's patches.
 # (Twin fixture: "compiling" takes a second and writes the patch list.)
 { system ? "x86_64-linux" }:
@@ -173,9 +252,23 @@ TT_STACK_FLAKE = """{
 """
 
 
-def _serving(parser: str, exports: list[str]) -> str:
+def _serving(
+    parser: str,
+    exports: list[str],
+    strict_shell: bool = False,
+    unit_env: list[str] | None = None,
+) -> str:
+    """The serving module: STRICT_SHELL makes the start script as writeShellApplication
+    does; UNIT_ENV (a list) writes the unit as a package's plus NixOS's overrides.conf
+    drop-in, whose Environment= lines carry UNIT_ENV."""
     return (
-        SERVING_MODULE.replace("@MODEL@", MODEL)
+        SERVING_MODULE.replace(
+            "@START_SCRIPT@", START_SCRIPT_STRICT if strict_shell else START_SCRIPT_CONFIG
+        )
+        .replace("@START_BIN@", "/bin/start-tenstorrent-serving" if strict_shell else "")
+        .replace("@UNIT@", UNIT_INLINE if unit_env is None else UNIT_ASDROPIN)
+        .replace("@UNIT_ENV@", "".join(f' "{e}"' for e in unit_env or []))
+        .replace("@MODEL@", MODEL)
         .replace("@SERVED_MODEL@", SERVED_MODEL)
         .replace("@PARSER@", parser)
         .replace("@SERVER@", SERVER_BIN)
@@ -223,14 +316,7 @@ def tt_stack_history(with_fix: bool = True) -> list[Commit]:
             "QWEN36_SDPA_STREAMING=1 (patch 0020, -2.2% makespan), QWEN36_MERGE_BATCH_GUARD=1,\n"
             "mount attention/tp.py and generator.py, one 1 GiB hugepage per card.",
             {
-                "modules/tenstorrent-serving.nix": _serving(
-                    "qwen3_xml",
-                    [
-                        "QWEN36_SDPA_STREAMING=1",
-                        "QWEN36_MERGE_BATCH_GUARD=1",
-                        "QWEN36_OVERLAY_MOUNTS='attention/tp.py generator.py'",
-                    ],
-                ),
+                "modules/tenstorrent-serving.nix": _serving("qwen3_xml", FIX_EXPORTS),
                 "modules/tenstorrent-host.nix": _host(1),
             },
             "2026-09-21T21:30:00+02:00",
@@ -250,6 +336,41 @@ def heavy_package_commit() -> Commit:
         "Touches the vLLM fork itself: every host rebuilds it from source.",
         {"packages/vllm-tt.nix": _vllm_tt([*VLLM_PATCHES, "0021-paged-attention-2cards"])},
         "2026-09-25T11:00:00+02:00",
+    )
+
+
+FIX_EXPORTS = [
+    "QWEN36_SDPA_STREAMING=1",
+    "QWEN36_MERGE_BATCH_GUARD=1",
+    "QWEN36_OVERLAY_MOUNTS='attention/tp.py generator.py'",
+]
+
+
+def strict_shell_commit() -> Commit:
+    """A tt-stack commit on top of #44 whose start script is made as
+    writeShellApplication makes it: no preferLocalBuild, yet no compile."""
+    return Commit(
+        "serve: the start script through writeShellApplication (strict shell)\n\n"
+        "shellcheck at build time; errexit, nounset and pipefail at run time.",
+        {"modules/tenstorrent-serving.nix": _serving("qwen3_xml", FIX_EXPORTS, strict_shell=True)},
+        "2026-09-26T09:00:00+02:00",
+    )
+
+
+def asdropin_commit() -> Commit:
+    """A tt-stack commit on top of #44 that takes the vllm-tt package's own unit and sets
+    ExecStart and the SDPA/merge-guard environment in NixOS's overrides.conf drop-in."""
+    return Commit(
+        "serve: use vllm-tt's upstream unit, NixOS settings as a drop-in\n\n"
+        'overrideStrategy = "asDropin": ExecStart and Environment in overrides.conf.',
+        {
+            "modules/tenstorrent-serving.nix": _serving(
+                "qwen3_xml",
+                [FIX_EXPORTS[2]],
+                unit_env=["QWEN36_SDPA_STREAMING=1", "QWEN36_MERGE_BATCH_GUARD=1"],
+            )
+        },
+        "2026-09-27T09:00:00+02:00",
     )
 
 
@@ -282,6 +403,7 @@ in import ../../lib/system.nix {
   hostName = "cfx-llm2";
   inherit revision;
   units = { "tenstorrent-serving.service" = serving.unitText; };
+  dropins = { "tenstorrent-serving.service" = serving.dropins or { }; };
   kernelParams = host.kernelParams;
 }
 """
@@ -300,9 +422,17 @@ MANAGED_IMPORT_LINE = "  imports = [ ./remedy.nix ];"
 SYSTEM_LIB = r"""# A NixOS-like system toplevel built with builtins.derivation (no nixpkgs offline).
 # preSwitchChecks: shell run by switch-to-configuration before anything else (as
 # NixOS's system.preSwitchChecks); a failing check stops the switch.
-{ hostName, revision, units, kernelParams, preSwitchChecks ? "", system ? "x86_64-linux" }:
+{ hostName, revision, units, dropins ? { }, kernelParams, preSwitchChecks ? "", system ? "x86_64-linux" }:
 let
   names = builtins.attrNames units;
+  # <unit>.d/<name>.conf files, as NixOS writes overrides.conf (env: dropin_<n>)
+  dropinList = builtins.concatLists (map (u: map (d: { unit = u; name = d; text = dropins.${u}.${d}; })
+    (builtins.attrNames dropins.${u})) (builtins.attrNames dropins));
+  dropinSuffix = d: builtins.replaceStrings ["-" "." "@"] ["_" "_" "_"] "${d.unit}_${d.name}";
+  dropinFiles = builtins.concatStringsSep "\n" (map (d:
+    "mkdir -p $out/etc/systemd/system/${d.unit}.d && printf '%s' \"$dropin_${dropinSuffix d}\" > $out/etc/systemd/system/${d.unit}.d/${d.name}")
+    dropinList);
+  dropinEnv = builtins.listToAttrs (map (d: { name = "dropin_${dropinSuffix d}"; value = d.text; }) dropinList);
   unitFiles = builtins.concatStringsSep "\n"
     (map (n: "printf '%s' \"$unit_${builtins.replaceStrings ["-" "."] ["_" "_"] n}\" > $out/etc/systemd/system/${n}") names);
   unitEnv = builtins.listToAttrs
@@ -326,6 +456,7 @@ let
       set -e
       mkdir -p $out/bin $out/etc/systemd/system
       ${unitFiles}
+      ${dropinFiles}
       printf '%s' "$kernelParams" > $out/kernel-params
       printf '%s' "$revision" > $out/configuration-revision
       printf '%s' "twin" > $out/nixos-version
@@ -333,7 +464,7 @@ let
       printf '#!/bin/sh\nexec /usr/local/lib/nixos-twin/switch-to-configuration %s "$@"\n' "$out" > $out/bin/switch-to-configuration
       chmod 0555 $out/bin/switch-to-configuration $out/bin/pre-switch-check
     '' ];
-  } // unitEnv);
+  } // unitEnv // dropinEnv);
 in {
   config.system.build.toplevel = toplevel;
 }

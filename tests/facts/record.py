@@ -112,6 +112,13 @@ def record_nix_version(suite: str) -> None:
         drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
         show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
         record_raw(f"{tag}.derivation_show.json", twin.exec(as_ops(*show)).stdout)
+        # the start script as writeShellApplication makes it, on top: no preferLocalBuild
+        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.strict_shell_commit())
+        twin.exec(as_ops(*bump))
+        dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
+        drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
+        show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
+        record_raw(f"{tag}.derivation_show_strict_shell.json", twin.exec(as_ops(*show)).stdout)
     finally:
         machine.down(name, progress=print)
 
@@ -268,6 +275,19 @@ def main() -> int:
         twin.exec([f"{toplevel}/bin/switch-to-configuration", "test"])
         machine.wait_serving(twin)
         record(twin, "serving", facts.serving.VolatileState, "after_rebuild_test")
+        # NixOS's overrides.conf: ExecStart and Environment from the unit's own drop-in
+        twin.exec([f"{toplevel}/bin/switch-to-configuration", "switch"])
+        machine.wait_serving(twin)
+        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.asdropin_commit())
+        twin.exec(as_ops(*nix("flake", "update", "tt-stack", "--flake", "/etc/nixos")))
+        dropin_toplevel = build_toplevel(twin)
+        record(twin, "serving", facts.serving.BuiltService, "asdropin", toplevel=dropin_toplevel)
+        record(twin, "serving", facts.serving.BuiltService, "inline", toplevel=toplevel)
+        twin.exec(["nix-env", "-p", "/nix/var/nix/profiles/system", "--set", dropin_toplevel])
+        record(twin, "serving", facts.serving.ServingUnit, "asdropin_next_boot")
+        twin.exec([f"{dropin_toplevel}/bin/switch-to-configuration", "switch"])
+        machine.wait_serving(twin)
+        record(twin, "serving", facts.serving.ServingUnit, "asdropin")
     finally:
         machine.down("rec-facts", progress=print)
     return 0
