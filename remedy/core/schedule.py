@@ -24,6 +24,27 @@ SPAN_RE = re.compile(
 )
 ON_BOOT = "1min"  # soon after the management host boots
 RANDOMIZED_DELAY = "30s"
+# systemd.time(7) span units, in seconds
+_UNIT_S = {
+    "us": 1e-6, "ms": 1e-3,
+    "s": 1, "sec": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}  # fmt: skip
+# The oneshot's exit codes that are not a failure of the unit: 3 is remedy's report of
+# drift or volatile state (the /run fallback holds production), which the metrics carry;
+# marking the unit failed for it would page for an expected, reported state.
+SUCCESS_EXIT = "3"
+
+
+def span_seconds(span: str) -> float:
+    """Seconds of a systemd time span ("1h 30min", "90s", a bare number is seconds)."""
+    total = 0.0
+    for number, unit in re.findall(r"(\d+)\s*([a-z]*)", span):
+        total += int(number) * _UNIT_S[unit or "s"]
+    return total
 
 
 @dataclass(frozen=True)
@@ -48,6 +69,12 @@ class Schedule:
             raise ConfigError(
                 f"--interval {self.interval!r} is not a systemd time span "
                 "(examples: 10min, 1h, 90s)"
+            )
+        if span_seconds(self.interval) < 1:
+            raise ConfigError(
+                f"--interval {self.interval!r} is shorter than a second: a timer that fires "
+                "that often never lets a converge finish; give at least 1s (examples: "
+                "10min, 1h)"
             )
         if self.textfile is not None and not self.textfile.startswith("/"):
             raise ConfigError(f"--textfile {self.textfile!r} must be an absolute path")
@@ -82,6 +109,7 @@ def service_unit(s: Schedule) -> str:
             f"WorkingDirectory={s.project}",
             f"Environment=REMEDY_PROJECT={s.project}",
             f"ExecStart={_exec_line(s.argv())}",
+            f"SuccessExitStatus={SUCCESS_EXIT}",
             "TimeoutStartSec=1h",
             "Nice=10",
             "",
@@ -100,7 +128,8 @@ def timer_unit(s: Schedule) -> str:
             f"OnBootSec={ON_BOOT}",
             f"OnUnitActiveSec={s.interval}",
             f"RandomizedDelaySec={RANDOMIZED_DELAY}",
-            "Persistent=true",
+            # No Persistent=: it applies to OnCalendar= only. A management host that was
+            # down catches up through OnBootSec=.
             "",
             "[Install]",
             "WantedBy=timers.target",
@@ -127,6 +156,7 @@ def nixos_snippet(s: Schedule) -> str:
             '    Type = "oneshot";',
             f"    WorkingDirectory = {nix_str(s.project)};",
             f"    Environment = {nix_str('REMEDY_PROJECT=' + s.project)};",
+            f'    SuccessExitStatus = "{SUCCESS_EXIT}";',
             '    TimeoutStartSec = "1h";',
             "    Nice = 10;",
             "  };",
@@ -138,7 +168,6 @@ def nixos_snippet(s: Schedule) -> str:
             f"    OnBootSec = {nix_str(ON_BOOT)};",
             f"    OnUnitActiveSec = {nix_str(s.interval)};",
             f"    RandomizedDelaySec = {nix_str(RANDOMIZED_DELAY)};",
-            "    Persistent = true;",
             "  };",
             "};",
             "",

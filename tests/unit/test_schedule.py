@@ -29,13 +29,24 @@ def test_the_service_runs_converge_with_absolute_paths_and_the_timer_repeats():
     ) in service
     assert "Type=oneshot" in service and "WorkingDirectory=/opt/remedy-src" in service
     for line in ("OnBootSec=1min", "OnUnitActiveSec=15min", "RandomizedDelaySec=30s",
-                 "Persistent=true", "WantedBy=timers.target"):  # fmt: skip
+                 "WantedBy=timers.target"):  # fmt: skip
         assert line in timer.splitlines()
+    # Persistent= applies to OnCalendar= only, which the timer does not use
+    assert not any(x.startswith(("Persistent", "OnCalendar")) for x in timer.splitlines())
+    # exit 3 (drift or volatile, reported in the metrics) does not fail the unit
+    assert "SuccessExitStatus=3" in service.splitlines()
     assert schedule.parse_exec_start(service)[:3] == [
         "/opt/remedy/bin/remedy",
         "converge",
         "/etc/remedy/production.py",
     ]
+
+
+@pytest.mark.parametrize(
+    "span, seconds", [("10min", 600), ("1h 30min", 5400), ("90", 90), ("1s", 1), ("2d", 172800)]
+)
+def test_span_seconds(span, seconds):
+    assert schedule.span_seconds(span) == seconds
 
 
 def test_check_only_adds_check_and_the_nixos_snippet_says_the_same():
@@ -51,6 +62,10 @@ def test_check_only_adds_check_and_the_nixos_snippet_says_the_same():
     ("field", "value", "words"),
     [
         ("interval", "every ten minutes", "not a systemd time span"),
+        ("interval", "0", "shorter than a second"),
+        ("interval", "0s", "shorter than a second"),
+        ("interval", "500ms", "shorter than a second"),
+        ("interval", "0min 999ms", "shorter than a second"),
         ("inventory", "inventory/production.py", "must be an absolute path"),
         ("project", '/opt/a "b"', "without quotes"),
         ("textfile", "remedy.prom", "must be an absolute path"),
