@@ -4,7 +4,7 @@ Defaults for every remedy key are in remedy/core/settings.py; set only what
 differs here. Host data is checked before pyinfra connects.
 """
 
-from remedy.core.settings import checked_hosts
+from remedy.inventory import checked_hosts
 
 production = checked_hosts(
     [

@@ -6,7 +6,7 @@ with strict checking), so a plain OpenSSH client reaches it the same way.
 Nothing else differs from inventory/production.py.
 """
 
-from remedy.core.settings import checked_hosts
+from remedy.inventory import checked_hosts
 from remedy.twin.machine import inventory_hosts
 
 twins = checked_hosts(inventory_hosts())

@@ -68,6 +68,18 @@ def load_inventory(path: Path | str) -> list[InventoryHost]:
         ]
 
 
+def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
+    """An inventory file's hosts, checked before pyinfra connects
+    (``remedy.core.settings.checked_hosts``), with remedy's connect guard installed: a
+    host that cannot be reached (a missing ssh_key included) fails alone, in one line,
+    and is audited (``remedy.connect``)."""
+    from remedy import connect
+    from remedy.core import settings
+
+    connect.guard()
+    return settings.checked_hosts(hosts, argv)
+
+
 def find_host(hosts: list[InventoryHost], name: str) -> InventoryHost:
     """The host called ``name``; ConfigError listing the hosts there are."""
     for host in hosts:

@@ -15,6 +15,7 @@ the shell. A reboot wipes ``/run/lock``.
 from __future__ import annotations
 
 import shlex
+import time
 from dataclasses import dataclass
 
 from remedy.core.hostlock import EXIT_HELD, holder_text, lock_argv, lock_path  # noqa: F401
@@ -41,9 +42,26 @@ class HostLock:
             pass
 
 
-def acquire(host, unit: str, wait_s: float, holder: str) -> HostLock:
+def _wait_for(channel, reply, name: str, path: str, wait_s: float, who: str, say) -> str:
+    """The lock is busy: say on whom and for how long at most, then every few seconds
+    how long so far, until the remote shell answers (locked, or held after WAIT_S)."""
+    say(f"{name}: {path} is held by {who}; waiting up to {wait_s:g}s for it")
+    started = last = time.monotonic()
+    while not channel.recv_ready() and not channel.exit_status_ready():
+        time.sleep(0.2)
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY_S:
+            last = now
+            say(f"{name}: still waiting for {path} ({now - started:.0f}s of {wait_s:g}s)")
+    return reply.readline().strip()
+
+
+PROGRESS_EVERY_S = 5
+
+
+def acquire(host, unit: str, wait_s: float, holder: str, say=print) -> HostLock:
     """Take HOST's lock for UNIT, waiting up to WAIT_S seconds, over a session of its
-    own on pyinfra's SSH connection."""
+    own on pyinfra's SSH connection. SAY gets the lines a waiting run prints."""
     client = getattr(getattr(host, "connector", None), "client", None)
     transport = client.get_transport() if client is not None else None
     if transport is None or not transport.is_active():
@@ -52,6 +70,8 @@ def acquire(host, unit: str, wait_s: float, holder: str) -> HostLock:
     channel.exec_command(shlex.join(lock_argv(unit, wait_s, holder)))
     reply = channel.makefile("r")
     first = reply.readline().strip()
+    if first.startswith("waiting "):
+        first = _wait_for(channel, reply, host.name, lock_path(unit), wait_s, first[8:], say)
     if first == "locked":
         return HostLock(channel)
     rest = reply.read().strip()

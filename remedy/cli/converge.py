@@ -158,9 +158,11 @@ def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) ->
     converge writes it, with the reason, so the log shows every host it tried."""
     from remedy import audit
 
+    from remedy.connect import AUDITED
+
     for name, run in applied.items():
-        if run.returncode == 0 or "] Connected" in run.output:
-            continue
+        if run.returncode == 0 or "] Connected" in run.output or AUDITED in run.output:
+            continue  # reached, or the deploy audited it itself
         why = read_errors.get(name) or run.tail(3)
         record = audit.AuditRecord(
             host=name,
@@ -198,6 +200,8 @@ def _metrics(read: fleet.HostRead) -> metrics.HostMetrics:
 
 def _print(rep: dict) -> None:
     colour = {0: "green", 3: "yellow", 4: "red", 5: "yellow"}.get(rep["exit_code"], "red")
+    if not rep["settings"]:  # the host could not be read: the verdict says why
+        console.print(f"{rep['host']}: [{colour}]{rep['verdict']}[/]", width=80)
     table = Table(
         title=f"{rep['host']}: [{colour}]{rep['verdict']}[/]", title_justify="left", width=80
     )
@@ -209,7 +213,8 @@ def _print(rep: dict) -> None:
         table.add_row(
             s["label"], s["desired"], s["live"] + state, s["next_boot"], s["action"], style=style
         )
-    console.print(table)
+    if rep["settings"]:
+        console.print(table)
     apply = rep.get("apply")
     if apply and apply["exit_code"] != 0 and apply.get("tail"):
         console.print(f"  deploy exit {apply['exit_code']}; its last lines:", style="red")

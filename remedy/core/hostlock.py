@@ -26,10 +26,14 @@ def holder_path(unit: str) -> str:
 # $1 lock file, $2 holder file, $3 seconds to wait, $4 who we are.
 LOCK_SH = r"""
 exec 9>>"$1" || { echo "error cannot open $1"; exit 1; }
-if ! flock -w "$3" 9; then
-  echo "held"
-  cat "$2" 2>/dev/null || echo "(no holder recorded)"
-  exit 75
+if ! flock -n 9; then
+  # busy: say on whom we wait before waiting, so the run can tell its person
+  printf 'waiting %s\n' "$(cat "$2" 2>/dev/null || echo "(no holder recorded)")"
+  if ! flock -w "$3" 9; then
+    echo "held"
+    cat "$2" 2>/dev/null || echo "(no holder recorded)"
+    exit 75
+  fi
 fi
 printf '%s\n' "$4" > "$2.tmp" && mv -f "$2.tmp" "$2"
 echo "locked"

@@ -82,8 +82,12 @@ def _lock(s, runbook_id: str) -> list[str]:
     return [
         f"lock={shlex.quote(lock)} holder={shlex.quote(holder)}",
         'exec 9>>"$lock"',
-        f'flock -w {s.lock_wait_s:g} 9 || fail "another remedy run holds $lock: '
+        "if ! flock -n 9; then",
+        f'  echo "waiting up to {s.lock_wait_s:g}s for $lock, held by: '
+        '$(cat "$holder" 2>/dev/null || echo "(no holder recorded)")" >&2',
+        f'  flock -w {s.lock_wait_s:g} 9 || fail "another remedy run holds $lock: '
         '$(cat "$holder" 2>/dev/null)"',
+        "fi",
         f'printf \'pid %s on %s since %s: {who}\\n\' "$$" "$(hostname)" '
         '"$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$holder"',
         "trap 'rm -f \"$holder\"' EXIT",

@@ -49,7 +49,7 @@ def begin_restore(
         # plan sees what the other run left.
         try:
             _locks[host.name] = host_lock.acquire(
-                host, s.unit, s.lock_wait_s, host_lock.holder_text()
+                host, s.unit, s.lock_wait_s, host_lock.holder_text(), say=logger.warning
             )
         except host_lock.LockHeld as exc:
             logger.error(f"remedy: {exc}")

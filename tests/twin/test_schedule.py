@@ -109,7 +109,7 @@ def inventory_for(mgmt, target, **data) -> str:
         **data,
     )
     (inv / "fleet.py").write_text(
-        "from remedy.core.settings import checked_hosts\n\n"
+        "from remedy.inventory import checked_hosts\n\n"
         f"hosts = checked_hosts([({target.name!r}, {options!r})])\n"
     )
     return "/etc/remedy/fleet.py"

@@ -1,0 +1,76 @@
+"""Issue 21: faults and bad input that got through, where no twin is needed.
+
+A missing SSH key file: pyinfra's key loading raised a bare PyinfraError inside
+the connecting greenlet, so every entry point printed gevent's traceback and no
+audit line was written. The inventory's connect guard (``remedy.connect``) makes
+it one line naming the host and the key, exit 1, and an audit line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent.parent
+KEY = "/nonexistent/remedy-test/id_ed25519"
+
+
+@pytest.fixture
+def keyless_inventory(tmp_path):
+    path = tmp_path / "inventory.py"
+    path.write_text(
+        "from remedy.inventory import checked_hosts\n"
+        "hosts = checked_hosts([('cfx-llm2', {'ssh_hostname': '127.0.0.1', 'ssh_port': 9,\n"
+        f"    'ssh_user': 'root', 'ssh_key': {KEY!r}}})])\n"
+    )
+    return path
+
+
+def _run(argv, audit_log):
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(audit_log), "COLUMNS": "80"}
+    return subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "argv, runbook",
+    [
+        (["pyinfra", "-y", "INVENTORY", "deploys/restore_toolcalling.py"], "001"),
+        (["pyinfra", "-y", "INVENTORY", "deploys/converge.py"], "006"),
+        (["remedy", "converge", "INVENTORY"], "006"),
+    ],
+)
+def test_a_missing_ssh_key_is_one_line_exit_1_and_one_audit_line(
+    keyless_inventory, tmp_path, argv, runbook
+):
+    log = tmp_path / "audit.jsonl"
+    proc = _run([str(keyless_inventory) if a == "INVENTORY" else a for a in argv], log)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out and "PyinfraError" not in out, out
+    assert f"cfx-llm2: ssh_key {KEY} does not exist here" in " ".join(out.split())
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 1, records
+    assert records[0]["result"] == "failed" and records[0]["runbook"] == runbook
+    assert KEY in records[0]["details"]["failed"]
+
+
+def test_a_dry_run_with_a_missing_key_records_nothing(keyless_inventory, tmp_path):
+    log = tmp_path / "audit.jsonl"
+    argv = ["pyinfra", "--dry", str(keyless_inventory), "deploys/converge.py"]
+    proc = _run(argv, log)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    assert not log.exists()
+
+
+def test_remedy_status_with_a_missing_key_audits_nothing(keyless_inventory, tmp_path):
+    """status is a read, not a run: it names the key and writes no audit line."""
+    log = tmp_path / "audit.jsonl"
+    proc = _run(["remedy", "status", str(keyless_inventory)], log)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out
+    assert "ssh_key" in out and KEY in " ".join(out.split())
+    assert not log.exists()
