@@ -157,7 +157,6 @@ def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) ->
     """A deploy that never connected wrote no audit line (its operations never ran):
     converge writes it, with the reason, so the log shows every host it tried."""
     from remedy import audit
-
     from remedy.connect import AUDITED
 
     for name, run in applied.items():
