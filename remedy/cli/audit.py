@@ -56,34 +56,80 @@ def audit(host: str | None, since: datetime | None, as_json: bool, log_path: Pat
     if not records:
         err_console.print(f"no audit records in {escape(str(path))}")
         return
-    table = Table(show_edge=False, pad_edge=False)
-    # Short, fixed-shape columns stay whole; the others fold rather than lose text.
-    # "ops" is changed/total operations.
-    for column in ("time (UTC)", "host", "runbook", "issues", "path", "ops", "probe", "result"):
+    _print(records)
+
+
+RESULT_STYLE = {
+    "ok": "green",
+    "failed": "bold red",
+    "refused": "yellow",
+    "interrupted": "bold red",
+    "crashed": "bold red",
+    "killed": "bold red",
+    "locked": "yellow",
+}
+
+
+def _why(record) -> str | None:
+    """The reason of a run that did not end ok, from its details."""
+    details = record.details or {}
+    for key in ("failed", "refused", "interrupted", "durable_failed", "rollback_failed"):
+        if details.get(key):
+            return str(details[key])
+    notes = details.get("notes") or []
+    return str(notes[-1]) if notes and record.result != "ok" else None
+
+
+def _print(records) -> None:
+    """At 80 columns: a table of short columns whose cells never wrap mid-word, then
+    each runbook's issues once, then the reason of every run that did not end ok."""
+    table = Table(box=None, padding=(0, 1, 0, 0), header_style="bold", width=80)
+    # "rb" is the runbook id, "ops" changed/total operations. No cell folds mid-word:
+    # the fixed-shape columns never wrap, the probe wraps at its arrow, a long host
+    # name folds (it has no spaces).
+    for column, min_width in (("time (UTC)", 16), ("host", 8), ("rb", 3), ("path", 16),
+                              ("ops", 5), ("probe", 12), ("result", 6)):  # fmt: skip
         table.add_column(
-            column, no_wrap=column in ("time (UTC)", "host", "runbook", "ops"), overflow="fold"
+            column,
+            no_wrap=column in ("time (UTC)", "rb", "path", "ops"),
+            overflow="fold",
+            min_width=min_width,
         )
-    result_style = {
-        "ok": "green",
-        "failed": "bold red",
-        "refused": "yellow",
-        "interrupted": "bold red",
-        "crashed": "bold red",
-    }
+    issues: dict[str, list[str]] = {}
+    reasons = []
     for record in records:
         changed = sum(1 for op in record.operations if op.get("changed"))
         probe = f"{record.probe_before or '-'} → {record.probe_after or '-'}"
-        result = f"[{result_style.get(record.result, '')}]{escape(record.result)}[/]"
+        result = f"[{RESULT_STYLE.get(record.result, '')}]{escape(record.result)}[/]"
         if record.dirty_override:
-            result += " [bold yellow]dirty override[/]"
+            result += " [bold yellow]dirty[/]"
+        when = record.time.replace("T", " ")[:16]
         table.add_row(
-            escape(record.time.replace("T", " ")[:16]),
+            escape(when),
             escape(record.host),
             escape(record.runbook or "-"),
-            escape(", ".join(record.issues)),
             escape(record.path),
             f"{changed}/{len(record.operations)}",
             escape(probe),
             result,
         )
+        issues.setdefault(record.runbook or "-", record.issues)
+        if record.result != "ok" and (why := _why(record)):
+            reasons.append((f"{when} {record.host} {record.result}", why))
     console.print(table)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for runbook, names in sorted(issues.items()):
+        grid.add_row(f"  runbook {runbook}:", ", ".join(names) or "-")
+    console.print("issues:", width=80)
+    console.print(grid, width=80, markup=False, highlight=False)
+    if reasons:
+        console.print("why:", width=80)
+        for head, why in reasons:
+            console.print(f"  {head}:", width=80, markup=False, highlight=False)
+            text = Table.grid()
+            text.add_column(width=4)
+            text.add_column(overflow="fold")
+            text.add_row("", why)
+            console.print(text, width=80, markup=False, highlight=False)

@@ -16,6 +16,7 @@ import json
 import time
 
 import click
+from rich import box
 from rich.table import Table
 
 from remedy import fleet, metrics
@@ -202,10 +203,20 @@ def _print(rep: dict) -> None:
     if not rep["settings"]:  # the host could not be read: the verdict says why
         console.print(f"{rep['host']}: [{colour}]{rep['verdict']}[/]", width=80)
     table = Table(
-        title=f"{rep['host']}: [{colour}]{rep['verdict']}[/]", title_justify="left", width=80
+        title=f"{rep['host']}: [{colour}]{rep['verdict']}[/]",
+        title_justify="left",
+        width=80,
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
     )
-    for column in ("setting", "desired", "live", "after reboot", "action"):
-        table.add_column(column, overflow="fold")
+    # The setting names stay whole (QWEN36_MERGE_BATCH_GUARD); the rest wraps at spaces.
+    longest = max((len(s["label"]) for s in rep["settings"]), default=7)
+    table.add_column("setting", no_wrap=True, min_width=longest)
+    for column, key in (("desired", "desired"), ("live", "live"),
+                        ("after reboot", "next_boot"), ("action", "action")):  # fmt: skip
+        # at least its longest word wide: a cell wraps at spaces, never mid-word
+        words = [w for s in rep["settings"] for w in str(s[key]).split()]
+        table.add_column(column, overflow="fold", min_width=max(map(len, words), default=4))
     for s in rep["settings"]:
         style = None if s["state"] == desired.IN_SYNC else "yellow"
         state = "" if s["state"] == desired.IN_SYNC else f" ({s['state']})"

@@ -48,14 +48,35 @@ def status(inventory, limit, as_json):
 
 
 def _print(r) -> None:
+    """One host at 80 columns: a table of short values, then where each comes from and
+    what is wrong, in full (paths are never cut; a long one folds onto the next line)."""
     colour = {0: "green", 3: "yellow", 4: "red"}.get(r.exit_code, "red")
-    table = Table(title=f"{r.host}: [{colour}]{r.verdict}[/]", title_justify="left")
-    table.add_column("")
-    table.add_column("now")
-    table.add_column("after a reboot")
+    table = Table(title=f"{r.host}: [{colour}]{r.verdict}[/]", title_justify="left", width=80)
+    table.add_column("", no_wrap=True, min_width=len(max((x.label for x in r.rows), key=len)))
+    table.add_column("now", overflow="fold")
+    table.add_column("after a reboot", overflow="fold")
     for row in r.rows:
         style = "red" if row.bad else None
         table.add_row(row.label, row.now, row.after_reboot, style=style)
-    console.print(table)
-    for p in r.problems:
-        console.print(f"  [red]•[/] {p}")
+    console.print(table, markup=True)
+    details = [(row.label, w) for row in r.rows for w in row.where]
+    if details:
+        console.print("where:", width=80)
+        for label, text in details:
+            when, *paths = text.split("\n")
+            console.print(f"  {label}, {when}", width=80, markup=False, highlight=False)
+            for path in paths:  # a path longer than a line folds, never cut
+                if path.startswith("via ") and len(path) + 4 > 80:
+                    console.print("    via", width=80, highlight=False)
+                    path = path[4:]
+                console.print(
+                    f"    {path}", width=80, markup=False, highlight=False, overflow="fold"
+                )
+    if r.problems:
+        console.print("problems:", width=80, style="red")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for p in r.problems:
+            grid.add_row("  •", p)
+        console.print(grid, width=80, markup=False, highlight=False)

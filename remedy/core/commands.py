@@ -180,12 +180,11 @@ def lock_commit_revert(
 
 
 def file_written(repo: str, rel: str, text: str) -> list[str]:
-    """Write TEXT to REPO/REL atomically (a temporary name, mode 0644, rename)."""
+    """Write TEXT to REPO/REL atomically (written_atomically, mode 0644, the running user's
+    file: it runs as the checkout's owner), making its directory first."""
     return [
-        "sh", "-c",
-        'f="$1/$2" && mkdir -p "$(dirname -- "$f")" && printf "%s" "$3" > "$f.remedy-tmp" '
-        '&& chmod 0644 "$f.remedy-tmp" && mv -f -T "$f.remedy-tmp" "$f"',
-        "sh", repo, rel, text,
+        "sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && shift && exec "$@"', "sh",
+        f"{repo}/{rel}", *written_atomically(f"{repo}/{rel}", "0644", text_argv(text)),
     ]  # fmt: skip
 
 
@@ -293,38 +292,51 @@ def make_dir(path: str) -> list[str]:
     return ["install", "-d", "-m", "0755", "-o", "root", "-g", "root", path]
 
 
-def derive_override(
-    store_script: str, dest_tmp: str, parser: str, env: dict[str, str]
+# $1 the file, $2 its mode, $3 its owner (user:group, or - to leave it), then the command
+# that prints its content. The content goes to FILE.remedy-tmp, which is removed on any
+# failure or signal in the same command: nothing partial is left. A full file system is
+# named, with what it has left.
+ATOMIC_WRITE_SH = r"""
+dest=$1 mode=$2 owner=$3; shift 3
+tmp=$dest.remedy-tmp
+trap 'rm -f -- "$tmp"' EXIT
+trap 'exit 130' HUP INT TERM
+if ! err=$("$@" 2>&1 >"$tmp") || [ ! -s "$tmp" ]; then
+  # printf says "I/O error" where awk says "No space left": ask the file system itself
+  free=$(df -Pk -- "${dest%/*}" 2>/dev/null | awk 'NR == 2 { print $4 " " $2 " " $6 }')
+  set -- $free
+  case $err in *"No space left"*|*"Disk quota"*) full=yes ;; *) full= ;; esac
+  if [ -n "$full" ] || { [ -n "$free" ] && [ "$1" -lt 64 ]; }; then
+    echo "error: cannot write $dest: the file system $3 is full ($1 kB free of $2 kB); free space there and run again" >&2
+  else
+    echo "error: cannot write $dest: ${err:-the command that makes it failed or printed nothing}" >&2
+  fi
+  exit 1
+fi
+chmod "$mode" "$tmp" || exit 1
+if [ "$owner" != - ]; then chown "$owner" "$tmp" || exit 1; fi
+mv -f -T "$tmp" "$dest" || { echo "error: cannot rename $tmp to $dest" >&2; exit 1; }
+"""
+
+
+def written_atomically(
+    dest: str, mode: str, content_argv: list[str], owner: str = "-"
 ) -> list[str]:
+    """Write DEST with what CONTENT_ARGV prints: a temporary name in the same directory,
+    MODE and OWNER, then a rename; on any failure the temporary file goes, in the same
+    command (a full /run is named). Empty content is a failure too."""
+    return ["sh", "-c", ATOMIC_WRITE_SH, "sh", dest, mode, owner, *content_argv]
+
+
+def override_script_argv(store_script: str, parser: str, env: dict[str, str]) -> list[str]:
+    """Print the fallback start script: STORE_SCRIPT with PARSER and ENV (OVERRIDE_AWK)."""
     exports = "\n".join(f"{k}={v}" for k, v in sorted(env.items()))
-    return [
-        "sh",
-        "-c",
-        'awk -v parser="$1" -v exports="$2" "$3" "$4" > "$5"',
-        "sh",
-        parser,
-        exports,
-        OVERRIDE_AWK,
-        store_script,
-        dest_tmp,
-    ]
+    return ["awk", "-v", f"parser={parser}", "-v", f"exports={exports}", OVERRIDE_AWK, store_script]
 
 
-def write_text(text: str, dest_tmp: str) -> list[str]:
-    return ["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", text, dest_tmp]
-
-
-def install_atomically(tmp: str, dest: str, mode: str) -> list[str]:
-    """chmod/chown the temporary file, then rename it over DEST (same directory)."""
-    return [
-        "sh",
-        "-c",
-        'chmod "$1" "$2" && chown root:root "$2" && mv -f -T "$2" "$3"',
-        "sh",
-        mode,
-        tmp,
-        dest,
-    ]
+def text_argv(text: str) -> list[str]:
+    """Print TEXT as it is."""
+    return ["printf", "%s", text]
 
 
 def dropin_text(script_path: str, env: dict[str, str]) -> str:

@@ -64,10 +64,10 @@ def _pages_ok(pools: dict[int, int] | None, s: Settings) -> bool:
     return all(pools.get(size, 0) == n for size, n in _wanted_pages(s).items())
 
 
-def _short_run(path: str) -> str:
-    """/run/systemd/system/x.service.d/override.conf -> /run/…/x.service.d/override.conf"""
-    parts = path.split("/")
-    return "/run/…/" + "/".join(parts[-2:]) if len(parts) > 4 else path
+def _run_files(paths) -> str:
+    """The /run overrides by file name (override.conf, start): whole at 80 columns; the
+    reports list their full paths beside."""
+    return ", ".join(p.rsplit("/", 1)[-1] for p in paths) or "none"
 
 
 def _phase2a(obs: Observed) -> str:
@@ -168,7 +168,7 @@ SETTINGS: tuple[ManagedSetting, ...] = (
         NOWHERE,
         None,
         desired=lambda s: "none",
-        value=lambda o, s: ", ".join(_short_run(p) for p in o.overrides) or "none",
+        value=lambda o, s: _run_files(o.overrides),
         serving=False,
     ),
 )

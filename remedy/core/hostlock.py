@@ -35,7 +35,7 @@ if ! flock -n 9; then
     exit 75
   fi
 fi
-printf '%s\n' "$4" > "$2.tmp" && mv -f "$2.tmp" "$2"
+printf '%s\n' "$4" > "$2.tmp" && mv -f "$2.tmp" "$2" || rm -f "$2.tmp"
 echo "locked"
 cat >/dev/null
 rm -f "$2"

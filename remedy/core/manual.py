@@ -366,21 +366,34 @@ def _rollback(s) -> list[str]:
 
 
 def _write_override(s) -> list[str]:
-    tmp_script = s.override_script + ".remedy-tmp"
-    tmp_dropin = s.override_dropin + ".remedy-tmp"
     unit = f"/etc/systemd/system/{s.unit}"
     return [
+        # loaded, the override is what the next start runs, by systemd or a person, with
+        # no gate: write it only when the gate lets the restart that takes it happen
+        f"{q(commands.memory_gate(s.min_mem_available_gb))} || "
+        f'fail "MemAvailable below {s.min_mem_available_gb:g} GB: the /run override is not '
+        'written (pending), so no later start takes it without the gate; see runbook 004"',
         f'store_script=$(flags_script "$(exec_path {shlex.quote(unit)})")',
         f'[ -n "$store_script" ] || fail "no ExecStart in {unit}"',
         q(commands.make_dir(s.override_script.rsplit("/", 1)[0])),
         qv(
-            commands.derive_override("@S@", tmp_script, s.tool_call_parser, s.required_env),
+            commands.written_atomically(
+                s.override_script,
+                "0755",
+                commands.override_script_argv("@S@", s.tool_call_parser, s.required_env),
+                "root:root",
+            ),
             S="store_script",
         ),
-        q(commands.install_atomically(tmp_script, s.override_script, "0755")),
         q(commands.make_dir(s.override_dropin.rsplit("/", 1)[0])),
-        q(commands.write_text(commands.dropin_text(s.override_script, s.required_env), tmp_dropin)),
-        q(commands.install_atomically(tmp_dropin, s.override_dropin, "0644")),
+        q(
+            commands.written_atomically(
+                s.override_dropin,
+                "0644",
+                commands.text_argv(commands.dropin_text(s.override_script, s.required_env)),
+                "root:root",
+            )
+        ),
         q(commands.daemon_reload()),
         f"pid_at_override={_main_pid(s)}",
         f'[ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '

@@ -24,6 +24,9 @@ class Row:
     now: str
     after_reboot: str = ""
     bad: bool = False  # drawn red: volatile, drifted or unhealthy
+    # Where the values come from, in full (paths), listed below the table: a table of
+    # 80 columns would cut them.
+    where: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -55,8 +58,17 @@ def _short(path: str | None) -> str:
     return re.sub(r"/nix/store/([0-9a-z]{8})[0-9a-z]{24}-", r"/nix/store/\1…-", path)
 
 
-def _describe(setting) -> str:
-    return _short(setting.describe("").strip())
+def _where(when: str, setting) -> str | None:
+    if not setting.source:
+        return None
+    via = f"\nvia {setting.via}" if setting.via and setting.via != setting.source else ""
+    return f"{when}:\n{setting.source}{via}"
+
+
+def _generation(path: str | None) -> str:
+    """A system's short name for a table: its store hash's first 8 characters."""
+    m = re.match(r"/nix/store/([0-9a-z]{8})", path or "")
+    return m.group(1) if m else (path or "-")
 
 
 def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus:
@@ -67,10 +79,25 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     now_p, after_p = unit.now.parser, unit.after_reboot.parser
     drift_list = desired.drifts(snap, settings)
     for d in drift_list:
-        now_text, next_text = d.live, d.next_boot
+        where: list[str] = []
         if d.key == "tool_call_parser":
-            now_text, next_text = _describe(now_p), _describe(after_p)
-        rows.append(Row(d.label, now_text, next_text, not d.in_sync))
+            where = [w for w in (_where("now", now_p), _where("after a reboot", after_p)) if w]
+        elif d.key == "runtime_override" and (paths := desired.live(snap, settings).overrides):
+            where = ["now:\n" + "\n".join(paths)]
+        elif d.key in unit.now.environment or d.key in unit.after_reboot.environment:
+            now_e, after_e = (
+                unit.now.environment.get(d.key),
+                unit.after_reboot.environment.get(d.key),
+            )
+            where = [
+                w
+                for w in (
+                    _where("now", now_e) if now_e else None,
+                    _where("after a reboot", after_e) if after_e else None,
+                )
+                if w
+            ]
+        rows.append(Row(d.label, d.live, d.next_boot, not d.in_sync, where))
         if d.state == desired.VOLATILE and d.key != "runtime_override":
             problems.append(f"after a reboot the {d.label} is {d.next_boot}, not {d.desired}")
         elif d.state == desired.DRIFTED:
@@ -80,8 +107,12 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
             )
 
     def dropins(origins) -> str:
-        listed = [f"{d.origin}: {d.path}" for d in unit.dropins if d.origin in origins]
-        return "; ".join(listed) or "none"
+        counts = [
+            f"{sum(1 for d in unit.dropins if d.origin == o)} {o}"
+            for o in ("runtime", "admin", "vendor")
+            if o in origins and any(d.origin == o for d in unit.dropins)
+        ]
+        return ", ".join(counts) or "none"
 
     rows.append(
         Row(
@@ -89,6 +120,11 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
             dropins({"runtime", "admin", "vendor"}),
             dropins({"admin", "vendor"}),
             bool(unit.runtime_dropins),
+            [
+                "\n".join([f"now, {o}:", *(d.path for d in unit.dropins if d.origin == o)])
+                for o in ("runtime", "admin", "vendor")
+                if any(d.origin == o for d in unit.dropins)
+            ],  # fmt: skip
         )
     )
     rows.append(
@@ -144,9 +180,10 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     rows.append(
         Row(
             "system",
-            f"current {_short(g.current_system)}",
-            f"boots {_short(g.profile)}",
+            _generation(g.current_system),
+            _generation(g.profile),
             g.current_system != g.profile,
+            [f"now:\n{g.current_system or '-'}", f"boots:\n{g.profile or '-'}"],
         )
     )
     rows.append(

@@ -11,6 +11,7 @@ import time
 from pyinfra import host, state
 from pyinfra.api import operation
 
+from facts.memory import MemoryHeadroom
 from facts.serving import ServingUnit, ToolCallProbe
 from remedy.core import commands, plan, probe
 from remedy.core.plan import RestoreRun
@@ -88,19 +89,23 @@ def runtime_override_written(r: RestoreRun):
     if override_in_place(r):
         host.noop(f"the /run override is already in place with {s.tool_call_parser}")
         return
+    if state.is_executing and not r.interrupted and (pending := _pending_override(r)):
+        # Written and loaded, the override would be what the next start runs, by systemd
+        # or a person, with no gate: leave nothing loaded, and say what is pending.
+        r.refused = pending
+        r.notes.append(pending)
+        host.log_styled(pending, fg="red")
+        host.noop(pending)
+        return
     store = r.before.unit.store_script
     script_dir = s.override_script.rsplit("/", 1)[0]
     dropin_dir = s.override_dropin.rsplit("/", 1)[0]
-    tmp_script, tmp_dropin = s.override_script + ".remedy-tmp", s.override_dropin + ".remedy-tmp"
     yield command(commands.make_dir(script_dir))
-    yield command(
-        commands.derive_override(store.path, tmp_script, s.tool_call_parser, s.required_env)
-    )
-    yield command(commands.install_atomically(tmp_script, s.override_script, "0755"))
+    script = commands.override_script_argv(store.path, s.tool_call_parser, s.required_env)
+    yield command(commands.written_atomically(s.override_script, "0755", script, "root:root"))
     yield command(commands.make_dir(dropin_dir))
-    dropin = commands.dropin_text(s.override_script, s.required_env)
-    yield command(commands.write_text(dropin, tmp_dropin))
-    yield command(commands.install_atomically(tmp_dropin, s.override_dropin, "0644"))
+    dropin = commands.text_argv(commands.dropin_text(s.override_script, s.required_env))
+    yield command(commands.written_atomically(s.override_dropin, "0644", dropin, "root:root"))
     yield command(commands.daemon_reload())
     # Resumed after the daemon-reload ran: is the override what systemd runs now?
     r.override_written = True
@@ -115,6 +120,19 @@ def runtime_override_written(r: RestoreRun):
                 "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
             ),
         )
+
+
+def _pending_override(r: RestoreRun) -> str | None:
+    """Why the fallback's override must wait (the memory gate refuses the restart that
+    would take it), or None."""
+    refusal = r.memory_refusal(host.get_fact(MemoryHeadroom))
+    if refusal is None:
+        return None
+    return (
+        f"{refusal} Pending: the /run override ({r.settings.override_dropin}) is not "
+        "written, so no later start takes it without the gate; run again once "
+        "MemAvailable is back above the threshold."
+    )
 
 
 def _fail(r: RestoreRun, why: str):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,57 @@ def test_remedy_status_with_a_missing_key_audits_nothing(keyless_inventory, tmp_
     assert proc.returncode == 1 and "Traceback" not in out
     assert "ssh_key" in out and KEY in " ".join(out.split())
     assert not log.exists()
+
+
+# -- item 8: output a person reads fits 80 columns, and nothing that matters is cut ----
+
+
+def _at_80(argv: list[str]) -> list[str]:
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_the_audit_table_fits_80_columns_and_keeps_issue_names_whole(tmp_path):
+    record = {
+        "host": "cfx-llm2", "result": "failed", "time": "2026-12-01T03:04:05Z",
+        "operator": "root@mgmt", "runbook": "006", "commits": {},
+        "issues": ["tt-stack#49", "tt-stack#44", "tt-stack#52"], "path": "durable+fallback",
+        "operations": [{"name": "x", "changed": True}], "probe_before": "unparsed",
+        "probe_after": "inconclusive", "dirty_override": False,
+        "details": {"durable_failed": "switch-to-configuration switch failed: Failed to "
+                    "install bootloader (/boot is read-only)"},
+    }  # fmt: skip
+    log = tmp_path / "audit.jsonl"
+    log.write_text(json.dumps(record) + "\n")
+    lines = _at_80(["remedy", "audit", "--log", str(log)])
+    assert max(len(line) for line in lines) <= 80, lines
+    text = "\n".join(lines)
+    for whole in ("tt-stack#49", "tt-stack#44", "tt-stack#52", "durable+fallback", "inconclusive"):
+        assert whole in text, (whole, lines)
+    assert "Failed to install bootloader" in " ".join(text.split())
+
+
+def test_status_fits_80_columns_and_names_every_path_in_full():
+    script = (
+        "import json, facts.serving\n"
+        "from remedy.core.report import host_status\n"
+        "from remedy.core.settings import from_host_data\n"
+        "from remedy.cli.status import _print\n"
+        "lines = json.load(open('tests/facts/serving.HostSnapshot/emergency_override.json'))"
+        "['output']\n"
+        "snap = facts.serving.HostSnapshot().process(lines)\n"
+        "_print(host_status('cfx-llm2', from_host_data('cfx-llm2', {}), snap))\n"
+    )
+    lines = _at_80([sys.executable, "-c", script])
+    assert max(len(line) for line in lines) <= 80, lines
+    text = "\n".join(line.strip() for line in lines)
+    for whole in (
+        "QWEN36_MERGE_BATCH_GUARD",
+        "/run/tt-serving-override/start",
+        "/run/systemd/system/tenstorrent-serving.service.d/override.conf",
+        "/nix/var/nix/profiles/system/etc/systemd/system/tenstorrent-serving.service",
+    ):
+        assert whole in text, (whole, lines)
+    assert "…" not in text  # nothing is cut

@@ -1,0 +1,106 @@
+"""Issue 21: faults and bad input a careful on-call person met on fresh twins.
+
+A full /run during the fallback, a memory gate that refuses while the fallback
+would leave a new override loaded, and a run that waits for another's host lock
+without saying so. Each failed on the engine before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from remedy.core import hostlock
+from tests.conftest import PROJECT, probe_inside, run_restore, unit_props
+
+pytestmark = pytest.mark.twin
+
+SCRIPT = "/run/tt-serving-override/start"
+DROPIN = "/run/systemd/system/tenstorrent-serving.service.d/override.conf"
+
+
+def out_of(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def audit(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def leftovers(twin) -> list[str]:
+    """Temporary files remedy left anywhere under /run (must be none)."""
+    return twin.exec(["find", "/run", "-xdev", "-name", "*.remedy-tmp"]).stdout.split()
+
+
+def test_a_full_run_is_named_and_leaves_nothing_partial(twin, tmp_path):
+    # fill the twin's /run (a tmpfs of its own) to the last block
+    twin.exec(["sh", "-c", "head -c 100G /dev/zero > /run/fill 2>/dev/null; exit 0"])
+    try:
+        proc = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+        out = out_of(proc)
+        assert proc.returncode != 0, out[-3000:]
+        assert f"cannot write {SCRIPT}: the file system /run is full" in out, out[-3000:]
+        assert "free space there and run again" in out
+        assert "Traceback" not in out
+        assert leftovers(twin) == []
+        assert twin.exec(["test", "-e", SCRIPT], check=False).returncode != 0
+        assert audit(tmp_path / "a.jsonl")[-1]["result"] == "failed"
+    finally:
+        twin.exec(["rm", "-f", "/run/fill"])
+    again = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+    assert again.returncode == 0, out_of(again)[-3000:]
+    assert probe_inside(twin).outcome == "parsed" and leftovers(twin) == []
+
+
+def test_a_refusing_gate_leaves_no_new_override_loaded(twin, tmp_path):
+    """The gate refuses the fallback's restart: nothing may be left that the next start,
+    by systemd or a person, would take without the gate."""
+    pid = unit_props(twin)["MainPID"]
+    proc = run_restore(
+        twin,
+        "--data", "durable=false", "--data", "min_mem_available_gb=100000",
+        audit_log=tmp_path / "a.jsonl",
+    )  # fmt: skip
+    out = out_of(proc)
+    assert proc.returncode != 0, out[-3000:]
+    assert "Pending: the /run override" in " ".join(out.split()), out[-3000:]
+    for path in (SCRIPT, DROPIN):
+        assert twin.exec(["test", "-e", path], check=False).returncode != 0, path
+    dropins = twin.exec(
+        ["systemctl", "show", "-P", "DropInPaths", "tenstorrent-serving.service"]
+    ).stdout
+    assert "override.conf" not in dropins
+    assert unit_props(twin)["MainPID"] == pid
+    record = audit(tmp_path / "a.jsonl")[-1]
+    assert record["result"] == "refused"
+    assert any("Pending" in n for n in record["details"]["notes"])
+
+
+def test_a_run_waiting_for_the_host_lock_says_on_whom_and_for_how_long(twin, tmp_path):
+    unit = "tenstorrent-serving.service"
+    who = "pid 4242 on ops-laptop since 2026-12-01T03:00:00Z: nixos-rebuild switch"
+    twin.exec(
+        [
+            "systemd-run", "--unit=hold-remedy-lock", "--", "sh", "-c",
+            'exec 9>>"$1"; flock 9; printf "%s\\n" "$3" > "$2"; sleep 30', "sh",
+            hostlock.lock_path(unit), hostlock.holder_path(unit), who,
+        ]
+    )  # fmt: skip
+    twin.exec(["sh", "-c", f"for i in $(seq 50); do [ -s {hostlock.holder_path(unit)} ] && exit 0; "
+               "sleep 0.1; done; exit 1"])  # fmt: skip
+    try:
+        proc = subprocess.run(
+            ["pyinfra", "-y", "--limit", twin.name, "--data", "lock_wait_s=8",
+             "inventory/twin.py", "deploys/restore_toolcalling.py"],
+            capture_output=True, text=True, cwd=PROJECT, timeout=300,
+            env={**__import__("os").environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")},
+        )  # fmt: skip
+    finally:
+        twin.exec(["systemctl", "stop", "hold-remedy-lock"], check=False)
+    out = " ".join(out_of(proc).split())
+    assert proc.returncode == 5, out[-3000:]
+    assert f"is held by {who}; waiting up to 8s for it" in out, out[-3000:]
+    assert "still waiting for /run/lock/remedy-" in out and "(5s of 8s)" in out
+    assert audit(tmp_path / "a.jsonl")[-1]["result"] == "locked"
