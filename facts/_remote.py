@@ -143,6 +143,8 @@ if [ -n "$m" ]; then
     | sed 's/^/imported-by /'
   if [ -f "$d/$m" ]; then
     g ls-files --error-unmatch -- "$m" >/dev/null 2>&1 || echo "untracked"
+    # who committed it last: remedy, or a person whose value remedy must not overwrite
+    g log -1 --format='last-commit %H %ae %an' -- "$m" 2>/dev/null
     catfile "$d/$m"
   fi
 fi

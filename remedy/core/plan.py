@@ -45,6 +45,8 @@ class RestorePlan:
     scope: tuple[str, ...] = desired.TOOL_CALLING
     prove: tuple[str, ...] = ()  # the settings the built system must hold
     settings: list[SettingPlan] = field(default_factory=list)
+    # a person's commit to remedy's managed file that differs from host data
+    managed_conflict: str | None = None
 
     def summary(self, host: str) -> str:
         """The plan for people, at most 80 columns wide: the path, why, and per setting
@@ -119,6 +121,26 @@ def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[i
         if new_total < pool.total:
             out.append((size, pool.total, new_total))
     return out
+
+
+def managed_conflict(snap: HostSnapshot, s: Settings) -> str | None:
+    """A person's commit to remedy's managed file that differs from what host data gives
+    (the seed calls such a value an owner decision), or None: the file is absent, is
+    what remedy writes, or was last committed by remedy itself."""
+    m = snap.managed
+    want = desired.managed_nix(s, desired.ALL)
+    if m.content is None or m.untracked or want is None or m.content == want:
+        return None
+    rev, email, name = m.last_commit or ("?", "?", "?")
+    if email == f"remedy@{s.flake_host}":
+        return None  # remedy's own earlier version: host data changed since
+    values = lambda text: {ln.strip() for ln in text.splitlines() if " = " in ln}  # noqa: E731
+    theirs = sorted(values(m.content) - values(want)) or ["other text"]
+    ours = sorted(values(want) - values(m.content)) or ["its own text"]
+    return (
+        f"{s.managed_file} differs from host data: commit {rev[:12]} by {name} <{email}> "
+        f"sets {' '.join(theirs)} where host data gives {' '.join(ours)}"
+    )
 
 
 def managed_import_missing(snap: HostSnapshot, s: Settings) -> str:
@@ -240,6 +262,14 @@ def plan_restore(
     imported = bool(snap.managed.imported_by)
     import_note = managed_import_missing(snap, s) if managed_lacks and not imported else None
     managed_text = desired.managed_nix(s, scope)
+    conflict = managed_conflict(snap, s)
+    keep = conflict is not None and s.managed_file_conflict == "keep"
+    if keep:
+        # A person's value stands (managed_file_conflict=keep): remedy neither writes the
+        # file nor proves what it carries; those settings stay as they are, reported.
+        managed_lacks = []
+    elif conflict:
+        managed_lacks = managed_lacks or ["the managed file as host data gives it"]
     write_managed = bool(managed_lacks) and imported and snap.managed.content != managed_text
     override = override_present(snap, s)
     active = unit.active_state == "active"
@@ -252,7 +282,7 @@ def plan_restore(
         k
         for k in scope
         if desired.BY_KEY[k].durable == desired.FLAKE_INPUT
-        or (desired.BY_KEY[k].durable == desired.MANAGED_FILE and imported)
+        or (desired.BY_KEY[k].durable == desired.MANAGED_FILE and imported and not keep)
     )
     needs_override = bool(serving_lacks) or not probe_fine or override
     base = dict(
@@ -261,10 +291,27 @@ def plan_restore(
         settings=settings,
         release_hugepages=release,
         write_override=needs_override,
+        managed_conflict=conflict if any(
+            desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope
+        ) else None,
     )
 
     def done(p: RestorePlan) -> RestorePlan:
         _actions(p, snap, s, import_note)
+        if p.managed_conflict:
+            if keep:
+                p.reasons.append(
+                    f"kept: {p.managed_conflict}; remedy does not overwrite a person's "
+                    "commit (managed_file_conflict=keep): change host data to match, or "
+                    "set managed_file_conflict=overwrite"
+                )
+                for sp in p.settings:
+                    if sp.drift.durable == desired.MANAGED_FILE and (
+                        not sp.drift.in_sync or conflict
+                    ):
+                        sp.action = f"kept: {s.managed_file.rsplit('/', 1)[-1]} is a person's"
+            else:
+                p.reasons.append(f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)")
         return p
 
     if not (restart or rebuild or release):

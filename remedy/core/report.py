@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from remedy.core import desired
 from remedy.core import memory as mem
+from remedy.core.plan import managed_conflict
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
 from remedy.errors import EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
@@ -193,6 +194,9 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         if v.kind == "setting":
             continue  # said above, per managed setting
         problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
+    conflict = managed_conflict(snap, settings)
+    if conflict:
+        problems.append(f"the next rebuild takes the checkout's value: {conflict}")
     configured = now_p.value == want
     if snap.probe.inconclusive and configured:
         # Prose says nothing about the parser: not healthy-and-durable, not broken either.
@@ -204,6 +208,12 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         code, verdict = EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
     elif snap.volatile or any(d.state == desired.VOLATILE for d in drift_list):
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
+    elif conflict:
+        code, verdict = (
+            EXIT_VOLATILE,
+            f"healthy now, but the checkout's {settings.managed_file.rsplit('/', 1)[-1]} "
+            "differs from host data: the next rebuild changes it",
+        )
     elif any(not d.in_sync for d in drift_list) or any(
         r.bad for r in rows if r.label != "MemAvailable"
     ):

@@ -26,6 +26,9 @@ hugepages_target       {"1G": 2}                               the hugepage pool
 cards                  2                                       Tenstorrent cards (1G
                                                                pages per card = pool/cards)
 probe_timeout_s        20                                      one probe request
+managed_file_conflict  keep                                    a person's commit to
+                                                               remedy.nix: keep it, or
+                                                               overwrite it
 allow_local_build      false                                   let a bump compile on the
                                                                serving host
 build_max_jobs         1                                       nix --max-jobs of a build
@@ -87,6 +90,9 @@ class Settings:
     ready_timeout_s: int = 300
     lock_wait_s: float = 30.0
     allow_local_build: bool = False
+    # A person committed remedy's managed file with other values: "keep" their commit
+    # (report the conflict; those settings are not made durable) or "overwrite" it.
+    managed_file_conflict: str = "keep"
     build_max_jobs: int = 1
     build_cores: int = 2
     # The memory bound of the owner's nix evaluation and build client (None: what the
@@ -240,6 +246,7 @@ CHECKS = {
     "ready_timeout_s": lambda h, k, v: _number(h, k, v, int),
     "lock_wait_s": lambda h, k, v: _number(h, k, v, float),
     "allow_local_build": _bool,
+    "managed_file_conflict": _choice(("keep", "overwrite")),
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,
     "nix_memory_max_gb": _optional(lambda h, k, v: _positive(h, k, v)),

@@ -127,6 +127,8 @@ class ManagedFile:
     content: str | None = None  # None: not there
     imported_by: list[str] = field(default_factory=list)  # files that import it
     untracked: bool = False  # there, but not in git: a fast-forward would refuse it
+    # the last commit that touched it: (rev, author email, author name)
+    last_commit: tuple[str, str, str] | None = None
 
 
 def read_managed(parts: Parts) -> ManagedFile:
@@ -137,6 +139,10 @@ def read_managed(parts: Parts) -> ManagedFile:
     out = ManagedFile(s.arg.strip())
     out.imported_by = [ln.split(" ", 1)[1] for ln in s.lines if ln.startswith("imported-by ")]
     out.untracked = "untracked" in (ln.strip() for ln in s.lines)
+    for ln in s.lines:
+        if ln.startswith("last-commit "):
+            rev, email, name = (ln.split(" ", 3)[1:] + ["", "", ""])[:3]
+            out.last_commit = (rev, email, name)
     if s.files:
         out.content = s.files[0].text
     return out

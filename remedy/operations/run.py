@@ -254,6 +254,7 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
                 "refused": r.refused,
                 "interrupted": r.interrupted,
                 "failed": r.failed,
+                "managed_conflict": r.plan.managed_conflict,
                 "notes": r.notes,
             },
         )

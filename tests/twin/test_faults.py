@@ -104,3 +104,62 @@ def test_a_run_waiting_for_the_host_lock_says_on_whom_and_for_how_long(twin, tmp
     assert f"is held by {who}; waiting up to 8s for it" in out, out[-3000:]
     assert "still waiting for /run/lock/remedy-" in out and "(5s of 8s)" in out
     assert audit(tmp_path / "a.jsonl")[-1]["result"] == "locked"
+
+
+def _converge_json(*argv: str):
+    proc = subprocess.run(
+        ["remedy", "converge", "inventory/twin.py", "--json", *argv],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+    )  # fmt: skip
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_twin, tmp_path):
+    from remedy.twin import fixtures
+    from tests.conftest import owner_git, run_deploy
+
+    twin = make_twin(with_emergency_override=True)
+    first = run_deploy(twin, "converge", audit_log=tmp_path / "a.jsonl")
+    assert first.returncode == 0, out_of(first)[-3000:]
+    managed = f"{fixtures.NIXOS_DIR}/hosts/cfx-llm2/remedy.nix"
+    theirs = twin.exec(["cat", managed]).stdout.replace(
+        "hugepagesPerCard = 1;", "hugepagesPerCard = 2;"
+    )
+    twin.exec(["tee", managed], input=theirs, user=fixtures.OWNER)
+    person = ["-c", "user.name=Jane Ops", "-c", "user.email=jane@ops.example"]
+    owner_git(twin, *person, "commit", "-q", "-am", "cfx-llm2: two hugepages per card")
+    head = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
+
+    code, doc = _converge_json("--check", "--limit", twin.name)
+    host = doc["hosts"][0]
+    assert code == 3, host["verdict"]
+    assert "differs from host data" in host["verdict"]
+    said = " ".join(host["problems"])
+    assert f"commit {head[:12]} by Jane Ops <jane@ops.example>" in said
+    assert "hugepagesPerCard = 2;" in said
+    actions = {s["setting"]: s["action"] for s in host["settings"]}
+    assert actions["hugepages"].startswith("kept: remedy.nix is a person's")
+
+    code, doc = _converge_json("--limit", twin.name)
+    assert code == 3, doc["hosts"][0]["verdict"]
+    assert owner_git(twin, "rev-parse", "HEAD").stdout.strip() == head  # not overwritten
+    assert twin.exec(["cat", managed]).stdout == theirs
+
+    over = run_deploy(
+        twin,
+        "converge",
+        "--data",
+        "managed_file_conflict=overwrite",
+        audit_log=tmp_path / "a.jsonl",
+    )
+    assert over.returncode == 0, out_of(over)[-3000:]
+    assert "overwrites: hosts/cfx-llm2/remedy.nix differs" in " ".join(out_of(over).split())
+    assert "hugepagesPerCard = 1;" in twin.exec(["cat", managed]).stdout
+    assert (
+        owner_git(
+            twin, "log", "-1", "--format=%ae", "--", "hosts/cfx-llm2/remedy.nix"
+        ).stdout.strip()
+        == "remedy@cfx-llm2"
+    )
+    record = audit(tmp_path / "a.jsonl")[-1]
+    assert "Jane Ops" in (record["details"]["managed_conflict"] or "")

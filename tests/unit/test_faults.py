@@ -129,3 +129,82 @@ def test_status_fits_80_columns_and_names_every_path_in_full():
     ):
         assert whole in text, (whole, lines)
     assert "…" not in text  # nothing is cut
+
+
+# -- item 4: a person's commit to remedy's managed file --------------------------------
+
+
+def _with_managed(content: str, author=("1f" * 20, "jane@ops.example", "Jane Ops")):
+    import dataclasses
+
+    import facts.serving
+    from remedy.core.snapshot import ManagedFile
+
+    path = PROJECT / "tests/facts/serving.HostSnapshot/durable.json"
+    snap = facts.serving.HostSnapshot().process(json.loads(path.read_text())["output"])
+    managed = ManagedFile(
+        "hosts/cfx-llm2/remedy.nix",
+        content,
+        ["/etc/nixos/hosts/cfx-llm2/configuration.nix"],
+        False,
+        author,
+    )
+    # the recording's checkout holds its hand bump uncommitted: a person's commit is clean
+    checkout = dataclasses.replace(snap.checkout, changes=[])
+    return dataclasses.replace(snap, managed=managed, checkout=checkout)
+
+
+def _person_text() -> str:
+    from remedy.core import desired
+    from remedy.core.settings import from_host_data
+
+    text = desired.managed_nix(from_host_data("cfx-llm2", {}), desired.ALL)
+    return text.replace("hugepagesPerCard = 1;", "hugepagesPerCard = 2;")
+
+
+def test_a_persons_commit_to_the_managed_file_is_named_kept_and_not_called_durable():
+    from remedy.core import desired, plan
+    from remedy.core.report import host_status
+    from remedy.core.settings import from_host_data
+
+    s = from_host_data("cfx-llm2", {})
+    snap = _with_managed(_person_text())
+    conflict = plan.managed_conflict(snap, s)
+    assert conflict.startswith("hosts/cfx-llm2/remedy.nix differs from host data: commit ")
+    assert "1f1f1f1f1f1f by Jane Ops <jane@ops.example>" in conflict
+    assert "sets hugepagesPerCard = 2; where host data gives hugepagesPerCard = 1;" in conflict
+    p = plan.plan_restore(snap, s, desired.ALL)
+    assert p.managed_text is None and p.managed_conflict == conflict
+    assert any(r.startswith("kept: hosts/cfx-llm2/remedy.nix differs") for r in p.reasons)
+    actions = {sp.drift.key: sp.action for sp in p.settings}
+    assert actions["hugepages"].startswith("kept: remedy.nix is a person's")
+    status = host_status("cfx-llm2", s, snap)
+    assert status.exit_code == 3 and "durable" not in status.verdict, status.verdict
+    assert any("the next rebuild takes the checkout's value" in x for x in status.problems)
+
+
+def test_managed_file_conflict_overwrite_writes_host_datas_file_and_says_whose_it_was():
+    from remedy.core import desired, plan
+    from remedy.core.settings import from_host_data
+
+    s = from_host_data("cfx-llm2", {"managed_file_conflict": "overwrite"})
+    p = plan.plan_restore(_with_managed(_person_text()), s, desired.ALL)
+    assert p.managed_text == desired.managed_nix(s, desired.ALL)
+    assert any(r.startswith("overwrites: ") and "Jane Ops" in r for r in p.reasons)
+
+
+def test_remedys_own_older_file_is_no_conflict():
+    from remedy.core import plan
+    from remedy.core.settings import from_host_data
+
+    s = from_host_data("cfx-llm2", {})
+    snap = _with_managed(_person_text(), ("2e" * 20, "remedy@cfx-llm2", "remedy"))
+    assert plan.managed_conflict(snap, s) is None
+
+
+def test_a_bad_managed_file_conflict_value_is_refused_naming_the_key():
+    from remedy.core.settings import from_host_data
+    from remedy.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="managed_file_conflict.*keep, overwrite"):
+        from_host_data("cfx-llm2", {"managed_file_conflict": "merge"})
