@@ -306,12 +306,12 @@ def plan_restore(
                     "set managed_file_conflict=overwrite"
                 )
                 for sp in p.settings:
-                    if sp.drift.durable == desired.MANAGED_FILE and (
-                        not sp.drift.in_sync or conflict
-                    ):
+                    if sp.drift.durable == desired.MANAGED_FILE:
                         sp.action = f"kept: {s.managed_file.rsplit('/', 1)[-1]} is a person's"
             else:
-                p.reasons.append(f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)")
+                p.reasons.append(
+                    f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)"
+                )
         return p
 
     if not (restart or rebuild or release):
