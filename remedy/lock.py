@@ -18,7 +18,16 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from remedy.core.hostlock import EXIT_HELD, holder_text, lock_argv, lock_path  # noqa: F401
+from remedy.core.hostlock import (  # noqa: F401
+    EXIT_HELD,
+    DeadRun,
+    holder_text,
+    journal_header,
+    lock_argv,
+    lock_path,
+    read_journal,
+    step_line,
+)
 
 
 class LockHeld(Exception):
@@ -32,10 +41,26 @@ class LockError(Exception):
 @dataclass
 class HostLock:
     channel: object  # paramiko Channel whose remote shell holds the lock
+    dead: DeadRun | None = None  # a run that died holding it, from its journal
 
-    def release(self) -> None:
+    def step(self, operation: str, result: str) -> None:
+        """Add a step to the run's journal on the host (no round trip: the session is
+        open). A lost session is not an error here: the journal then says how far the
+        run got, and the next run records it."""
+        self._send(step_line(operation, result) + "\n")
+
+    def _send(self, text: str) -> bool:
         try:
-            self.channel.shutdown_write()  # the remote cat sees the end of its input
+            self.channel.sendall(text.replace("\r", " ").encode())
+            return True
+        except Exception:
+            return False
+
+    def release(self, result: str = "ok") -> None:
+        """The run ended: its journal goes, then the lock."""
+        self._send(f"end {result}\n")
+        try:
+            self.channel.shutdown_write()  # the remote shell sees the end of its input
             self.channel.recv_exit_status()
             self.channel.close()
         except Exception:  # the session is gone: so is the lock
@@ -59,21 +84,31 @@ def _wait_for(channel, reply, name: str, path: str, wait_s: float, who: str, say
 PROGRESS_EVERY_S = 5
 
 
-def acquire(host, unit: str, wait_s: float, holder: str, say=print) -> HostLock:
+def acquire(host, unit: str, wait_s: float, holder: str, say=print, header: str = "{}") -> HostLock:
     """Take HOST's lock for UNIT, waiting up to WAIT_S seconds, over a session of its
-    own on pyinfra's SSH connection. SAY gets the lines a waiting run prints."""
+    own on pyinfra's SSH connection, and start this run's journal there (HEADER). SAY
+    gets the lines a waiting run prints. A dead run's journal comes back as ``dead``."""
     client = getattr(getattr(host, "connector", None), "client", None)
     transport = client.get_transport() if client is not None else None
     if transport is None or not transport.is_active():
         raise LockError(f"{host.name}: no SSH session to take the host lock over")
     channel = transport.open_session()
-    channel.exec_command(shlex.join(lock_argv(unit, wait_s, holder)))
+    channel.exec_command(shlex.join(lock_argv(unit, wait_s, holder, header)))
     reply = channel.makefile("r")
     first = reply.readline().strip()
     if first.startswith("waiting "):
         first = _wait_for(channel, reply, host.name, lock_path(unit), wait_s, first[8:], say)
+    boot, journal = "", None
+    if first.startswith("boot "):
+        boot = first[5:].strip()
+        first = reply.readline().strip()
+    if first == "journal":
+        journal = []
+        while (line := reply.readline()) and line.strip() != "end-journal":
+            journal.append(line.strip())
+        first = reply.readline().strip()
     if first == "locked":
-        return HostLock(channel)
+        return HostLock(channel, read_journal(journal, boot) if journal else None)
     rest = reply.read().strip()
     channel.close()
     if first == "held":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
@@ -97,9 +98,19 @@ def list_(as_json):
         }
         for t in twins
     ]
+    left = machine.leftovers()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(
+            json.dumps(
+                {"twins": rows, "leftovers": [dataclasses.asdict(p) for p in left]}, indent=2
+            )
+        )
         return
+    for p in left:
+        console.print(
+            f"[red]leftover[/] of twin [bold]{p.name}[/]: {p.kind} pid {p.pid}, with no "
+            f"running twin; `remedy twin down --name {p.name}` removes it"
+        )
     if not rows:
         console.print("no twins; start one with `remedy twin up`")
         return

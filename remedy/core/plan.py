@@ -291,9 +291,9 @@ def plan_restore(
         settings=settings,
         release_hugepages=release,
         write_override=needs_override,
-        managed_conflict=conflict if any(
-            desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope
-        ) else None,
+        managed_conflict=conflict
+        if any(desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope)
+        else None,
     )
 
     def done(p: RestorePlan) -> RestorePlan:
@@ -547,6 +547,21 @@ class RestoreRun:
         if self.plan.path == DURABLE and self.durable_failed:
             return "durable+fallback"
         return self.plan.path
+
+    @property
+    def unhealthy(self) -> str | None:
+        """Why the run ends with tool calls not working although it did nothing (a hung
+        server is not restarted: a person must look), or None."""
+        if self.plan.path != NOOP or self.probe_after is not None:
+            return None
+        probe = self.before.probe
+        if probe.parsed or probe.inconclusive:
+            return None
+        return (
+            f"unhealthy: the probe is {probe.outcome} ({probe.reason}) and the server was "
+            "not restarted (a timeout can be a long generation, a card or the pinned-page "
+            "leak): look at the host, or restart it by hand"
+        )
 
     def memory_refusal(self, headroom: mem.MemoryHeadroom) -> str | None:
         gb = headroom.mem_available_kb * 1024 / 1e9

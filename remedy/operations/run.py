@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,9 @@ from remedy.core.plan import RestoreRun, plan_restore
 from remedy.errors import ConfigError
 
 DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `apply`
+# This run, in the journals it keeps on its hosts and in its audit lines: a run that
+# dies is recorded once, by the next run, under this id.
+RUN_ID = f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
 EXIT_LOCKED = 5  # another run holds the host lock
 _runs: dict[str, RestoreRun] = {}
 _locks: dict[str, host_lock.HostLock] = {}
@@ -46,11 +50,16 @@ def begin_restore(
         raise SystemExit(f"remedy: {exc}") from None
     if not _dry_run():
         # One run per host, whatever starts it: taken before the host is read, so the
-        # plan sees what the other run left.
+        # plan sees what the other run left. Its session keeps this run's journal on the
+        # host; a journal left there is a run that died, recorded now.
+        header = host_lock.journal_header(RUN_ID, _runbook_of(project, runbook)[0])
         try:
-            _locks[host.name] = host_lock.acquire(
-                host, s.unit, s.lock_wait_s, host_lock.holder_text(), say=logger.warning
+            lock = host_lock.acquire(
+                host, s.unit, s.lock_wait_s, host_lock.holder_text(), logger.warning, header
             )
+            _locks[host.name] = lock
+            if lock.dead is not None:
+                _record_dead(lock.dead)
         except host_lock.LockHeld as exc:
             logger.error(f"remedy: {exc}")
             _record_early(project, runbook, "locked", str(exc))
@@ -121,17 +130,51 @@ def _record_early(project: Path, runbook: str, result: str, why: str) -> None:
         commits=audit.commits_of(project),
         issues=rb[1],
         path="none",
-        details={"failed": why},
+        details={"failed": why, "run_id": RUN_ID},
     )
     try:
         audit.append(audit.log_path_for(dict(host.data.dict())), record)
+    except Exception as exc:
+        print(f"remedy: could not write the audit line for {host.name}: {exc!r}", file=sys.stderr)
+    lock = _locks.pop(host.name, None)
+    if lock is not None:  # recorded: this run's journal goes with the lock
+        lock.release(result)
+
+
+def _record_dead(dead: host_lock.DeadRun) -> None:
+    """The audit line of a run that died holding this host's lock (its journal), once:
+    not if that run wrote its own line (a lost connection, where the process lived on)."""
+    path = audit.log_path_for(dict(host.data.dict()))
+    try:
+        if any((r.details or {}).get("run_id") == dead.run_id for r in audit.read(path, host.name)):
+            logger.warning(f"remedy: {host.name}: an earlier run died: {dead.reason}")
+            return
+    except Exception:  # an unreadable log: record it all the same
+        pass
+    logger.warning(f"remedy: {host.name}: recording an earlier run that died: {dead.reason}")
+    record = audit.AuditRecord(
+        host=host.name,
+        result="killed",
+        runbook=dead.runbook,
+        commits={},
+        issues=[],
+        path="unknown",
+        operations=[
+            {"name": name, "changed": result == "changed", "succeeded": result != "error"}
+            for name, result in dead.steps
+        ],
+        details={"run_id": dead.run_id, "failed": dead.reason, "command": dead.command},
+    )
+    try:
+        audit.append(path, record)
     except Exception as exc:
         print(f"remedy: could not write the audit line for {host.name}: {exc!r}", file=sys.stderr)
 
 
 class _ExecutionStart(BaseStateCallback):
     """Resets every host's run when pyinfra starts executing: state the operations wrote
-    at prepare must not leak into execution."""
+    at prepare must not leak into execution. Each operation's result goes into the run's
+    journal on its host."""
 
     started = False
 
@@ -140,6 +183,23 @@ class _ExecutionStart(BaseStateCallback):
             self.started = True
             for r in _runs.values():
                 r.begin_execution()
+
+    @staticmethod
+    def _journal(st, h, op_hash, result: str | None = None) -> None:
+        lock = _locks.get(h.name)
+        if lock is None:
+            return
+        if result is None:
+            meta = st.ops.get(h, {}).get(op_hash)
+            changed = bool(meta and meta.operation_meta.did_change())
+            result = "changed" if changed else "noop"
+        lock.step(", ".join(st.get_op_meta(op_hash).names), result)
+
+    def operation_host_success(self, st, h, op_hash, retry_count: int = 0) -> None:
+        self._journal(st, h, op_hash)
+
+    def operation_host_error(self, st, h, op_hash, retry_count: int = 0, max_retries: int = 0):
+        self._journal(st, h, op_hash, "error")
 
 
 def _watch_signals() -> None:
@@ -222,8 +282,21 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
             # dropped SSH session) or an error in pyinfra itself. Not ok: say where.
             result = "crashed"
             r.notes.append(f"the run stopped before: {never_ran[0]}")
+        elif r.unhealthy:
+            result = "unhealthy"
         else:
             result = "ok"
+        if result in ("failed", "crashed") and not (
+            r.failed or r.verification_failed or r.durable_failed or r.interrupted
+        ):
+            # every record says why: a failed host with no reason of ours lost its
+            # connection or hit an error in pyinfra itself
+            r.failed = (
+                f"the run stopped before '{never_ran[0]}': the connection to the host was "
+                "lost (a reboot?) or pyinfra failed; see its output"
+                if never_ran
+                else "pyinfra reported the host as failed; see its output"
+            )
         untouched = not (r.restarts or r.switched or r.override_written or r.rolled_back)
         after = (
             r.probe_after.outcome
@@ -256,9 +329,13 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
                 "failed": r.failed,
                 "managed_conflict": r.plan.managed_conflict,
                 "notes": r.notes,
+                "run_id": RUN_ID,
             },
         )
         try:
             audit.append(audit.log_path_for(dict(h.data.dict())), record)
         except Exception as exc:  # never hide the run's own outcome behind the log
             print(f"remedy: could not write the audit line for {h.name}: {exc!r}", file=sys.stderr)
+        lock = _locks.pop(h.name, None)
+        if lock is not None:  # the run ended and is recorded: its journal goes
+            lock.release(result)

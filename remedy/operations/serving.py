@@ -326,6 +326,11 @@ def outcome_reported(r: RestoreRun):
 
     + r: the host's RestoreRun
     """
+    if state.is_executing and (unhealthy := r.unhealthy):
+        # the audit says "unhealthy" and the run exits non-zero: they agree
+        host.log_styled(unhealthy, fg="red")
+        yield failure()
+        return
     if not (r.failed or r.verification_failed or r.refused or r.interrupted):
         if state.is_executing:
             host.log_styled(f"outcome: {outcome(r)}", fg="yellow" if r.fallback_active else "green")

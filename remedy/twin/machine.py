@@ -360,6 +360,32 @@ def _personalise(twin: Twin, progress) -> None:
     (twin.dir / "personalised").write_text("ok\n")
 
 
+# Every twin runs as root on this machine's kernel, so all share root's inotify limits:
+# a booted twin holds about 8 instances, and 128 (the kernel's default) runs out at 16
+# twins ("Failed to create control group inotify object: Too many open files").
+INOTIFY = {"max_user_instances": 1024, "max_user_watches": 524288}
+_inotify_raised: list[str] = []
+
+
+def raise_inotify_limits(progress=print) -> None:
+    """Raise this machine's fs.inotify limits to what many twins need (never lower them);
+    says so once per process."""
+    for key, wanted in INOTIFY.items():
+        path = Path("/proc/sys/fs/inotify") / key
+        try:
+            now = int(path.read_text())
+            if now < wanted:
+                path.write_text(f"{wanted}\n")
+                if key not in _inotify_raised:
+                    _inotify_raised.append(key)
+                    progress(
+                        f"raised fs.inotify.{key} {now} -> {wanted}: twins share this "
+                        "machine's kernel (docs/twin.md)"
+                    )
+        except (OSError, ValueError) as exc:
+            progress(f"could not raise fs.inotify.{key}: {exc}")
+
+
 def _start_supervisor(twin: Twin) -> None:
     nspawn = [
         "systemd-nspawn",
@@ -493,6 +519,7 @@ def up(
             f"booting twin {name} ({suite}; ssh 127.0.0.1:{twin.ssh_port}, "
             f"server {twin.server_url})"
         )
+        raise_inotify_limits(progress)
         _start_supervisor(twin)
     wait_serving(twin)
     if with_emergency_override:
@@ -571,14 +598,148 @@ def reboot(name: str, progress=print) -> Twin:
     old = twin.nspawn_pid
     progress(f"rebooting twin {name}")
     twin.exec(["systemctl", "reboot"], check=False)
-    _wait("the reboot to start", twin, lambda: twin.nspawn_pid not in (None, old), timeout=60)
+    _wait_for_reboot(twin, old)
     wait_serving(twin)
     return twin
 
 
+REBOOT_START_S = 30  # for systemd to begin stopping after `systemctl reboot`
+REBOOT_MAX_S = 600  # for the whole shutdown, however busy the machine
+
+
+def _wait_for_reboot(twin: Twin, old_nspawn: int | None) -> None:
+    """Until the container booted again (a new nspawn), following what its systemd does:
+    a shutdown that is under way ("stopping") is waited for, however long a unit takes
+    to stop on a busy machine; one that never began is an error after REBOOT_START_S."""
+    started = time.monotonic()
+    while True:
+        if twin.nspawn_pid not in (None, old_nspawn):
+            return
+        if not twin.running:
+            raise TwinError(f"twin {twin.name} stopped during its reboot; see console.log")
+        elapsed = time.monotonic() - started
+        if elapsed > REBOOT_MAX_S:
+            raise TwinError(f"twin {twin.name}: its shutdown took over {REBOOT_MAX_S}s")
+        if elapsed > REBOOT_START_S and _system_state(twin) in ("running", "degraded"):
+            raise TwinError(
+                f"twin {twin.name}: systemd did not begin the reboot within "
+                f"{REBOOT_START_S}s (still {_system_state(twin)}); see console.log"
+            )
+        time.sleep(0.2)
+
+
+def _system_state(twin: Twin) -> str:
+    """The container's `systemctl is-system-running`, read through nsenter (no SSH: sshd
+    is stopped early in a shutdown); "" when it cannot be read (gone, or going)."""
+    pid = twin.init_pid()
+    if pid is None:
+        return ""
+    try:
+        proc = subprocess.run(
+            ["nsenter", "-t", str(pid), "-a", "systemctl", "is-system-running"],
+            capture_output=True, text=True, timeout=5,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A process of a twin that no running supervisor accounts for."""
+
+    name: str  # the twin it belongs to
+    pid: int
+    kind: str  # "nspawn", or "init": the systemd (PID 1) of a twin's PID namespace
+
+
+def _twin_processes() -> list[Leftover]:
+    """Every nspawn of a twin and every init of a twin's PID namespace on this machine,
+    found from /proc: nspawn by its -D under the state root, an init by its root
+    directory (a twin's merged overlay), whatever is left of the twin's state."""
+    root = str(state_root())
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if argv and argv[0].endswith(b"systemd-nspawn") and b"-M" in argv and b"-D" in argv:
+                where = argv[argv.index(b"-D") + 1].decode(errors="replace")
+                if where.startswith(root + "/"):
+                    out.append(Leftover(argv[argv.index(b"-M") + 1].decode(), pid, "nspawn"))
+                continue
+            status = Path(f"/proc/{pid}/status").read_text()
+            nspid = next(ln for ln in status.splitlines() if ln.startswith("NSpid:")).split()[1:]
+            top = os.readlink(f"/proc/{pid}/root")
+        except (OSError, StopIteration, ValueError):
+            continue
+        if len(nspid) >= 2 and nspid[-1] == "1" and top.startswith(root + "/"):
+            out.append(Leftover(top[len(root) + 1 :].split("/", 1)[0], pid, "init"))
+    return out
+
+
+def leftovers() -> list[Leftover]:
+    """Twin processes whose twin is gone or not running (a failed `up`, a supervisor
+    killed, a state directory removed): each holds inotify instances and ports."""
+    running = {t.name for t in running_twins()}
+    return [p for p in _twin_processes() if p.name not in running]
+
+
+def _kill_twin_processes(name: str) -> None:
+    """SIGKILL what is left of twin NAME: its init first (the kernel then kills every
+    process of that PID namespace), then nspawn; wait until they are gone."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        procs = sorted(
+            (p for p in _twin_processes() if p.name == name), key=lambda p: p.kind != "init"
+        )
+        if not procs:
+            return
+        for p in procs:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+
+
+def _unmount_all(under: Path) -> None:
+    """Every mount at or below UNDER, deepest first; lazily if busy."""
+    for _ in range(20):
+        mounts = sorted(
+            (m for m in _mounts() if m == str(under) or m.startswith(str(under) + "/")),
+            key=len,
+            reverse=True,
+        )
+        if not mounts:
+            return
+        for m in mounts:
+            if subprocess.run(["umount", m], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", m], capture_output=True)
+        time.sleep(0.1)
+
+
+def _mounts() -> list[str]:
+    with open("/proc/self/mounts") as fh:
+        return [ln.split()[1].replace("\\040", " ") for ln in fh if len(ln.split()) > 1]
+
+
 def down(name: str, progress=print) -> None:
-    twin = load(name)
-    if twin.running:
+    """Power twin NAME off and remove it: no nspawn, no process of its namespaces, no
+    mount and no state left, also when its state directory is partly gone."""
+    validate_name(name)
+    try:
+        twin: Twin | None = load(name)
+    except TwinError:
+        twin = None
+        if (
+            not any(p.name == name for p in _twin_processes())
+            and not (state_root() / name).exists()
+        ):
+            raise
+    if twin is not None and twin.running:
         progress(f"powering off twin {name}")
         if twin.init_pid() is not None:
             try:
@@ -588,21 +749,23 @@ def down(name: str, progress=print) -> None:
         deadline = time.monotonic() + 30
         while twin.running and time.monotonic() < deadline:
             time.sleep(0.2)
+        init = twin.init_pid()
+        if init is not None:  # before its nspawn: killing nspawn alone orphans the init
+            try:
+                os.kill(init, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         sup = twin.supervisor_pid
         if sup is not None:
             try:
                 os.killpg(sup, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            time.sleep(0.5)
-    for _ in range(20):
-        if not _mounted(twin.merged):
-            break
-        if subprocess.run(["umount", str(twin.merged)], capture_output=True).returncode != 0:
-            time.sleep(0.3)
-    if _mounted(twin.merged):
-        subprocess.run(["umount", "-l", str(twin.merged)], capture_output=True)
-    shutil.rmtree(twin.dir, ignore_errors=True)
+    elif twin is None:
+        progress(f"removing what is left of twin {name}")
+    _kill_twin_processes(name)
+    _unmount_all(state_root() / name)
+    shutil.rmtree(state_root() / name, ignore_errors=True)
 
 
 def inventory_hosts() -> list[tuple[str, dict]]:

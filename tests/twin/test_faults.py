@@ -163,3 +163,48 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     )
     record = audit(tmp_path / "a.jsonl")[-1]
     assert "Jane Ops" in (record["details"]["managed_conflict"] or "")
+
+
+# -- items 9 and 10: twins independent of the machine's defaults, and none left over ----
+
+
+def test_ssh_logins_start_no_user_manager_and_the_inotify_limits_are_raised(twin):
+    """All twins share this machine's kernel and root's inotify instances: each SSH login
+    used to start root's user@0.service, and 16 twins ran the default 128 out."""
+    from remedy.twin import machine
+
+    for _ in range(2):
+        subprocess.run([*twin.ssh_argv(), "true"], check=True, capture_output=True, timeout=60)
+    units = twin.exec(["systemctl", "list-units", "--all", "--no-legend", "user@*"]).stdout
+    assert units.strip() == "", units
+    for key, wanted in machine.INOTIFY.items():
+        assert int(open(f"/proc/sys/fs/inotify/{key}").read()) >= wanted
+
+
+def test_a_leaked_twin_is_listed_and_down_removes_every_trace(make_twin):
+    """A twin whose supervisor and nspawn died (and whose state directory went) left its
+    systemd running as an orphan of this machine's init."""
+    import os
+    import signal
+
+    from remedy.twin import machine
+
+    twin = make_twin()
+    init = twin.init_pid()
+    assert init is not None
+    os.killpg(twin.supervisor_pid, signal.SIGKILL)  # the supervisor and its nspawn
+    (twin.dir / "state.json").unlink()  # and the state directory partly gone
+    proc = subprocess.run(
+        ["remedy", "twin", "list", "--json"], capture_output=True, text=True, cwd=PROJECT
+    )
+    left = [p for p in json.loads(proc.stdout)["leftovers"] if p["name"] == twin.name]
+    assert left and {p["kind"] for p in left} <= {"init", "nspawn"}, left
+    down = subprocess.run(
+        ["remedy", "twin", "down", "--name", twin.name], capture_output=True, text=True,
+        cwd=PROJECT, timeout=120,
+    )  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    assert [p for p in machine.leftovers() if p.name == twin.name] == []
+    assert not os.path.exists(f"/proc/{init}")
+    mounts = open("/proc/self/mounts").read()
+    assert str(twin.dir) not in mounts and not twin.dir.exists()
