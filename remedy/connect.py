@@ -109,3 +109,30 @@ def guard() -> None:
 
     SSHConnector.make_paramiko_kwargs = make_paramiko_kwargs
     SSHConnector.connect = connecting
+    _quiet_greenlet_faults()
+
+
+def _quiet_greenlet_faults() -> None:
+    """pyinfra runs each host's operations in a greenlet; a host lost mid-run (a reboot:
+    EOFError, "SSH session not active", a fact that can no longer load and then "No hosts
+    remaining!") ends that greenlet with an exception, which gevent prints as a
+    traceback before pyinfra says what happened. Such faults are one line instead; the
+    run still fails and is audited with its reason. Anything else (a bug) keeps its
+    traceback."""
+    from gevent.hub import Hub
+    from paramiko.ssh_exception import SSHException
+    from pyinfra.api.exceptions import PyinfraError
+
+    print_exception = Hub.print_exception
+
+    def one_line(self, context, kind, value, tb):
+        if kind is not None and issubclass(kind, (PyinfraError, EOFError, SSHException)):
+            host = next(
+                (a for a in getattr(context, "args", ()) if hasattr(a, "print_prefix")), None
+            )
+            where = f"{host.name}: " if host is not None else ""
+            print(f"remedy: {where}the run stopped: {value}", file=sys.stderr)
+            return None
+        return print_exception(self, context, kind, value, tb)
+
+    Hub.print_exception = one_line

@@ -73,10 +73,15 @@ def _clear_dead_test_twins():
     is left alone."""
     import re
 
-    for t in machine.all_twins():
-        m = re.fullmatch(r"t(\d+)-\d+", t.name)
-        if m and not t.running and not _pytest_alive(int(m.group(1))):
-            machine.down(t.name, progress=lambda _m: None)
+    names = {t.name for t in machine.all_twins() if not t.running}
+    names |= {p.name for p in machine.leftovers()}  # processes of twins whose state went
+    for name in sorted(names):
+        m = re.fullmatch(r"t(\d+)-\d+", name)
+        if m and not _pytest_alive(int(m.group(1))):
+            try:
+                machine.down(name, progress=lambda _m: None)
+            except machine.TwinError:
+                pass
     yield
 
 

@@ -146,7 +146,11 @@ def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> d
                 "next_boot": d.next_boot,
                 "state": d.state,
                 "durable_in": d.durable,
-                "action": "none" if d.in_sync else (actions[d.key] if check else "left as is"),
+                "action": actions[d.key]
+                if actions[d.key].startswith("kept:")  # a person's commit: said even in sync
+                else "none"
+                if d.in_sync
+                else (actions[d.key] if check else "left as is"),
             }
             for d in status.drifts
         ],

@@ -114,7 +114,9 @@ def list_(as_json):
     if not rows:
         console.print("no twins; start one with `remedy twin up`")
         return
-    table = Table("name", "suite", "state", "ssh", "server", "state dir")
+    table = Table("name", "suite", "state", "ssh", "server", "state dir", width=80)
+    for column in table.columns:
+        column.overflow = "fold"  # a path or URL folds, never cut
     for r in rows:
         table.add_row(
             r["name"],

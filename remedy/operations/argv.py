@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from paramiko.ssh_exception import SSHException
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand
 
 
@@ -33,8 +34,13 @@ class Ran:
 
 
 def run(host, argv: list[str]) -> Ran:
-    """Run ARGV on HOST now (at execution, inside an operation or a FunctionCommand)."""
-    ok, output = host.run_shell_command(command(argv), print_output=False)
+    """Run ARGV on HOST now (at execution, inside an operation or a FunctionCommand).
+    A connection that is gone (a reboot mid-run) is a failed command that says so, not
+    a traceback: the step gives up with that reason and the run goes on to record it."""
+    try:
+        ok, output = host.run_shell_command(command(argv), print_output=False)
+    except (EOFError, OSError, SSHException) as exc:
+        return Ran(False, "", f"error: the connection to {host.name} was lost ({exc!r})")
     return Ran(ok, "\n".join(output.stdout_lines), "\n".join(output.stderr_lines))
 
 

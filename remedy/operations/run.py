@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import gevent
 import yaml
 from pyinfra import host, logger, state
 from pyinfra.api.state import BaseStateCallback, StateStage
@@ -185,21 +186,31 @@ class _ExecutionStart(BaseStateCallback):
                 r.begin_execution()
 
     @staticmethod
-    def _journal(st, h, op_hash, result: str | None = None) -> None:
+    def _journal(st, h, op_hash, failed: bool) -> None:
+        """pyinfra completes the operation's meta right after this callback returns: the
+        journal line is sent from a greenlet that runs once it has (the next switch)."""
         lock = _locks.get(h.name)
         if lock is None:
             return
-        if result is None:
+        name = ", ".join(st.get_op_meta(op_hash).names)
+
+        def send() -> None:
             meta = st.ops.get(h, {}).get(op_hash)
-            changed = bool(meta and meta.operation_meta.did_change())
-            result = "changed" if changed else "noop"
-        lock.step(", ".join(st.get_op_meta(op_hash).names), result)
+            for _ in range(100):
+                if meta is None or meta.operation_meta.is_complete():
+                    break
+                gevent.sleep(0.01)
+            done = meta is not None and meta.operation_meta.is_complete()
+            changed = done and meta.operation_meta.did_change()
+            lock.step(name, "error" if failed else "changed" if changed else "noop")
+
+        gevent.spawn(send)
 
     def operation_host_success(self, st, h, op_hash, retry_count: int = 0) -> None:
-        self._journal(st, h, op_hash)
+        self._journal(st, h, op_hash, False)
 
     def operation_host_error(self, st, h, op_hash, retry_count: int = 0, max_retries: int = 0):
-        self._journal(st, h, op_hash, "error")
+        self._journal(st, h, op_hash, True)
 
 
 def _watch_signals() -> None:

@@ -655,8 +655,8 @@ class Leftover:
 
 def _twin_processes() -> list[Leftover]:
     """Every nspawn of a twin and every init of a twin's PID namespace on this machine,
-    found from /proc: nspawn by its -D under the state root, an init by its root
-    directory (a twin's merged overlay), whatever is left of the twin's state."""
+    found from /proc: nspawn by its -D under the state root, an init by the overlay its
+    mount namespace has at / (a twin's upperdir), whatever is left of the twin's state."""
     root = str(state_root())
     out = []
     for entry in os.listdir("/proc"):
@@ -672,11 +672,16 @@ def _twin_processes() -> list[Leftover]:
                 continue
             status = Path(f"/proc/{pid}/status").read_text()
             nspid = next(ln for ln in status.splitlines() if ln.startswith("NSpid:")).split()[1:]
-            top = os.readlink(f"/proc/{pid}/root")
+            if len(nspid) < 2 or nspid[-1] != "1":
+                continue
+            # a PID namespace's init: whose? Its root ("/" seen from its own mounts) is
+            # a twin's overlay, upperdir=<state root>/<name>/upper
+            mounts = Path(f"/proc/{pid}/mountinfo").read_text()
         except (OSError, StopIteration, ValueError):
             continue
-        if len(nspid) >= 2 and nspid[-1] == "1" and top.startswith(root + "/"):
-            out.append(Leftover(top[len(root) + 1 :].split("/", 1)[0], pid, "init"))
+        m = re.search(r"^\S+ \S+ \S+ \S+ / .* - overlay \S+ \S*upperdir=([^,\s]+)", mounts, re.M)
+        if m and m.group(1).startswith(root + "/"):
+            out.append(Leftover(m.group(1)[len(root) + 1 :].split("/", 1)[0], pid, "init"))
     return out
 
 

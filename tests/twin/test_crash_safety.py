@@ -112,16 +112,20 @@ def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_p
     argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
     run = subprocess.Popen(
         [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and run.poll() is None and not scratch_clones(twin):
         time.sleep(0.05)
     time.sleep(0.5)
     machine.reboot(twin.name, progress=lambda _m: None)
-    assert run.wait(timeout=600) != 0
+    said, _ = run.communicate(timeout=600)
+    assert run.returncode != 0
+    assert "Traceback" not in said, said[-3000:]
     (record,) = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert record["result"] in ("crashed", "failed"), record
+    reasons = ("failed", "durable_failed", "verification_failed", "interrupted")
+    assert any(record["details"].get(k) for k in reasons), record  # never all null
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     rerun = subprocess.run(
         [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env, capture_output=True,
@@ -129,6 +133,9 @@ def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_p
     )  # fmt: skip
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
     assert probe_inside(twin).outcome == "parsed"
+    # the rebooted run recorded itself: its journal is not recorded a second time
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["result"] for r in records] == [record["result"], "ok"], records
 
 
 def _moved(twin, path: str, before: str) -> bool:
@@ -211,3 +218,15 @@ def test_kill_sweep_over_a_durable_converge(make_twin, tmp_path, when):
     assert code == 0 and out_of_sync(settings) == set(), settings
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     assert scratch_clones(twin) == []  # the killed run's and the rerun's own
+    # one audit record per run, the killed one included (from its journal), each with a
+    # reason or an ok
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["result"] for r in records] == [
+        "interrupted" if when.startswith("sigint") else "killed",
+        "ok",
+    ], records
+    first = records[0]["details"]
+    assert first.get("failed") or first.get("interrupted"), records[0]
+    if not when.startswith("sigint"):
+        assert "died without ending" in first["failed"]
+    assert not twin.exec(["ls", "/var/lib/remedy"], check=False).stdout.strip()  # no journal
