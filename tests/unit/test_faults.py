@@ -208,3 +208,27 @@ def test_a_bad_managed_file_conflict_value_is_refused_naming_the_key():
 
     with pytest.raises(ConfigError, match="managed_file_conflict.*keep, overwrite"):
         from_host_data("cfx-llm2", {"managed_file_conflict": "merge"})
+
+
+# -- item 7: the audit agrees with the exit code for a hung server ----------------------
+
+
+def test_a_hung_server_that_the_run_leaves_alone_is_unhealthy_not_ok():
+    """The probe timed out on an active unit: the plan restarts nothing (a person must
+    look), and the run says unhealthy: its audit result and its exit agree."""
+    import dataclasses
+
+    from remedy.core import desired, plan, probe
+
+    snap = _with_managed(None)
+    hung = probe.ProbeResult(probe.UNREACHABLE, None, None, None, "timed out after 3s", True)
+    snap = dataclasses.replace(snap, probe=hung)
+    from remedy.core.settings import from_host_data
+
+    s = from_host_data("cfx-llm2", {})
+    p = plan.plan_restore(snap, s, desired.TOOL_CALLING)
+    assert p.path == plan.NOOP, p.reasons
+    r = plan.RestoreRun("cfx-llm2", s, snap, p)
+    assert r.unhealthy and r.unhealthy.startswith("unhealthy: the probe is unreachable")
+    parsed = dataclasses.replace(snap, probe=dataclasses.replace(hung, outcome=probe.PARSED))
+    assert plan.RestoreRun("cfx-llm2", s, parsed, p).unhealthy is None
