@@ -77,7 +77,35 @@ def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
     from remedy.core import settings
 
     connect.guard()
-    return settings.checked_hosts(hosts, argv)
+    checked = settings.checked_hosts(hosts, argv)
+    _check_trusted_signers(checked, argv)
+    return checked
+
+
+def _check_trusted_signers(hosts: list, argv: list[str] | None) -> None:
+    """Each host's trusted_signers file, on this machine, must be there and readable as
+    git's allowed-signers format: bad input fails before anything connects."""
+    import sys
+
+    from pyinfra.api.exceptions import InventoryError
+
+    from remedy.core import settings, signers
+
+    extra = settings.cli_data(sys.argv if argv is None else argv)
+    for entry in hosts:
+        name, data = (entry, {}) if isinstance(entry, str) else entry
+        path = {**data, **extra}.get("trusted_signers")
+        if not path:
+            continue
+        try:
+            signers.check_allowed_signers(Path(path).read_text(), path)
+        except OSError as exc:
+            raise InventoryError(
+                f"host {name}: data key 'trusted_signers' {path}: {exc.strerror}; name an "
+                "allowed-signers file on this machine"
+            ) from None
+        except ConfigError as exc:
+            raise InventoryError(f"host {name}: {exc}") from None
 
 
 def find_host(hosts: list[InventoryHost], name: str) -> InventoryHost:

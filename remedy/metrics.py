@@ -25,6 +25,7 @@ class HostMetrics:
     volatile: dict[str, bool] = field(default_factory=dict)  # setting -> a reboot reverts it
     probe_ok: bool = False
     mem_available_bytes: int | None = None
+    bump_blocked: str | None = None  # the reason a bump may not run, if one is needed
 
 
 def check_writable(path: str) -> Path:
@@ -71,6 +72,11 @@ def write(
     )
     probe = gauge("remedy_toolcall_probe_ok", "1 if the tool-call probe was parsed", ("host",))
     mem = gauge("remedy_mem_available_bytes", "MemAvailable of the host", ("host",))
+    blocked = gauge(
+        "remedy_bump_blocked",
+        "1 if the host needs a bump that this run may not take (the reason says why)",
+        ("host", "reason"),
+    )
     for h in hosts:
         up.labels(h.host).set(1 if h.up else 0)
         if not h.up:
@@ -82,6 +88,8 @@ def write(
         probe.labels(h.host).set(1 if h.probe_ok else 0)
         if h.mem_available_bytes is not None:
             mem.labels(h.host).set(h.mem_available_bytes)
+        if h.bump_blocked:
+            blocked.labels(h.host, h.bump_blocked).set(1)
     gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
     gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
         1 if success else 0

@@ -12,6 +12,7 @@ be read or the deploy failed outright).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -23,7 +24,7 @@ from remedy import fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.console import console, err_console
 from remedy.core import desired
-from remedy.core.plan import plan_restore
+from remedy.core.plan import bump_blocked, plan_restore
 from remedy.core.report import host_status
 from remedy.errors import EXIT_ERROR, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
 
@@ -56,8 +57,14 @@ def worst(codes: list[int]) -> int:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
 @click.option("--textfile", metavar="PATH", help="Write node_exporter textfile metrics to PATH.")
 @click.option("--limit", multiple=True, metavar="HOST", help="Only this host (repeatable).")
+@click.option(
+    "--unattended",
+    is_flag=True,
+    help="A run no person watches (the schedule's service passes it): no bump to an "
+    "unverified latest.",
+)
 @wait_option
-def converge(inventory, check, as_json, textfile, limit, wait_s):
+def converge(inventory, check, as_json, textfile, limit, wait_s, unattended):
     """Converge every managed setting (deploys/converge.py) on each host in parallel,
     then report per host and setting: desired, live, next boot, and the action."""
     started = time.monotonic()
@@ -72,19 +79,20 @@ def converge(inventory, check, as_json, textfile, limit, wait_s):
         hosts = list(host_data)
     applied: dict[str, fleet.DeployRun] = {}
     if not check:
-        runs = fleet.deploy_each(
-            inventory, hosts, "converge.py", {"lock_wait_s": f"{wait_s:g}"}, say
-        )
+        data = {"lock_wait_s": f"{wait_s:g}"}
+        if unattended:
+            data["unattended"] = "true"
+        runs = fleet.deploy_each(inventory, hosts, "converge.py", data, say)
         applied = {r.host: r for r in runs}
     reads = fleet.read_hosts(inventory, hosts, say)
     if applied:
         _audit_unreached(host_data, applied, {r.name: r.error for r in reads})
-    reports = [_report(r, applied.get(r.name), check) for r in reads]
+    reports = [_report(r, applied.get(r.name), check, unattended) for r in reads]
     code = worst([rep["exit_code"] for rep in reports])
     if textfile:
         metrics.write(
             textfile,
-            [_metrics(r) for r in reads],
+            [_metrics(r, unattended) for r in reads],
             time.time(),
             time.monotonic() - started,
             code == EXIT_OK,
@@ -113,7 +121,9 @@ def _host_data(inventory: str, limit) -> dict[str, dict]:
     return {h: loaded[h] for h in hosts}
 
 
-def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> dict:
+def _report(
+    read: fleet.HostRead, run: fleet.DeployRun | None, check: bool, unattended: bool = False
+) -> dict:
     out: dict = {"host": read.name}
     if run is not None:
         out["apply"] = {"exit_code": run.returncode, "seconds": round(run.seconds, 1)}
@@ -124,18 +134,23 @@ def _report(read: fleet.HostRead, run: fleet.DeployRun | None, check: bool) -> d
         out["settings"] = []
         return out
     status = host_status(read.name, read.settings, read.snapshot)
-    plan = plan_restore(read.snapshot, read.settings, desired.ALL)
+    settings = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
+    plan = plan_restore(read.snapshot, settings, desired.ALL)
     actions = {sp.drift.key: sp.action for sp in plan.settings}
     code, verdict = status.exit_code, status.verdict
     if run is not None and run.returncode == EXIT_LOCKED:
         code, verdict = EXIT_LOCKED, "another run holds the host lock: " + _lock_line(run)
     elif run is not None and run.returncode != 0 and code == EXIT_OK:
         code, verdict = EXIT_ERROR, f"the deploy failed (exit {run.returncode})"
+    problems = list(status.problems)
+    if plan.bump_blocked:
+        problems.append(f"bump skipped: {plan.bump_blocked}")
     out.update(
         exit_code=code,
         verdict=verdict,
         probe=read.snapshot.probe.outcome,
-        problems=status.problems,
+        bump_blocked=plan.bump_blocked,
+        problems=problems,
         settings=[
             {
                 "setting": d.key,
@@ -188,10 +203,13 @@ def _lock_line(run: fleet.DeployRun) -> str:
     return lines[-1].strip() if lines else run.tail(3)
 
 
-def _metrics(read: fleet.HostRead) -> metrics.HostMetrics:
+def _metrics(read: fleet.HostRead, unattended: bool = False) -> metrics.HostMetrics:
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
     drifts = desired.drifts(read.snapshot, read.settings)
+    s = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
+    needs_bump = bool(desired.missing(desired.next_boot(read.snapshot, s), s, desired.ALL,
+                                      desired.FLAKE_INPUT))  # fmt: skip
     return metrics.HostMetrics(
         read.name,
         up=True,
@@ -199,6 +217,7 @@ def _metrics(read: fleet.HostRead) -> metrics.HostMetrics:
         volatile={d.key: d.state == desired.VOLATILE for d in drifts},
         probe_ok=read.snapshot.probe.parsed,
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
+        bump_blocked=bump_blocked(s) if needs_bump else None,
     )
 
 

@@ -244,6 +244,62 @@ def fetched_ancestry(git_url: str, ancestor: str, rev: str) -> list[str]:
     return ["sh", "-c", FETCHED_ANCESTRY_SH, "sh", ancestor, rev, git_url]
 
 
+SIGNATURE_SH = r"""
+rev=$1 url=$2 repo=$3 signers=$4
+# a repository that holds REV: the input's own (git+file), else what Nix fetched
+if [ -z "$repo" ]; then
+  for d in "${XDG_CACHE_HOME:-$HOME/.cache}"/nix/gitv3/*/; do
+    [ -d "$d" ] && git --git-dir="$d" cat-file -e "$rev^{commit}" 2>/dev/null && { repo=$d; break; }
+  done
+fi
+if [ -z "$repo" ]; then echo "error: no repository here holds $rev of $url" >&2; exit 2; fi
+t=$(mktemp "${TMPDIR:-/tmp}/remedy-signers.XXXXXXXX") || exit 2
+trap 'rm -f -- "$t"' EXIT
+printf '%s\n' "$signers" > "$t" || exit 2
+out=$(git --git-dir="$repo" -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$t" \
+  log -1 --format='%G?|%GK|%GS|%an <%ae>' "$rev" 2>/dev/null) || {
+  echo "error: git cannot read $rev in $repo" >&2; exit 2; }
+printf 'signature %s\n' "$out"
+"""
+
+
+def commit_signature(rev: str, url: str, repo: str, allowed_signers: str) -> list[str]:
+    """REV's signature against ALLOWED_SIGNERS (the file's text, sent with the command and
+    written to a temporary file that goes with it): ``signature STATE|KEY|SIGNER|AUTHOR``.
+    REPO is the input's own repository (git+file), or "" to use Nix's fetch of URL."""
+    return ["sh", "-c", SIGNATURE_SH, "sh", rev, url, repo, allowed_signers]
+
+
+ON_BRANCH_SH = r"""
+rev=$1 url=$2 ref=${3:-HEAD}
+t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-branch.XXXXXXXX") || exit 2
+trap 'rm -rf -- "$t"' EXIT
+git init -q --bare "$t" || exit 2
+if ! git --git-dir="$t" fetch -q --no-tags -- "$url" "+$ref:refs/remedy/branch"; then
+  echo "error: cannot fetch $ref of $url" >&2; exit 2
+fi
+if git --git-dir="$t" merge-base --is-ancestor "$rev" refs/remedy/branch 2>/dev/null; then
+  echo "on-branch: yes"
+else
+  echo "on-branch: no"
+fi
+"""
+
+
+def rev_on_branch(git_url: str, rev: str, ref: str | None) -> list[str]:
+    """Whether REV is in the history of REF (the input's branch) at GIT_URL: fetched into
+    a temporary repository that goes with the command. Prints ``on-branch: yes|no``."""
+    return ["sh", "-c", ON_BRANCH_SH, "sh", rev, git_url, ref or "HEAD"]
+
+
+def pin_input(flake_dir: str, flake_input: str, url: str, rev: str) -> list[str]:
+    """Lock FLAKE_INPUT to exactly REV of URL (its locked url, with its ref): ``nix
+    flake lock --override-input``, which Nix 2.8 and 2.26 spell the same. A rev that is
+    not on that ref makes Nix refuse, naming it."""
+    sep = "&" if "?" in url else "?"
+    return nix("flake", "lock", flake_dir, "--override-input", flake_input, f"{url}{sep}rev={rev}")
+
+
 BOUNDED_SH = r"""
 u=$1 max=$2; shift 2
 systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p MemorySwapMax=0 -- "$@"

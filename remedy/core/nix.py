@@ -74,6 +74,7 @@ class FlakeInput:
     nar_hash: str | None
     last_modified: int | None
     url: str | None
+    ref: str | None = None  # the locked ref (refs/heads/master) of a git input
 
 
 def parse_flake_lock(text: str, name: str, path: str = "flake.lock") -> FlakeInput:
@@ -103,6 +104,7 @@ def parse_flake_lock(text: str, name: str, path: str = "flake.lock") -> FlakeInp
         locked.get("narHash"),
         locked.get("lastModified"),
         _url(locked) or _url(original),
+        locked.get("ref") or original.get("ref"),
     )
 
 

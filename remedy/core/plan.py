@@ -47,6 +47,8 @@ class RestorePlan:
     settings: list[SettingPlan] = field(default_factory=list)
     # a person's commit to remedy's managed file that differs from host data
     managed_conflict: str | None = None
+    # why the bump may not run (an unattended run with nothing to verify it by)
+    bump_blocked: str | None = None
 
     def summary(self, host: str) -> str:
         """The plan for people, at most 80 columns wide: the path, why, and per setting
@@ -121,6 +123,17 @@ def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[i
         if new_total < pool.total:
             out.append((size, pool.total, new_total))
     return out
+
+
+UNATTENDED = "unattended and neither bump_to nor trusted_signers is set"
+
+
+def bump_blocked(s: Settings) -> str | None:
+    """Why a bump may not run: an unattended run (the schedule's) never takes an
+    unverified latest, which anyone who can push to the input's branch controls."""
+    if s.unattended and s.bump_to == "latest" and not s.trusted_signers:
+        return UNATTENDED
+    return None
 
 
 def managed_conflict(snap: HostSnapshot, s: Settings) -> str | None:
@@ -294,6 +307,7 @@ def plan_restore(
         managed_conflict=conflict
         if any(desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope)
         else None,
+        bump_blocked=bump_blocked(s) if input_lacks else None,
     )
 
     def done(p: RestorePlan) -> RestorePlan:
@@ -376,6 +390,13 @@ def plan_restore(
             reasons.append("release free hugepages above the target")
         return done(RestorePlan(DURABLE, reasons, [], False, override, restart, **base))
     blockers = durable_blockers(snap, s)
+    blocked = bump_blocked(s) if input_lacks else None
+    if blocked:
+        blockers.append(
+            f"bump skipped: {blocked}; set bump_to (a rev a person approved) or "
+            "trusted_signers (the keys that may sign it) for the schedule to deploy "
+            f"{s.flake_input}, or run remedy by hand"
+        )
     if write_managed and snap.managed.untracked:
         blockers.append(
             f"{s.flake_dir}/{s.managed_file} exists but is not committed: remedy writes "
@@ -480,6 +501,8 @@ class RestoreRun:
     scratch: str | None = None  # the scratch clone the bump and the build happen in
     new_url: str | None = None  # the bumped input's locked url (for required_fix_rev)
     interrupted: str | None = None  # SIGINT/SIGTERM: finish the step, restore, stop
+    allowed_signers: str | None = None  # trusted_signers' text, read on this machine
+    signature: object | None = None  # the bumped rev's signers.Signature, once checked
     hugepages_released: bool = False
     gated: set[str] = field(default_factory=set)  # stages whose memory gate passed
     probe_after: ProbeResult | None = None
@@ -498,9 +521,9 @@ class RestoreRun:
         """Forget what the operations wrote while pyinfra prepared them (it runs every
         body once to list its commands): execution starts from the plan alone. A signal
         received meanwhile still counts."""
-        interrupted = self.interrupted
+        interrupted, allowed = self.interrupted, self.allowed_signers
         self.__dict__.update(RestoreRun(self.host, self.settings, self.before, self.plan).__dict__)
-        self.interrupted = interrupted
+        self.interrupted, self.allowed_signers = interrupted, allowed
 
     @property
     def stopped(self) -> bool:

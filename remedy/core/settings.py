@@ -14,6 +14,14 @@ flake_host             the inventory host name                 nixosConfiguratio
 flake_input            tt-stack                                input to bump
 required_fix_rev       none                                    must be an ancestor of the
                                                                bumped rev (40 hex)
+bump_to                latest                                  latest | required_fix_rev
+                                                               | a 40-character rev
+trusted_signers        none                                    allowed-signers file (on
+                                                               this machine) the bumped
+                                                               rev must be signed by
+unattended             false                                   a run of the schedule
+                                                               (remedy converge
+                                                               --unattended)
 tool_call_parser       qwen3_xml                               the parser production needs
 required_env           {QWEN36_SDPA_STREAMING: "1",            env the start script must
                         QWEN36_MERGE_BATCH_GUARD: "1"}          export (tt-stack#44)
@@ -75,6 +83,14 @@ class Settings:
     flake_host: str = ""  # filled with the inventory name
     flake_input: str = "tt-stack"
     required_fix_rev: str | None = None
+    # What a bump takes: "latest" (the branch's head), "required_fix_rev" (the smallest
+    # bump that carries the fix), or a full rev of the same input.
+    bump_to: str = "latest"
+    # git's gpg.ssh.allowedSignersFile format, on the host that runs remedy: the bumped rev
+    # must carry a good signature by one of its keys before anything is built.
+    trusted_signers: str | None = None
+    # Started by the schedule's service: never bump to an unverified "latest".
+    unattended: bool = False
     tool_call_parser: str = "qwen3_xml"
     required_env: dict[str, str] = field(
         default_factory=lambda: {"QWEN36_SDPA_STREAMING": "1", "QWEN36_MERGE_BATCH_GUARD": "1"}
@@ -118,6 +134,13 @@ class Settings:
         """tenstorrent-host's hugepagesPerCard for the 1G target (None: no 1G target)."""
         pool = self.hugepages_target.get("1G")
         return None if pool is None else pool // self.cards
+
+    @property
+    def pinned_rev(self) -> str | None:
+        """The rev a bump must lock (bump_to), or None for the branch's latest."""
+        if self.bump_to == "latest":
+            return None
+        return self.required_fix_rev if self.bump_to == "required_fix_rev" else self.bump_to
 
     @property
     def managed_file(self) -> str:
@@ -234,6 +257,15 @@ CHECKS = {
     "flake_host": _pattern(NAME_RE, "a plain name (letters, digits, . _ -)"),
     "flake_input": _pattern(NAME_RE, "a plain name (letters, digits, . _ -)"),
     "required_fix_rev": _optional(_pattern(REV_RE, "a full 40-character git commit id")),
+    "bump_to": lambda h, k, v: (
+        v
+        if v in ("latest", "required_fix_rev")
+        else _string(
+            h, k, v, REV_RE, "latest, required_fix_rev or a full 40-character git commit id"
+        )
+    ),
+    "trusted_signers": _optional(_pattern(PATH_RE, "an absolute path of plain characters")),
+    "unattended": _bool,
     "tool_call_parser": _choice(PARSERS),
     "required_env": _env_map,
     "durable": _bool,
@@ -261,7 +293,10 @@ def _coerce(host: str, key: str, value: Any) -> Any:
 
 
 def _check_together(host: str, s: Settings) -> None:
-    """Checks across keys: the 1G pool must split evenly over the cards."""
+    """Checks across keys: the 1G pool must split evenly over the cards; bump_to
+    required_fix_rev needs required_fix_rev."""
+    if s.bump_to == "required_fix_rev" and not s.required_fix_rev:
+        raise _fail(host, "bump_to", "is required_fix_rev, but required_fix_rev is not set")
     pool = s.hugepages_target.get("1G")
     if pool is not None and pool % s.cards:
         raise _fail(

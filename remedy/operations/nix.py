@@ -21,7 +21,7 @@ from pyinfra.api.exceptions import FactProcessError
 from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
-from remedy.core import commands, desired
+from remedy.core import commands, desired, signers
 from remedy.core import memory as mem
 from remedy.core import nix as nix_core
 from remedy.core.plan import Proof, RestoreRun
@@ -91,20 +91,32 @@ def _bump(state, host, r: RestoreRun) -> bool:
     if not r.plan.update_input:
         r.notes.append(f"{s.flake_input} not bumped: the next boot already has what it gives")
         return True
-    argv = commands.update_input(r.before.nix.update_input_argv, r.scratch, s.flake_input)
+    locked = r.before.flake_input
+    url = locked.url if locked else "?"
+    pinned = s.pinned_rev
+    if pinned:
+        if why := _not_on_branch(r, pinned):
+            _abandon(r, why)
+            return True
+        ref = f"?ref={locked.ref}" if locked.ref and url.startswith("git+") else ""
+        argv = commands.pin_input(r.scratch, s.flake_input, url + ref, pinned)
+    else:
+        argv = commands.update_input(r.before.nix.update_input_argv, r.scratch, s.flake_input)
     ran = run(host, r.as_owner(argv))
     if not ran.ok:
-        url = r.before.flake_input.url if r.before.flake_input else "?"
-        _abandon(
-            r,
-            f"bumping {s.flake_input} failed: {ran.why} (can the host fetch {url} as {owner}?)",
+        what = (
+            f"locking {s.flake_input} to bump_to {pinned}" if pinned else f"bumping {s.flake_input}"
         )
+        _abandon(r, f"{what} failed: {ran.why} (can the host fetch {url} as {owner}?)")
         return True
     lock = host.get_fact(FlakeInput, flake_dir=r.scratch, flake_input=s.flake_input)
     r.new_rev = lock.rev if lock else None
     r.new_url = lock.url if lock else None
     if run(host, r.as_owner(commands.lock_changed(r.scratch))).ok:
-        r.notes.append(f"{s.flake_input} is already at its newest commit {(r.new_rev or '?')[:12]}")
+        r.notes.append(f"{s.flake_input} is already at {(r.new_rev or '?')[:12]}")
+        return True
+    if r.allowed_signers is not None and (why := _untrusted(r)):
+        _abandon(r, why)
         return True
     committed = run(
         host, r.as_owner(commands.lock_commit(r.scratch, lock_message(r), s.flake_host))
@@ -114,6 +126,52 @@ def _bump(state, host, r: RestoreRun) -> bool:
     else:
         r.scratch_commits += 1
     return True
+
+
+def _not_on_branch(r: RestoreRun, rev: str) -> str | None:
+    """Why bump_to REV may not be taken: it is not on the input's branch (None: it is)."""
+    locked = r.before.flake_input
+    remote = nix_core.git_remote(locked.url or "") if locked else None
+    if remote is None:
+        return f"bump_to {rev}: cannot check that {locked.url if locked else '?'} holds it"
+    ran = run(host, r.as_owner(commands.rev_on_branch(remote, rev, locked.ref)))
+    said = (ran.stdout.strip().splitlines() or [""])[-1]
+    if ran.ok and said == "on-branch: yes":
+        return None
+    if ran.ok and said == "on-branch: no":
+        return (
+            f"bump_to {rev} is not on {locked.ref or 'the default branch'} of {remote}: "
+            "refused (a rev a person approved is on the branch the input follows)"
+        )
+    return f"bump_to {rev}: cannot check the branch of {remote}: {ran.why}"
+
+
+def _untrusted(r: RestoreRun) -> str | None:
+    """Why the newly locked rev may not be built: its signature is not a good one by a
+    key in trusted_signers (None: it is). Checked as the owner, before any build."""
+    s = r.settings
+    url = r.new_url or ""
+    m = re.match(r"^git\+file://(/[^?]*)", url)
+    remote = nix_core.git_remote(url) or url
+    argv = commands.commit_signature(
+        r.new_rev or "", remote, m.group(1) if m else "", r.allowed_signers
+    )
+    ran = run(host, r.as_owner(argv))
+    signature = signers.parse_signature(
+        (ran.stdout.strip().splitlines() or [""])[-1], r.new_rev or ""
+    )
+    if signature is None:
+        return (
+            f"cannot check the signature of {s.flake_input} at {(r.new_rev or '?')[:12]}: {ran.why}"
+        )
+    r.signature = signature
+    if signature.trusted:
+        host.log_styled(f"{s.flake_input} at {signature.describe()}", fg="green")
+        return None
+    return (
+        f"{s.flake_input} at {signature.describe()}: not built (trusted_signers "
+        f"{s.trusted_signers}); a person signs it, or sets bump_to to a rev they approved"
+    )
 
 
 def managed_message(r: RestoreRun) -> str:

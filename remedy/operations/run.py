@@ -10,6 +10,7 @@ not itself count as a change.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import signal
 import socket
@@ -74,6 +75,8 @@ def begin_restore(
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
     r = RestoreRun(host.name, s, snap, plan)
+    if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
+        r.allowed_signers = _allowed_signers(project, runbook, s.trusted_signers)
     logger.info(plan.summary(host.name))
     _runs[host.name] = r
     if not _recording:
@@ -83,6 +86,19 @@ def begin_restore(
         _watch_signals()
         state.add_callback_handler(_ExecutionStart())
     return r
+
+
+def _allowed_signers(project: Path, runbook: str, path: str) -> str:
+    from remedy.core.signers import check_allowed_signers
+
+    try:
+        text = Path(path).read_text()
+        check_allowed_signers(text, path)
+    except (OSError, UnicodeDecodeError, ConfigError) as exc:
+        why = f"trusted_signers {path}: {exc.strerror if isinstance(exc, OSError) else exc}"
+        _record_early(project, runbook, "failed", why)
+        raise SystemExit(f"remedy: {host.name}: {why}") from None
+    return text
 
 
 def _dry_run() -> bool:
@@ -339,6 +355,8 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
                 "interrupted": r.interrupted,
                 "failed": r.failed,
                 "managed_conflict": r.plan.managed_conflict,
+                "bump_blocked": r.plan.bump_blocked,
+                "signature": dataclasses.asdict(r.signature) if r.signature else None,
                 "notes": r.notes,
                 "run_id": RUN_ID,
             },

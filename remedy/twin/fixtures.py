@@ -31,6 +31,13 @@ SERVED_MODEL = "qwen3.6-27b-tt"
 OWNER = "ops"  # the admin account that owns /etc/nixos and the tt-stack repo
 OWNER_UID = 1000
 SERVER_BIN = "/usr/local/bin/vllm"
+# SSH signing keys made for each twin base (git's gpg.format = ssh): the maintainers'
+# key signs the fix commits; a stranger's key is in no allowed-signers file. Both
+# belong to the owner, so tests can sign commits with either inside the twin.
+SIGNING_KEYS_DIR = "/srv/git/keys"
+MAINTAINER_KEY = f"{SIGNING_KEYS_DIR}/maintainer"
+STRANGER_KEY = f"{SIGNING_KEYS_DIR}/stranger"
+MAINTAINER_PRINCIPAL = "maintainers@tt-stack"
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class Commit:
     message: str
     files: dict[str, str]
     date: str
+    signed_by: str | None = None  # a key of SIGNING_KEYS_DIR, or None: unsigned
 
 
 SERVING_MODULE = r"""# tenstorrent-serving: the vLLM start script and the systemd unit.
@@ -310,6 +318,7 @@ def tt_stack_history(with_fix: bool = True) -> list[Commit]:
             "answering 200, so tools/parsed fails silently.",
             {"modules/tenstorrent-serving.nix": _serving("qwen3_xml", [])},
             "2026-09-12T16:20:00+02:00",
+            MAINTAINER_KEY,
         ),
         Commit(
             "serve: SDPA streaming, merge batch guard, hugepagesPerCard = 1 (#44)\n\n"
@@ -320,6 +329,7 @@ def tt_stack_history(with_fix: bool = True) -> list[Commit]:
                 "modules/tenstorrent-host.nix": _host(1),
             },
             "2026-09-21T21:30:00+02:00",
+            MAINTAINER_KEY,
         ),
     ]
     return history
@@ -344,6 +354,17 @@ FIX_EXPORTS = [
     "QWEN36_MERGE_BATCH_GUARD=1",
     "QWEN36_OVERLAY_MOUNTS='attention/tp.py generator.py'",
 ]
+
+
+def later_commit(signed_by: str | None, n: int = 1) -> Commit:
+    """A tt-stack commit on top that changes nothing the host runs (a README), unsigned
+    or signed by SIGNED_BY: what a push to the branch can bring."""
+    return Commit(
+        f"docs: serving notes ({n})",
+        {"README.md": f"# tt-stack\n\nServing notes, revision {n}.\n"},
+        f"2026-10-0{min(n, 9)}T10:00:00+02:00",
+        signed_by,
+    )
 
 
 def strict_shell_commit() -> Commit:

@@ -559,6 +559,11 @@ def commit_as_owner(twin: Twin, repo: str, commit: fixtures.Commit) -> str:
         twin.exec(["mkdir", "-p", path.rsplit("/", 1)[0]], user=owner)
         twin.exec(["tee", path], input=text, user=owner)
     twin.exec(["git", "-C", repo, "add", "-A"], user=owner)
+    sign = (
+        ["-c", "gpg.format=ssh", "-c", f"user.signingkey={commit.signed_by}"]
+        if commit.signed_by
+        else []
+    )
     twin.exec(
         [
             "env",
@@ -567,8 +572,10 @@ def commit_as_owner(twin: Twin, repo: str, commit: fixtures.Commit) -> str:
             "git",
             "-C",
             repo,
+            *sign,
             "commit",
             "-q",
+            *(["-S"] if sign else []),
             "-m",
             commit.message,
         ],

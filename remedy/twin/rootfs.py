@@ -56,7 +56,7 @@ PACKAGES = [
 ]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Bump when the provisioning below changes in a way the file hashes don't show.
-PROVISION_VERSION = "6"
+PROVISION_VERSION = "7"
 
 # As on a NixOS host that never enabled them: no experimental-features here, so a bare
 # `nix flake ...` fails and every caller passes FLAKE_FLAGS itself (nixos-rebuild does).
@@ -254,12 +254,29 @@ def _git(repo: Path, *args: str, date: str | None = None) -> str:
     return _run(["git", "-C", str(repo), *args], "git " + args[0], env=env).stdout.strip()
 
 
-def write_commit(repo: Path, commit: fixtures.Commit) -> str:
+def write_commit(repo: Path, commit: fixtures.Commit, root: Path | None = None) -> str:
+    """COMMIT in REPO, SSH-signed when it says so (its key under ROOT, the rootfs)."""
     for rel, text in commit.files.items():
         _write(repo / rel, text)
     _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", commit.message, date=commit.date)
+    sign = []
+    if commit.signed_by:
+        key = (root or Path("/")) / commit.signed_by.lstrip("/")
+        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}"]
+    _git(repo, *sign, "commit", "-q", *(["-S"] if sign else []), "-m", commit.message,
+         date=commit.date)  # fmt: skip
     return _git(repo, "rev-parse", "HEAD")
+
+
+def _signing_keys(root: Path) -> None:
+    """The maintainers' and a stranger's SSH signing keys (fixtures.SIGNING_KEYS_DIR)."""
+    keys = root / fixtures.SIGNING_KEYS_DIR.lstrip("/")
+    keys.mkdir(parents=True, exist_ok=True)
+    for path, comment in ((fixtures.MAINTAINER_KEY, "tt-stack maintainers"),
+                          (fixtures.STRANGER_KEY, "a stranger")):  # fmt: skip
+        key = root / path.lstrip("/")
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
+             "ssh-keygen")  # fmt: skip
 
 
 def _owned_by_owner(root: Path, *paths: str) -> None:
@@ -342,9 +359,10 @@ def provision(root: Path, progress=print) -> None:
     progress("fixture flakes: tt-stack (pre-fix, #34, #44) and nixos-llm at /etc/nixos")
     tt = root / fixtures.TT_STACK_DIR.lstrip("/")
     tt.mkdir(parents=True)
+    _signing_keys(root)
     _git(tt, "init", "-q", "-b", "master")
     history = fixtures.tt_stack_history()
-    write_commit(tt, history[0])
+    write_commit(tt, history[0], root)
     nixos = root / fixtures.NIXOS_DIR.lstrip("/")
     shutil.rmtree(nixos, ignore_errors=True)
     nixos.mkdir(parents=True)
@@ -362,14 +380,14 @@ def provision(root: Path, progress=print) -> None:
     _git(nixos, "add", "flake.lock")
     _git(nixos, "commit", "-q", "-m", "flake.lock: lock tt-stack", date="2026-08-31T09:05:00+02:00")
     for commit in history[1:]:
-        write_commit(tt, commit)
+        write_commit(tt, commit, root)
     progress("building system generation 1 (tt-stack pre-fix: hermes; vllm-tt compiled)")
     nspawn_run(
         root,
         ["nixos-rebuild", "boot", "--flake", f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"],
         "nixos-rebuild boot",
     )
-    _owned_by_owner(root, fixtures.NIXOS_DIR, fixtures.TT_STACK_DIR)
+    _owned_by_owner(root, fixtures.NIXOS_DIR, fixtures.TT_STACK_DIR, fixtures.SIGNING_KEYS_DIR)
 
 
 def ensure_base(suite: str | None = None, progress=print) -> Path:

@@ -24,7 +24,8 @@ def test_the_service_runs_converge_with_absolute_paths_and_the_timer_repeats():
     s = spec(interval="15min", textfile="/var/lib/node_exporter/remedy.prom")
     service, timer = schedule.service_unit(s), schedule.timer_unit(s)
     assert (
-        "ExecStart=/opt/remedy/bin/remedy converge /etc/remedy/production.py --wait 30 "
+        "ExecStart=/opt/remedy/bin/remedy converge /etc/remedy/production.py --unattended "
+        "--wait 30 "
         "--textfile /var/lib/node_exporter/remedy.prom"
     ) in service
     assert "Type=oneshot" in service and "WorkingDirectory=/opt/remedy-src" in service
@@ -54,7 +55,10 @@ def test_check_only_adds_check_and_the_nixos_snippet_says_the_same():
     assert "--check" in s.argv()
     nix = schedule.nixos_snippet(s)
     assert "systemd.services.remedy-converge" in nix and "systemd.timers.remedy-converge" in nix
-    assert '"/opt/remedy/bin/remedy converge /etc/remedy/production.py --wait 30 --check"' in nix
+    assert (
+        '"/opt/remedy/bin/remedy converge /etc/remedy/production.py --unattended --wait 30 '
+        '--check"' in nix
+    )
     assert 'OnUnitActiveSec = "10min";' in nix
 
 
