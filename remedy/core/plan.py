@@ -406,8 +406,18 @@ def plan_restore(
     if not blockers:
         lock = snap.flake_input
         steps = []
-        if input_lacks:
-            steps.append(f"bump {s.flake_input} (locked {(lock.rev or '?')[:12]})")
+        if input_lacks and s.pinned_rev:
+            steps.append(
+                f"lock {s.flake_input} to bump_to {s.pinned_rev[:12]} (locked "
+                f"{(lock.rev or '?')[:12]}; refused if it is not on the input's branch)"
+            )
+        elif input_lacks:
+            steps.append(f"bump {s.flake_input} to its latest (locked {(lock.rev or '?')[:12]})")
+        if input_lacks and s.trusted_signers:
+            steps.append(
+                f"check the new rev's signature against trusted_signers {s.trusted_signers} "
+                "before the build (known once it is fetched)"
+            )
         if write_managed:
             steps.append(f"write and commit {s.managed_file}")
         reasons = [
