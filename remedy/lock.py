@@ -61,7 +61,8 @@ class HostLock:
         self._send(f"end {result}\n")
         try:
             self.channel.shutdown_write()  # the remote shell sees the end of its input
-            self.channel.recv_exit_status()
+            # bounded: at exit the connection may already be going away
+            self.channel.status_event.wait(10)
             self.channel.close()
         except Exception:  # the session is gone: so is the lock
             pass
