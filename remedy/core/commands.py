@@ -253,6 +253,7 @@ if [ -z "$repo" ]; then
   done
 fi
 if [ -z "$repo" ]; then echo "error: no repository here holds $rev of $url" >&2; exit 2; fi
+[ -d "$repo/.git" ] && repo=$repo/.git  # a work tree's repository
 t=$(mktemp "${TMPDIR:-/tmp}/remedy-signers.XXXXXXXX") || exit 2
 trap 'rm -f -- "$t"' EXIT
 printf '%s\n' "$signers" > "$t" || exit 2

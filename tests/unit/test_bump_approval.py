@@ -113,7 +113,7 @@ def test_the_signature_check_reads_good_unsigned_and_unknown_keys(tmp_path):
     allowed = f'maint@x namespaces="git" {pub[0]} {pub[1]}'
     states = {}
     for name, rev in revs.items():
-        argv = commands.commit_signature(rev, repo.as_uri(), str(repo / ".git"), allowed)
+        argv = commands.commit_signature(rev, repo.as_uri(), str(repo), allowed)
         proc = subprocess.run(argv, capture_output=True, text=True,
                               env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
         states[name] = signers.parse_signature(proc.stdout.strip(), rev)
