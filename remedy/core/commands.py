@@ -293,6 +293,31 @@ def rev_on_branch(git_url: str, rev: str, ref: str | None) -> list[str]:
     return ["sh", "-c", ON_BRANCH_SH, "sh", rev, git_url, ref or "HEAD"]
 
 
+PREVIEW_BUMP_SH = r"""
+url=$1 ref=${2:-HEAD} rev=$3 signers=$4
+t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-preview.XXXXXXXX") || exit 2
+trap 'rm -rf -- "$t"' EXIT
+git init -q --bare "$t" || exit 2
+git --git-dir="$t" fetch -q --no-tags -- "$url" "+$ref:refs/remedy/branch" || {
+  echo "error: cannot fetch $ref of $url" >&2; exit 2; }
+[ -n "$rev" ] || rev=$(git --git-dir="$t" rev-parse refs/remedy/branch)
+printf '%s\n' "$signers" > "$t/allowed"
+git --git-dir="$t" cat-file -e "$rev^{commit}" 2>/dev/null || {
+  echo "error: $rev is not on $ref of $url" >&2; exit 2; }
+out=$(git --git-dir="$t" -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$t/allowed" \
+  log -1 --format='%G?|%GK|%GS|%an <%ae>' "$rev" 2>/dev/null)
+printf 'would-take %s\nsignature %s\n' "$rev" "$out"
+"""
+
+
+def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers: str) -> list[str]:
+    """For --dry: the rev a bump would take (REV, or the head of REF at GIT_URL) and its
+    signature against ALLOWED_SIGNERS, fetched into a temporary repository that goes with
+    the command; nothing on the host changes. Prints ``would-take REV`` then
+    ``signature STATE|KEY|SIGNER|AUTHOR``."""
+    return ["sh", "-c", PREVIEW_BUMP_SH, "sh", git_url, ref or "HEAD", rev or "", allowed_signers]
+
+
 def pin_input(flake_dir: str, flake_input: str, url: str, rev: str) -> list[str]:
     """Lock FLAKE_INPUT to exactly REV of URL (its locked url, with its ref): ``nix
     flake lock --override-input``, which Nix 2.8 and 2.26 spell the same. A rev that is

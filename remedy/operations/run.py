@@ -77,6 +77,8 @@ def begin_restore(
     r = RestoreRun(host.name, s, snap, plan)
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
         r.allowed_signers = _allowed_signers(project, runbook, s.trusted_signers)
+    if _dry_run() and plan.update_input:
+        _preview_bump(r)
     logger.info(plan.summary(host.name))
     _runs[host.name] = r
     if not _recording:
@@ -86,6 +88,35 @@ def begin_restore(
         _watch_signals()
         state.add_callback_handler(_ExecutionStart())
     return r
+
+
+def _preview_bump(r: RestoreRun) -> None:
+    """--dry: say which rev the bump would take and its signature state (a fetch into a
+    temporary repository on the host, as the checkout's owner; nothing else changes)."""
+    from remedy.core import commands, signers
+    from remedy.core import nix as nix_core
+    from remedy.operations.argv import run
+
+    locked, s = r.before.flake_input, r.settings
+    remote = nix_core.git_remote(locked.url or "") if locked else None
+    if remote is None:
+        logger.info(f"{host.name}: the rev a bump takes is known once Nix fetches it")
+        return
+    argv = commands.preview_bump(remote, locked.ref, s.pinned_rev, r.allowed_signers or "")
+    ran = run(host, r.as_owner(argv))
+    lines = ran.stdout.strip().splitlines()
+    rev = next((ln[11:] for ln in lines if ln.startswith("would-take ")), None)
+    if not ran.ok or rev is None:
+        logger.warning(f"{host.name}: cannot tell which rev a bump would take: {ran.why}")
+        return
+    said = next((ln for ln in lines if ln.startswith("signature ")), "")
+    signature = signers.parse_signature(said, rev)
+    author = signature.author if signature else "?"
+    if signature and r.allowed_signers is not None:
+        state = signature.describe()
+    else:
+        state = f"{rev[:12]} by {author} (no trusted_signers: not checked)"
+    logger.info(f"{host.name}: the bump would take {s.flake_input} {rev}: {state}")
 
 
 def _allowed_signers(project: Path, runbook: str, path: str) -> str:
