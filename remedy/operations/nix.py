@@ -350,6 +350,18 @@ def _fix_ancestry(r: RestoreRun) -> str | None:
     return f"cannot check required_fix_rev against {url}: {ran.why}"
 
 
+def _gated_bound(r: RestoreRun, doing: str) -> int | None:
+    """The memory gate before the owner's nix runs (sets ``r.refused``), and the bound it
+    runs under: what the host can spare above the gate's threshold now."""
+    s = r.settings
+    headroom = host.get_fact(MemoryHeadroom)
+    if refusal := r.memory_refusal(headroom):
+        r.refused = refusal.replace("not restarting the server", f"not {doing} on the host")
+        host.log_styled(r.refused, fg="red")
+        return None
+    return mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb)
+
+
 def _missing_fix(r: RestoreRun) -> str | None:
     """Why the bumped configuration does not carry the fix, or None if it does."""
     s = r.settings
@@ -357,12 +369,9 @@ def _missing_fix(r: RestoreRun) -> str | None:
     if s.required_fix_rev and (why := _fix_ancestry(r)):
         return why
     # The dry run is a whole NixOS evaluation (GBs on a real host): gated and bounded too.
-    headroom = host.get_fact(MemoryHeadroom)
-    if refusal := r.memory_refusal(headroom):
-        r.refused = refusal.replace("not restarting the server", "not evaluating on the host")
-        host.log_styled(r.refused, fg="red")
+    bound = _gated_bound(r, "evaluating")
+    if r.refused:
         return r.refused
-    bound = mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb)
     heavy, problem = _local_builds(r, bound)
     if problem:
         return problem
@@ -375,12 +384,9 @@ def _missing_fix(r: RestoreRun) -> str | None:
             "binaries to a cache the host substitutes from, or set allow_local_build=true "
             "(bounded by build_max_jobs/build_cores)"
         )
-    headroom = host.get_fact(MemoryHeadroom)
-    if refusal := r.memory_refusal(headroom):
-        r.refused = refusal.replace("not restarting the server", "not building on the host")
-        host.log_styled(r.refused, fg="red")
+    bound = _gated_bound(r, "building")
+    if r.refused:
         return r.refused
-    bound = mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb)
     attr = commands.toplevel_attr(r.scratch, s.flake_host)
     host.log_styled(
         f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
