@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pyinfra.api import QuoteString, StringCommand
 
-from remedy.core import commands, probe
+from remedy.core import commands, journal, probe
 from remedy.core.sections import END
 
 # Shell functions every remote snippet may use.
@@ -149,6 +149,8 @@ if [ -n "$m" ]; then
   fi
 fi
 """
+
+JOURNAL = journal.SNIPPET
 
 GENERATIONS = r"""
 echo "@@remedy:section nix.generations"

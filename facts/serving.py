@@ -16,7 +16,8 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 
 from facts import _remote
-from remedy.core import probe, sections
+from remedy.core import journal, probe, sections
+from remedy.core.journal import path as journal_path
 from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
 from remedy.core.snapshot import HostSnapshot as Snapshot
 from remedy.core.snapshot import read_generations, read_memory, read_probe, read_snapshot
@@ -105,6 +106,7 @@ class HostSnapshot(FactBase[Snapshot]):
             "REMEDY_FLAKE_DIR": flake_dir,
             "REMEDY_FLAKE_INPUT": flake_input,
             "REMEDY_MANAGED_FILE": managed_file,
+            "REMEDY_JOURNAL": journal_path(unit),
             **probe_env(server_url, model, timeout_s),
         }
         return _remote.command(
@@ -115,6 +117,7 @@ class HostSnapshot(FactBase[Snapshot]):
                 _remote.FLAKE,
                 _remote.GENERATIONS,
                 _remote.PROBE,
+                _remote.JOURNAL,
             ],
             env,
         )
@@ -123,7 +126,26 @@ class HostSnapshot(FactBase[Snapshot]):
         return read_snapshot(sections.split(output, "HostSnapshot"))
 
 
-__all__ = ["ServingUnit", "ToolCallProbe", "VolatileState", "HostSnapshot", "VolatileEntry"]
+class RunJournal(FactBase[journal.RunJournal]):
+    """The run journal on the host (``remedy.core.journal``): the values earlier steps
+    wrote, with the scratch clone's HEAD and whether the proven toplevel is in the store."""
+
+    def command(self, path: str):
+        return _remote.command([_remote.JOURNAL], {"REMEDY_JOURNAL": path})
+
+    def process(self, output):
+        found = sections.split(output, "RunJournal").get("run.journal")
+        return journal.parse(found[0].lines) if found else journal.RunJournal()
+
+
+__all__ = [
+    "ServingUnit",
+    "RunJournal",
+    "ToolCallProbe",
+    "VolatileState",
+    "HostSnapshot",
+    "VolatileEntry",
+]
 
 
 class BuiltService(FactBase):

@@ -68,7 +68,7 @@ while IFS= read -r line; do
     *) printf '%s\n' "$line" >> "$j" 2>/dev/null ;;
   esac
 done
-[ -n "$ended" ] && rm -f "$j"
+[ -n "$ended" ] && rm -f "$j" "${j%.jsonl}.json"
 rm -f "$2"
 """
 

@@ -2,9 +2,7 @@
 
 ``plan_restore`` is pure: from one ``HostSnapshot`` and the host's settings it
 picks the path (noop, durable, fallback) and says why; ``--dry`` prints it.
-``RestoreRun`` then carries what execution learns (the proof, the revs, what
-failed) from one operation to the next, since some decisions can only be made
-after an earlier step ran (whether the bumped input contains the fix).
+``remedy.core.steps`` turns the plan into the run's steps with their values.
 """
 
 from __future__ import annotations
@@ -12,9 +10,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from remedy.core import commands, desired
+from remedy.core import desired
 from remedy.core import memory as mem
-from remedy.core.probe import ProbeResult
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
 
@@ -213,6 +210,23 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
         )
     if not snap.unit.found:
         out.append(f"{s.unit} is not loaded (LoadState={snap.unit.load_state})")
+    out += shadowing_dropins(snap, s)
+    return out
+
+
+def shadowing_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
+    """Drop-ins a person put under /etc that set ExecStart= for the unit: they override
+    what NixOS builds (and the /run override), so a switch would not take effect."""
+    out = []
+    for d in snap.unit.dropins:
+        if d.origin != "admin":
+            continue
+        if any(ln.strip().startswith("ExecStart=") for ln in d.content.splitlines()):
+            out.append(
+                f"{d.path} (not from the store) sets ExecStart= for {s.unit}: it overrides "
+                "what NixOS builds and the /run override alike; remove it, or move what it "
+                "sets into the configuration, then daemon-reload and run again"
+            )
     return out
 
 
@@ -486,122 +500,16 @@ class Proof:
         return desired.missing(self.observed(), s, prove)
 
 
-@dataclass
-class RestoreRun:
-    """One host's restore, from plan to outcome; operations read and update it."""
-
-    host: str
-    settings: Settings
-    before: HostSnapshot
-    plan: RestorePlan
-    old_rev: str | None = None
-    new_rev: str | None = None
-    proof: Proof | None = None
-    switched: bool = False
-    durable_failed: str | None = None  # why the durable path was abandoned
-    verification_failed: str | None = None
-    rolled_back: bool = False
-    refused: str | None = None  # the memory gate said no
-    failed: str | None = None  # the run cannot succeed
-    restarts: int = 0
-    scratch_commits: int = 0  # commits made in the scratch clone, to fast-forward
-    override_written: bool = False
-    override_removed: bool = False
-    lock_commit: str | None = None
-    scratch: str | None = None  # the scratch clone the bump and the build happen in
-    new_url: str | None = None  # the bumped input's locked url (for required_fix_rev)
-    interrupted: str | None = None  # SIGINT/SIGTERM: finish the step, restore, stop
-    allowed_signers: str | None = None  # trusted_signers' text, read on this machine
-    signature: object | None = None  # the bumped rev's signers.Signature, once checked
-    hugepages_released: bool = False
-    gated: set[str] = field(default_factory=set)  # stages whose memory gate passed
-    probe_after: ProbeResult | None = None
-    unit_pid_before: int | None = None
-    pid_at_override: int | None = None  # MainPID when the /run override took effect
-    rollback_failed: str | None = None
-    unverified: str | None = None  # the probe stayed inconclusive (prose): not a failure
-    local_builds: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
-        self.old_rev = self.before.flake_input.rev if self.before.flake_input else None
-        self.unit_pid_before = self.before.unit.main_pid
-
-    def begin_execution(self) -> None:
-        """Forget what the operations wrote while pyinfra prepared them (it runs every
-        body once to list its commands): execution starts from the plan alone. A signal
-        received meanwhile still counts."""
-        interrupted, allowed = self.interrupted, self.allowed_signers
-        self.__dict__.update(RestoreRun(self.host, self.settings, self.before, self.plan).__dict__)
-        self.interrupted, self.allowed_signers = interrupted, allowed
-
-    @property
-    def stopped(self) -> bool:
-        return bool(self.refused or self.failed or self.interrupted)
-
-    def as_owner(self, argv: list[str]) -> list[str]:
-        """ARGV as the flake checkout's owner (git and nix): see commands.as_owner."""
-        checkout = self.before.checkout
-        return commands.as_owner(checkout.owner, checkout.home, argv)
-
-    @property
-    def fallback_active(self) -> bool:
-        return not self.stopped and (self.plan.path == FALLBACK or bool(self.durable_failed))
-
-    def idle_reason(self, stage: str) -> str | None:
-        """None if STAGE ("durable" or "fallback") is running; otherwise why its steps
-        have nothing to do."""
-        if self.stopped:
-            return f"stopped earlier: {self.refused or self.failed or self.interrupted}"
-        if self.plan.path == NOOP:
-            return f"nothing to do: {self.plan.reasons[0]}"
-        if stage == DURABLE:
-            if self.plan.path != DURABLE:
-                why = "; ".join(self.plan.durable_blockers) or self.plan.path
-                return f"durable path not taken ({why})"
-            if self.durable_failed:
-                return f"durable path abandoned: {self.durable_failed}"
-        elif not self.fallback_active:
-            return (
-                "no fallback needed: the durable path has not failed"
-                if self.plan.path == DURABLE
-                else f"path is {self.plan.path}"
-            )
+def unhealthy(plan: RestorePlan, snap: HostSnapshot) -> str | None:
+    """Why the run ends with tool calls not working although it does nothing (a hung
+    server is not restarted: a person must look), or None."""
+    if plan.path != NOOP:
         return None
-
-    def restart_ahead(self, stage: str) -> bool:
-        """Whether STAGE is running and will (re)start the server."""
-        return self.idle_reason(stage) is None and (
-            self.plan.restart_expected or bool(self.durable_failed)
-        )
-
-    @property
-    def path_taken(self) -> str:
-        if self.plan.path == DURABLE and self.durable_failed:
-            return "durable+fallback"
-        return self.plan.path
-
-    @property
-    def unhealthy(self) -> str | None:
-        """Why the run ends with tool calls not working although it did nothing (a hung
-        server is not restarted: a person must look), or None."""
-        if self.plan.path != NOOP or self.probe_after is not None:
-            return None
-        probe = self.before.probe
-        if probe.parsed or probe.inconclusive:
-            return None
-        return (
-            f"unhealthy: the probe is {probe.outcome} ({probe.reason}) and the server was "
-            "not restarted (a timeout can be a long generation, a card or the pinned-page "
-            "leak): look at the host, or restart it by hand"
-        )
-
-    def memory_refusal(self, headroom: mem.MemoryHeadroom) -> str | None:
-        gb = headroom.mem_available_kb * 1024 / 1e9
-        if gb >= self.settings.min_mem_available_gb:
-            return None
-        return (
-            f"{self.host}: MemAvailable {gb:.1f} GB is below min_mem_available_gb "
-            f"{self.settings.min_mem_available_gb:g} GB; not restarting the server "
-            f"(a vLLM boot below ~4 GB can hard-freeze the host). {mem.LEAK_ADVICE}."
-        )
+    probe = snap.probe
+    if probe.parsed or probe.inconclusive:
+        return None
+    return (
+        f"unhealthy: the probe is {probe.outcome} ({probe.reason}) and the server was "
+        "not restarted (a timeout can be a long generation, a card or the pinned-page "
+        "leak): look at the host, or restart it by hand"
+    )

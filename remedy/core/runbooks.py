@@ -798,7 +798,40 @@ def name_problems(call: DeployCall) -> list[str]:
     return problems
 
 
-STEPS_FILE = "remedy/operations/steps.py"  # the step list the deploys share
+STEPS_FILE = "remedy/operations/steps.py"  # the deploy flow the deploys share
+STEP_LIST_FILE = "remedy/core/steps.py"  # the step list it carries out
+
+
+def check_step_list(project: Path, named: set[str], operations: OperationIndex) -> list[Problem]:
+    """Each step of the run's step list (``remedy.core.steps.TEMPLATES``) names an
+    operation that exists and that a runbook step names, and carries an issue."""
+    path = project / STEP_LIST_FILE
+    if not path.is_file():
+        return []
+    from remedy.core.steps import TEMPLATES
+
+    text = path.read_text(encoding="utf-8").splitlines()
+    problems = []
+    for t in TEMPLATES:
+        line = next((i + 1 for i, x in enumerate(text) if f'"{t.op}"' in x), None)
+        found, reason = operations.lookup(t.op)
+        if not found:
+            problems.append(Problem(STEP_LIST_FILE, line, f"no such operation: {reason}", t.op))
+        elif t.op not in named:
+            problems.append(
+                Problem(
+                    STEP_LIST_FILE,
+                    line,
+                    "no runbook step names this operation; add a step with "
+                    f"`operation: {t.op}` to the runbook it serves",
+                    t.op,
+                )
+            )
+        if not re.search(r"#\d+", t.issue):
+            problems.append(
+                Problem(STEP_LIST_FILE, line, f"step {t.name!r} carries no issue reference", t.op)
+            )
+    return problems
 
 
 def deploy_files(project_dir: Path | str) -> list[Path]:
@@ -844,6 +877,7 @@ def check_deploys(
                     )
             for message in name_problems(call):
                 problems.append(Problem(call.file, call.line, message, call.operation))
+    problems.extend(check_step_list(project, named, operations))
     for runbook in runbooks:
         deploy = runbook.data.get("deploy")
         if isinstance(deploy, str) and not (project / deploy).is_file():

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 from pyinfra.api.exceptions import FactProcessError
 
+from remedy.core import journal, nix, probe, sections
 from remedy.core import memory as mem
-from remedy.core import nix, probe, sections
+from remedy.core.journal import RunJournal
 from remedy.core.sections import Section
 from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
 
@@ -192,6 +193,7 @@ class HostSnapshot:
     probe: probe.ProbeResult
     volatile: list[VolatileEntry]
     managed: ManagedFile = field(default_factory=lambda: ManagedFile(""))
+    journal: RunJournal = field(default_factory=RunJournal)
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -218,4 +220,12 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         probe=read_probe(parts),
         volatile=volatile_entries(serving, memory, gens),
         managed=read_managed(parts),
+        journal=read_journal(parts),
     )
+
+
+def read_journal(parts: Parts) -> RunJournal:
+    """The run journal an earlier run left (an empty one when the section is absent:
+    recordings made before the journal existed)."""
+    found = parts.get("run.journal")
+    return journal.parse(found[0].lines) if found else RunJournal()

@@ -12,77 +12,101 @@ from pyinfra.api import operation
 from facts.memory import MemoryHeadroom
 from remedy.core import commands
 from remedy.core import memory as mem
-from remedy.core.plan import RestoreRun, hugepage_releases
-from remedy.operations.argv import command, failure
+from remedy.operations.argv import command
+from remedy.operations.said import gave_up, say
 
 SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
+CONTINGENT = "runs only if the durable path fails"
+
+
+def releases(targets: dict[str, int], headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
+    """(size_kb, current total, new total) for pools with free pages above the target."""
+    out = []
+    for label, target in sorted(targets.items()):
+        size = SIZES[label]
+        pool = headroom.pools.get(size)
+        if pool is None or pool.total <= target:
+            continue
+        new_total = max(target, pool.total - pool.free)
+        if new_total < pool.total:
+            out.append((size, pool.total, new_total))
+    return out
 
 
 @operation()
-def hugepages_reduced(r: RestoreRun, stage: str = "durable"):
-    """Release free hugepages above ``hugepages_target`` (runtime only: the next boot's
-    kernel parameters give their own count). Only free pages go: the kernel keeps pages
-    in use. When the hugepage pool is a managed setting (converge) this stands alone;
-    for a restore it frees memory before a restart.
+def hugepages_reduced(
+    targets: dict[str, int], managed: bool = False, contingent: bool = False, skip=None
+):
+    """Release free hugepages above TARGETS (page size label -> pages; runtime only: the
+    next boot's kernel parameters give their own count). Only free pages go: the kernel
+    keeps pages in use. Decided from the pools as they are when it runs.
 
-    + r: the host's RestoreRun
-    + stage: "durable" or "fallback"
+    + targets: the hugepage pool sizes wanted, e.g. {"1G": 2}
+    + managed: the pool is a managed setting of this run (converge), not only headroom
+    + contingent: part of the fallback of a durable plan
+    + skip: why this host does not need it
     """
-    if reason := r.idle_reason(stage):
-        host.noop(reason)
+    if skip:
+        host.noop(skip)
         return
-    managed = "hugepages" in r.plan.scope
-    if not managed and not r.restart_ahead(stage):
-        host.noop("no restart ahead")
+    if contingent and not state.is_executing:
+        host.noop(CONTINGENT)
         return
-    if not r.settings.hugepages_target:
-        host.noop("no hugepages_target set for this host")
+    found = releases(targets, host.get_fact(MemoryHeadroom))
+    if not found:
+        host.noop("no free hugepages above the target")
         return
-    releases = hugepage_releases(r.settings, r.before.memory)
-    if not releases or r.hugepages_released:
-        host.noop(
-            "no free hugepages above the target" if not releases else "released earlier in this run"
-        )
-        return
-    targets = {SIZES[label]: n for label, n in r.settings.hugepages_target.items()}
-    for size, old, new in releases:
+    for size, old, new in found:
         host.log_styled(f"hugepages {mem.size_label(size)}: {old} -> {new}", fg="blue")
-        yield command(commands.release_hugepages(size, targets[size]))
-    r.hugepages_released = True  # runs once the commands above have run
+        yield command(commands.release_hugepages(size, targets[mem.size_label(size)]))
+
+
+def refusal(min_gb: float, headroom: mem.MemoryHeadroom, doing: str = "restarting the server"):
+    """Why MemAvailable is too low for DOING, or None."""
+    gb = headroom.mem_available_kb * 1024 / 1e9
+    if gb >= min_gb:
+        return None
+    return (
+        f"{host.name}: MemAvailable {gb:.1f} GB is below min_mem_available_gb "
+        f"{min_gb:g} GB; not {doing} (a vLLM boot below ~4 GB can hard-freeze the host). "
+        f"{mem.LEAK_ADVICE}."
+    )
 
 
 @operation()
-def headroom_gated(r: RestoreRun, stage: str = "durable"):
-    """Refuse to go on if MemAvailable < ``min_mem_available_gb``: nothing is restarted.
-    A check, not a change: it reads memory right before the restart, on the run itself.
+def headroom_gated(
+    min_gb: float,
+    doing: str = "restarting the server",
+    now_gb: float | None = None,
+    contingent: bool = False,
+    skip=None,
+):
+    """Refuse to go on if MemAvailable < MIN_GB: nothing is restarted or built, and the
+    run stops. A check, not a change: it reads memory right before the step it guards.
 
-    + r: the host's RestoreRun
-    + stage: "durable" or "fallback"
+    + min_gb: min_mem_available_gb
+    + doing: what the gate guards, for its message
+    + now_gb: MemAvailable when the run was planned (for --dry)
+    + contingent: part of the fallback of a durable plan
+    + skip: why this host does not need it
     """
-    if not r.restart_ahead(stage):
-        host.noop(r.idle_reason(stage) or "no restart ahead")
+    if skip:
+        host.noop(skip)
         return
     if not state.is_executing:
         host.noop(
-            f"will require MemAvailable >= {r.settings.min_mem_available_gb:g} GB right "
-            f"before the restart (now {r.before.memory.mem_available_kb * 1024 / 1e9:.1f} GB)"
+            CONTINGENT
+            if contingent
+            else f"will require MemAvailable >= {min_gb:g} GB right before {doing} "
+            f"(now {now_gb if now_gb is not None else '?'} GB)"
         )
         return
-    yield from gate(r, stage)
-
-
-def gate(r: RestoreRun, stage: str):
-    """Inside an operation, at execution: read MemAvailable now. Passing says so and yields
-    nothing; a refusal is recorded and yields a failing command (the operation errors)."""
     headroom = host.get_fact(MemoryHeadroom)
-    refusal = r.memory_refusal(headroom)
-    if refusal:
-        r.refused = refusal
-        host.log_styled(refusal, fg="red")
-        yield failure()
+    if why := refusal(min_gb, headroom, doing):
+        yield from gave_up(why, refused=why)
         return
-    r.gated.add(stage)
     gb = headroom.mem_available_kb * 1024 / 1e9
-    message = f"memory gate: MemAvailable {gb:.1f} GB >= {r.settings.min_mem_available_gb:g} GB"
+    message = f"memory gate: MemAvailable {gb:.1f} GB >= {min_gb:g} GB"
     host.log_styled(message, fg="green")
+    say(gate=message)
     host.noop(message)

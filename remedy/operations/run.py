@@ -26,24 +26,47 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from facts.serving import HostSnapshot, ToolCallProbe
 from remedy import audit
 from remedy import lock as host_lock
-from remedy.core import desired
+from remedy.core import commands, desired
+from remedy.core import outcome as outcome_core
 from remedy.core import settings as settings_mod
-from remedy.core.plan import RestoreRun, plan_restore
+from remedy.core import steps as steps_core
+from remedy.core.plan import RestorePlan, plan_restore, unhealthy
+from remedy.core.settings import Settings
+from remedy.core.snapshot import HostSnapshot as Snapshot
 from remedy.errors import ConfigError
+from remedy.operations import said
+from remedy.operations.results import step_results
 
 DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `apply`
 # This run, in the journals it keeps on its hosts and in its audit lines: a run that
 # dies is recorded once, by the next run, under this id.
 RUN_ID = f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
 EXIT_LOCKED = 5  # another run holds the host lock
-_runs: dict[str, RestoreRun] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Restore:
+    """One host's run as planned: read once, decided, then carried out by its steps."""
+
+    host: str
+    settings: Settings
+    before: Snapshot
+    plan: RestorePlan
+    steps: steps_core.Steps
+
+    def as_owner(self, argv: list[str]) -> list[str]:
+        checkout = self.before.checkout
+        return commands.as_owner(checkout.owner, checkout.home, argv)
+
+
+_runs: dict[str, Restore] = {}
 _locks: dict[str, host_lock.HostLock] = {}
 _recording: list[dict] = []  # the project's commits, once the exit hook is registered
 
 
 def begin_restore(
     scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
-) -> RestoreRun:
+) -> Restore:
     project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
     try:
         s = settings_mod.from_host_data(host.name, host.data)
@@ -74,27 +97,33 @@ def begin_restore(
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
-    r = RestoreRun(host.name, s, snap, plan)
+    allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
-        r.allowed_signers = _allowed_signers(project, runbook, s.trusted_signers)
-    if _dry_run() and plan.update_input:
-        _preview_bump(r)
+        allowed = _allowed_signers(project, runbook, s.trusted_signers)
+    planned = steps_core.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap))
+    if allowed is not None:
+        planned = steps_core.with_allowed_signers(planned, allowed)
+    r = Restore(host.name, s, snap, plan, planned)
+    if _dry_run() and plan.update_input and not planned.resuming:
+        _preview_bump(r, allowed)
     logger.info(plan.summary(host.name))
+    if planned.resuming:
+        logger.info(f"{host.name}: {planned.resuming}")
     _runs[host.name] = r
     if not _recording:
         # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
         _recording.append(audit.commits_of(project))
         atexit.register(_record_all, state, _recording[0], _runbook_of(project, runbook))
         _watch_signals()
-        state.add_callback_handler(_ExecutionStart())
+        state.add_callback_handler(_StepJournal())
     return r
 
 
-def _preview_bump(r: RestoreRun) -> None:
+def _preview_bump(r: Restore, allowed: str | None) -> None:
     """--dry: say which rev the bump would take and its signature state (a fetch into a
     temporary repository on the host, as the checkout's owner; nothing else changes)."""
-    from remedy.core import commands, signers
     from remedy.core import nix as nix_core
+    from remedy.core import signers
     from remedy.operations.argv import run
 
     locked, s = r.before.flake_input, r.settings
@@ -102,7 +131,7 @@ def _preview_bump(r: RestoreRun) -> None:
     if remote is None:
         logger.info(f"{host.name}: the rev a bump takes is known once Nix fetches it")
         return
-    argv = commands.preview_bump(remote, locked.ref, s.pinned_rev, r.allowed_signers or "")
+    argv = commands.preview_bump(remote, locked.ref, s.pinned_rev, allowed or "")
     ran = run(host, r.as_owner(argv))
     lines = ran.stdout.strip().splitlines()
     rev = next((ln[11:] for ln in lines if ln.startswith("would-take ")), None)
@@ -112,7 +141,7 @@ def _preview_bump(r: RestoreRun) -> None:
     said = next((ln for ln in lines if ln.startswith("signature ")), "")
     signature = signers.parse_signature(said, rev)
     author = signature.author if signature else "?"
-    if signature and r.allowed_signers is not None:
+    if signature and allowed is not None:
         state = signature.describe()
     else:
         state = f"{rev[:12]} by {author} (no trusted_signers: not checked)"
@@ -219,18 +248,9 @@ def _record_dead(dead: host_lock.DeadRun) -> None:
         print(f"remedy: could not write the audit line for {host.name}: {exc!r}", file=sys.stderr)
 
 
-class _ExecutionStart(BaseStateCallback):
-    """Resets every host's run when pyinfra starts executing: state the operations wrote
-    at prepare must not leak into execution. Each operation's result goes into the run's
-    journal on its host."""
-
-    started = False
-
-    def operation_start(self, st, op_hash) -> None:
-        if not self.started:
-            self.started = True
-            for r in _runs.values():
-                r.begin_execution()
+class _StepJournal(BaseStateCallback):
+    """Each operation's result goes into the run's step journal on its host (the host
+    lock's session), so a run that dies is recorded by the next one."""
 
     @staticmethod
     def _journal(st, h, op_hash, failed: bool) -> None:
@@ -270,14 +290,12 @@ def _watch_signals() -> None:
 
     def stop(signum, _frame) -> None:
         signame = signal.Signals(signum).name
-        if any(r.interrupted for r in _runs.values()):
+        if not said.interrupt(signum):
             os._exit(128 + signum)
         print(
             f"remedy: {signame}: stopping after the step in progress (again to kill)",
             file=sys.stderr,
         )
-        for r in _runs.values():
-            r.interrupted = f"interrupted by {signame}"
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
@@ -299,27 +317,6 @@ def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, lis
         return runbook_id, []
 
 
-def _op_results(st, h) -> list[dict]:
-    out = []
-    for op_hash in st.get_op_order():
-        op_data = st.ops.get(h, {}).get(op_hash)
-        if op_data is None:
-            continue
-        meta = op_data.operation_meta
-        name = ", ".join(st.get_op_meta(op_hash).names)
-        if not meta.is_complete():
-            out.append({"name": name, "changed": False, "executed": False})
-            continue
-        out.append(
-            {
-                "name": name,
-                "changed": bool(meta.did_change()),
-                "succeeded": bool(meta.did_succeed(_raise_if_not_complete=False)),
-            }
-        )
-    return out
-
-
 def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
     if st.current_stage < StateStage.Execute:
         return  # a dry run records nothing
@@ -327,70 +324,58 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
         r = _runs.get(h.name)
         if r is None:
             continue
-        operations = _op_results(st, h)
-        never_ran = [op["name"] for op in operations if op.get("executed") is False]
-        if r.interrupted:
-            result = "interrupted"
-        elif r.refused:
-            result = "refused"
-        elif r.failed or r.verification_failed or h in st.failed_hosts:
-            result = "failed"
-        elif never_ran:
-            # pyinfra stopped without failing the host: a lost connection (a reboot, a
-            # dropped SSH session) or an error in pyinfra itself. Not ok: say where.
-            result = "crashed"
-            r.notes.append(f"the run stopped before: {never_ran[0]}")
-        elif r.unhealthy:
-            result = "unhealthy"
-        else:
-            result = "ok"
-        if result in ("failed", "crashed") and not (
-            r.failed or r.verification_failed or r.durable_failed or r.interrupted
-        ):
-            # every record says why: a failed host with no reason of ours lost its
-            # connection or hit an error in pyinfra itself
-            r.failed = (
-                f"the run stopped before '{never_ran[0]}': the connection to the host was "
-                "lost (a reboot?) or pyinfra failed; see its output"
-                if never_ran
-                else "pyinfra reported the host as failed; see its output"
-            )
-        untouched = not (r.restarts or r.switched or r.override_written or r.rolled_back)
-        after = (
-            r.probe_after.outcome
-            if r.probe_after
-            else r.before.probe.outcome
-            if untouched
-            else None
+        results = step_results(h.name)
+        done = outcome_core.outcome(
+            r.plan.path,
+            r.plan.reasons,
+            results,
+            old_rev=r.before.flake_input.rev if r.before.flake_input else None,
+            flake_input=r.settings.flake_input,
+            interrupted=said.interrupted(),
+            host_failed=h in st.failed_hosts,
+            unhealthy=unhealthy(r.plan, r.before),
         )
+        touched = any(
+            x.status == outcome_core.CHANGED
+            for x in results
+            if x.op
+            in (
+                "serving.restarted",
+                "nix.system_switched",
+                "serving.runtime_override_written",
+                "nix.system_rolled_back",
+            )
+        )
+        after = done.details.pop("probe_after") or (None if touched else r.before.probe.outcome)
+        details = {
+            **done.details,
+            "managed_conflict": r.plan.managed_conflict,
+            "bump_blocked": r.plan.bump_blocked,
+            "run_id": RUN_ID,
+        }
+        if r.steps.resuming:
+            details["resumed"] = r.steps.resuming
         record = audit.AuditRecord(
             host=h.name,
-            result=result,
+            result=done.result,
             runbook=runbook[0],
             commits=commits,
             issues=runbook[1],
-            path=r.path_taken,
-            operations=operations,
+            path=done.path,
+            operations=[
+                {
+                    "name": x.name,
+                    "changed": x.status == outcome_core.CHANGED,
+                    "succeeded": x.status in (outcome_core.CHANGED, outcome_core.NO_CHANGE),
+                    **({"executed": False} if x.status == outcome_core.NOT_RUN else {}),
+                    **({"why": x.said["why"]} if x.said.get("why") else {}),
+                }
+                for x in results
+            ],
             probe_before=r.before.probe.outcome,
             probe_after=after,
             dirty_override=os.environ.get("REMEDY_FORCE_DIRTY") == "1",
-            details={
-                "old_rev": r.old_rev,
-                "new_rev": r.new_rev,
-                "restarts": r.restarts,
-                "durable_failed": r.durable_failed,
-                "rollback_failed": r.rollback_failed,
-                "unverified": r.unverified,
-                "local_builds": r.local_builds,
-                "refused": r.refused,
-                "interrupted": r.interrupted,
-                "failed": r.failed,
-                "managed_conflict": r.plan.managed_conflict,
-                "bump_blocked": r.plan.bump_blocked,
-                "signature": dataclasses.asdict(r.signature) if r.signature else None,
-                "notes": r.notes,
-                "run_id": RUN_ID,
-            },
+            details=details,
         )
         try:
             audit.append(audit.log_path_for(dict(h.data.dict())), record)
@@ -398,4 +383,4 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
             print(f"remedy: could not write the audit line for {h.name}: {exc!r}", file=sys.stderr)
         lock = _locks.pop(h.name, None)
         if lock is not None:  # the run ended and is recorded: its journal goes
-            lock.release(result)
+            lock.release(done.result)

@@ -1,7 +1,9 @@
 """Serving operations: the /run override (remove or write), restart, verification.
 
-Every file written on a host goes to a temporary name in the same directory,
-gets its exact mode and owner, and is renamed into place.
+Each takes plain values (``remedy.core.steps``) and decides, when it runs, from
+the facts it reads then: what systemd runs, its MainPID, memory, the probe. Every
+file written on a host goes to a temporary name in the same directory, gets its
+exact mode and owner, and is renamed into place.
 """
 
 from __future__ import annotations
@@ -14,233 +16,235 @@ from pyinfra.api import operation
 from facts.memory import MemoryHeadroom
 from facts.serving import ServingUnit, ToolCallProbe
 from remedy.core import commands, plan, probe
-from remedy.core.plan import RestoreRun
-from remedy.operations.argv import command, failure, run
-from remedy.operations.memory import gate
+from remedy.core.settings import Settings
+from remedy.operations import journal
+from remedy.operations.argv import command
+from remedy.operations.memory import CONTINGENT, refusal
+from remedy.operations.said import gave_up, interrupted, say
 
 PROSE_ROUNDS = 3  # probe facts in a row that stay in prose (each asks DEFAULT_TRIES times)
 
 
 @operation(is_idempotent=False)
-def runtime_override_removed(r: RestoreRun):
-    """Remove the stale /run override (start script and drop-in) and daemon-reload, before
-    the switch, so the durable configuration takes over with a single restart.
+def runtime_override_removed(unit: str, dropin: str, scripts: list[str], skip=None):
+    """Remove the stale /run override (the managed drop-in, every /run drop-in of UNIT
+    that sets ExecStart, and SCRIPTS) and daemon-reload, before the switch, so the
+    durable configuration takes over with a single restart.
 
-    + r: the host's RestoreRun
+    + unit: the serving unit
+    + dropin: the managed /run drop-in
+    + scripts: the /run start scripts the overrides ran
+    + skip: why this host does not need it
     """
-    if reason := r.idle_reason("durable"):
-        host.noop(reason)
+    if skip:
+        host.noop(skip)
         return
-    if not r.plan.remove_override:
-        host.noop("no runtime override to remove")
-        return
-    s = r.settings
-    scripts = [s.override_script]
-    running = r.before.unit.now.exec_start
-    if running and running.startswith("/run/") and running != s.override_script:
-        scripts.append(running)
     # The same command as the manual script: the managed drop-in and every /run drop-in
     # of the unit that sets ExecStart (never other runtime drop-ins), and their scripts.
-    yield command(commands.runtime_overrides_removed(s.unit, s.override_dropin, *scripts))
+    yield command(commands.runtime_overrides_removed(unit, dropin, *scripts))
     yield command(commands.daemon_reload())
-    r.override_removed = True
 
 
-def _override_problem(r: RestoreRun) -> str | None:
-    """Why no override can be derived from the store start script, if it cannot."""
-    store = r.before.unit.store_script
-    if store is None:
-        return f"{r.settings.unit} has no start script in its fragment to derive an override from"
-    if store.parser_flag_count != 1:
-        return (
-            f"{store.path}: --tool-call-parser appears {store.parser_flag_count} times, "
-            "expected exactly once; not deriving an override from it"
-        )
-    return None
-
-
-def override_in_place(r: RestoreRun) -> bool:
-    """The override runs with the wanted parser and env, and this run has not removed it."""
-    return not r.override_removed and plan.override_in_place(r.before, r.settings)
+def _in_place(view, s: Settings) -> bool:
+    """What systemd runs is a /run override with the wanted parser and environment
+    (judged by effect: a hand-made override that works is left alone)."""
+    running = view.exec_start or ""
+    return running.startswith("/run/") and not plan.serving_lacks(view, s)
 
 
 @operation(is_idempotent=False)
-def runtime_override_written(r: RestoreRun):
-    """Write the fallback: /run/tt-serving-override/start (the store start script with the
-    wanted parser and environment, 0755) and the drop-in that points ExecStart at it (0644),
-    atomically, then daemon-reload and check the override is what systemd runs.
+def runtime_override_written(
+    journal_path: str,
+    run_id: str,
+    settings: Settings,
+    store_script: str | None,
+    problem: str | None = None,
+    contingent: bool = False,
+    skip=None,
+):
+    """Write the fallback: the override start script (STORE_SCRIPT with the wanted parser
+    and environment, 0755) and the drop-in that points ExecStart at it (0644),
+    atomically, then daemon-reload and check the override is what systemd runs. A
+    memory gate that would refuse the restart leaves nothing written (pending).
 
-    + r: the host's RestoreRun
+    + journal_path: the run journal (the MainPID the override took goes there)
+    + run_id: this run
+    + settings: the host's settings (parser, environment, unit, paths)
+    + store_script: the start script in the store the override derives from
+    + problem: why no override can be derived from it
+    + contingent: part of the fallback of a durable plan
+    + skip: why this host does not need it
     """
-    if r.interrupted and r.override_removed and not r.switched:
+    s = settings
+    stopping = interrupted()
+    if skip:
+        host.noop(skip)
+        return
+    if contingent and not state.is_executing:
+        host.noop(CONTINGENT)
+        return
+    if stopping:
         # Stopped between removing the old override and switching: put it back (no
         # restart), so the host is as before: never hermes on disk with no override.
-        host.log_styled(f"{r.interrupted}: putting the /run override back", fg="yellow")
-    elif reason := r.idle_reason("fallback"):
-        host.noop(reason)
+        host.log_styled(f"{stopping}: putting the /run override back", fg="yellow")
+    if problem:
+        yield from gave_up(problem, failed=problem)
         return
-    elif not r.plan.write_override:
-        host.noop("the server runs the wanted parser and environment; no override needed")
-        return
-    s = r.settings
-    if problem := _override_problem(r):
-        yield from _fail(r, problem)
-        return
-    if override_in_place(r):
+    unit = host.get_fact(ServingUnit, unit=s.unit)
+    if _in_place(unit.now, s):
         host.noop(f"the /run override is already in place with {s.tool_call_parser}")
         return
-    if state.is_executing and not r.interrupted and (pending := _pending_override(r)):
-        # Written and loaded, the override would be what the next start runs, by systemd
-        # or a person, with no gate: leave nothing loaded, and say what is pending.
-        r.refused = pending
-        r.notes.append(pending)
-        host.log_styled(pending, fg="red")
-        host.noop(pending)
-        return
-    store = r.before.unit.store_script
+    if state.is_executing and not stopping:
+        if why := refusal(s.min_mem_available_gb, host.get_fact(MemoryHeadroom)):
+            # Written and loaded, the override would be what the next start runs, by
+            # systemd or a person, with no gate: leave nothing loaded, say it is pending.
+            pending = (
+                f"{why} Pending: the /run override ({s.override_dropin}) is not "
+                "written, so no later start takes it without the gate; run again once "
+                "MemAvailable is back above the threshold."
+            )
+            yield from gave_up(pending, refused=pending, notes=[pending])
+            return
     script_dir = s.override_script.rsplit("/", 1)[0]
     dropin_dir = s.override_dropin.rsplit("/", 1)[0]
     yield command(commands.make_dir(script_dir))
-    script = commands.override_script_argv(store.path, s.tool_call_parser, s.required_env)
+    script = commands.override_script_argv(store_script, s.tool_call_parser, s.required_env)
     yield command(commands.written_atomically(s.override_script, "0755", script, "root:root"))
     yield command(commands.make_dir(dropin_dir))
     dropin = commands.text_argv(commands.dropin_text(s.override_script, s.required_env))
     yield command(commands.written_atomically(s.override_dropin, "0644", dropin, "root:root"))
     yield command(commands.daemon_reload())
+    if not state.is_executing:
+        return
     # Resumed after the daemon-reload ran: is the override what systemd runs now?
-    r.override_written = True
     unit = host.get_fact(ServingUnit, unit=s.unit)
-    r.pid_at_override = unit.main_pid
+    say(override_written=True)
+    yield journal.written(journal_path, run_id, pid_at_override=unit.main_pid or 0)
     if unit.now.exec_start != s.override_script:
-        yield from _fail(
-            r,
-            (
-                f"the /run override is written but systemd runs ExecStart={unit.now.exec_start} "
-                f"set by {unit.now.exec_start_via}: that file shadows {s.override_dropin} "
-                "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
-            ),
+        why = (
+            f"the /run override is written but systemd runs ExecStart={unit.now.exec_start} "
+            f"set by {unit.now.exec_start_via}: that file shadows {s.override_dropin} "
+            "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
         )
-
-
-def _pending_override(r: RestoreRun) -> str | None:
-    """Why the fallback's override must wait (the memory gate refuses the restart that
-    would take it), or None."""
-    refusal = r.memory_refusal(host.get_fact(MemoryHeadroom))
-    if refusal is None:
-        return None
-    return (
-        f"{refusal} Pending: the /run override ({r.settings.override_dropin}) is not "
-        "written, so no later start takes it without the gate; run again once "
-        "MemAvailable is back above the threshold."
-    )
-
-
-def _fail(r: RestoreRun, why: str):
-    r.failed = why
-    host.log_styled(why, fg="red")
-    yield failure()
+        yield from gave_up(why, failed=why)
 
 
 @operation(is_idempotent=False)
-def restarted(r: RestoreRun, stage: str = "durable"):
-    """Restart the server only if what systemd would start changed since it started (and
-    nothing else restarted it already), or if it is not running. Memory-gated.
+def restarted(
+    journal_path: str,
+    run_id: str,
+    unit: str,
+    stage: str,
+    pid_before: int | None,
+    override_ran_before: bool,
+    min_gb: float,
+    contingent: bool = False,
+    skip=None,
+):
+    """Restart UNIT unless something restarted it already in this run (the switch, or
+    the rollback onto the override), or it still runs an override that was parsed
+    before the run. Memory-gated: a refusal fails the step.
 
-    + r: the host's RestoreRun
+    + journal_path: the run journal (the MainPID the override took)
+    + run_id: this run
+    + unit: the serving unit
     + stage: "durable" or "fallback"
+    + pid_before: MainPID when the run read the host
+    + override_ran_before: the /run override ran and was parsed before the run
+    + min_gb: min_mem_available_gb
+    + contingent: part of the fallback of a durable plan
+    + skip: why this host does not need it
     """
-    if reason := r.idle_reason(stage):
-        host.noop(reason)
+    if skip:
+        host.noop(skip)
         return
-    if stage == "durable" and not r.plan.restart_expected:
-        host.noop("the effective ExecStart did not change")
+    if contingent and not state.is_executing:
+        host.noop(CONTINGENT)
         return
-    ran_override_before = plan.override_in_place(r.before, r.settings) and (
-        r.before.probe.parsed or r.before.probe.inconclusive
-    )
-    if stage == "fallback" and override_in_place(r) and ran_override_before:
-        host.noop("the override was already running and parsed")
-        return
-    s = r.settings
     if state.is_executing:
-        unit = host.get_fact(ServingUnit, unit=s.unit)
-        running = unit.active_state == "active" and unit.main_pid
+        now = host.get_fact(ServingUnit, unit=unit)
+        running = now.active_state == "active" and now.main_pid
+        at_override = journal.read(journal_path, run_id).get("pid_at_override")
         if stage == "fallback" and running:
-            if r.pid_at_override is not None and unit.main_pid != r.pid_at_override:
-                message = (
-                    f"already restarted onto the /run override (pid {r.pid_at_override} -> "
-                    f"{unit.main_pid}); not restarting again"
-                )
-                host.noop(message)
-                return
-            if ran_override_before and unit.main_pid == r.unit_pid_before:
+            if at_override and now.main_pid != at_override:
                 host.noop(
-                    f"pid {unit.main_pid} still runs the override it ran before this run "
+                    f"already restarted onto the /run override (pid {at_override} -> "
+                    f"{now.main_pid}); not restarting again"
+                )
+                return
+            if override_ran_before and now.main_pid == pid_before:
+                host.noop(
+                    f"pid {now.main_pid} still runs the override it ran before this run "
                     "(parsed then); not restarting"
                 )
                 return
-        if (
-            unit.active_state == "active"
-            and unit.main_pid
-            and unit.main_pid != r.unit_pid_before
-            and not r.override_written
-        ):
-            r.restarts += 1
+        if stage == "durable" and running and now.main_pid != pid_before:
             message = (
-                f"already restarted (pid {r.unit_pid_before} -> {unit.main_pid}) by "
+                f"already restarted (pid {pid_before} -> {now.main_pid}) by "
                 "nixos-rebuild switch; not restarting again"
             )
             host.log_styled(message, fg="blue")
+            say(restarts=1)
             host.noop(message)
             return
-        if stage not in r.gated:  # every restart passes the gate, planned or not
-            yield from gate(r, stage)
-            if r.refused:
-                return
-        host.log_styled(f"restarting {s.unit}", fg="blue")
-    yield command(commands.restart(s.unit))
-    r.restarts += 1
+        if why := refusal(min_gb, host.get_fact(MemoryHeadroom)):
+            yield from gave_up(why, refused=why)
+            return
+        host.log_styled(f"restarting {unit}", fg="blue")
+        say(restarts=1)
+    yield command(commands.restart(unit))
 
 
 @operation()
-def toolcalling_verified(r: RestoreRun, stage: str = "durable"):
+def toolcalling_verified(
+    settings: Settings,
+    stage: str,
+    pid_before: int | None,
+    parsed_before: bool,
+    contingent: bool = False,
+    skip=None,
+):
     """Wait (bounded by ``ready_timeout_s``) for the server, then require the effective
-    parser to be the wanted one and the tool-call probe to be ``parsed``.
+    parser to be the wanted one and the tool-call probe to be ``parsed``. A check: it
+    changes nothing. In the durable stage a failure gives up the durable path.
 
-    + r: the host's RestoreRun
+    + settings: the host's settings (the server, the model, the parser, timeouts)
     + stage: "durable" or "fallback"
+    + pid_before: MainPID when the run read the host
+    + parsed_before: the probe was parsed when the run read the host
+    + contingent: part of the fallback of a durable plan
+    + skip: why this host does not need it
     """
-    if reason := r.idle_reason(stage):
-        host.noop(reason)
-        return
-    if r.before.probe.parsed and not (
-        r.restarts or r.switched or r.override_written
-        if state.is_executing
-        else r.plan.restart_expected
-    ):
-        host.noop("nothing was restarted and the probe was parsed before the run")
+    if skip:
+        host.noop(skip)
         return
     if not state.is_executing:
-        host.noop("will wait for the server, then send a real tool call")
+        host.noop(CONTINGENT if contingent else "will wait for the server, then send a tool call")
         return
-    why = _wait_until_parsed(r)
-    if why is None and r.unverified:
-        host.log_styled(f"NOT VERIFIED: {r.unverified}", fg="yellow")
-        host.noop(f"not verified: {r.unverified}")
+    s = settings
+    now = host.get_fact(ServingUnit, unit=s.unit)
+    if parsed_before and now.main_pid == pid_before and not plan.serving_lacks(now.now, s):
+        host.noop("nothing was restarted and the probe was parsed before the run")
+        return
+    why, unverified = _wait_until_parsed(s)
+    if why is None and unverified:
+        host.log_styled(f"NOT VERIFIED: {unverified}", fg="yellow")
+        say(unverified=unverified)
+        host.noop(f"not verified: {unverified}")
     elif why is None:
         host.noop("verified: the tool-call probe is parsed")
     elif stage == "durable":
-        r.verification_failed = why
-        r.durable_failed = f"verification failed: {why}"
         host.log_styled(f"durable path failed verification: {why}; rolling back", fg="red")
+        yield from gave_up(f"verification failed: {why}", verification=why)
     else:
-        yield from _fail(r, f"fallback verification failed: {why}")
+        reason = f"fallback verification failed: {why}"
+        yield from gave_up(reason, failed=reason, verification=why)
 
 
-def _wait_until_parsed(r: RestoreRun) -> str | None:
-    """Poll the probe (bounded by ready_timeout_s); None once parsed with the wanted
-    parser and environment, else why not."""
-    s = r.settings
+def _wait_until_parsed(s: Settings) -> tuple[str | None, str | None]:
+    """Poll the probe (bounded by ready_timeout_s): (None, None) once parsed with the
+    wanted parser and environment, (None, why) if the configuration is right and the
+    model keeps answering in prose, else (why not, None)."""
     deadline = time.monotonic() + s.ready_timeout_s
     started, last_note = time.monotonic(), 0.0
     unparsed_in_a_row = prose_in_a_row = 0
@@ -253,38 +257,36 @@ def _wait_until_parsed(r: RestoreRun) -> str | None:
         if result.parsed or prose_in_a_row >= PROSE_ROUNDS:
             unit = host.get_fact(ServingUnit, unit=s.unit)
             lacking = plan.serving_lacks(unit.now, s)
+            say(probe_after=result.outcome)
             if lacking:
-                why = (
+                return (
                     f"the probe is parsed but systemd runs without {'; '.join(lacking)} "
                     f"({unit.now.parser.describe('parser')})"
-                )
-                break
-            r.probe_after = result
+                ), None
             if result.inconclusive:
                 # The configuration is right; the model keeps answering in prose. Not a
                 # reason to roll back or restart: report it, and let the next run check.
-                r.unverified = (
+                return None, (
                     f"{unit.now.parser.describe('parser')}, but the model answered in prose "
                     f"{PROSE_ROUNDS * probe.DEFAULT_TRIES} times: {result.reason}"
                 )
-                return None
             host.log_styled(
                 f"verified after {elapsed:.0f}s: "
                 f"{unit.now.parser.describe('parser')}; probe parsed",
                 fg="green",
             )
-            return None
+            return None, None
         if result.outcome == probe.UNPARSED:
             unparsed_in_a_row += 1
             if unparsed_in_a_row >= 3:
-                why = f"the probe stays unparsed: {result.reason}"
-                break
+                say(probe_after=result.outcome)
+                return f"the probe stays unparsed: {result.reason}", None
         if time.monotonic() > deadline:
-            why = (
+            say(probe_after=result.outcome)
+            return (
                 f"not ready after {s.ready_timeout_s}s (ready_timeout_s): "
                 f"{result.outcome}: {result.reason}"
-            )
-            break
+            ), None
         if elapsed - last_note >= 5:
             host.log_styled(
                 f"waiting for the server ({result.outcome}, {elapsed:.0f}s of "
@@ -293,51 +295,55 @@ def _wait_until_parsed(r: RestoreRun) -> str | None:
             )
             last_note = elapsed
         time.sleep(1)
-    r.probe_after = result
-    return why
-
-
-def outcome(r: RestoreRun) -> str:
-    s = r.settings
-    if r.plan.path == "noop":
-        return "nothing to do: " + "; ".join(r.plan.reasons)
-    parts = [f"path {r.path_taken}"]
-    if r.new_rev and r.new_rev != r.old_rev:
-        parts.append(f"{s.flake_input} {(r.old_rev or '?')[:12]} -> {r.new_rev[:12]}")
-    if r.durable_failed:
-        parts.append(f"durable path abandoned: {r.durable_failed}")
-    if r.rollback_failed:
-        parts.append(f"ROLLBACK FAILED: {r.rollback_failed}")
-    if r.unverified:
-        parts.append(f"NOT VERIFIED: {r.unverified}")
-    if r.fallback_active or r.path_taken == "fallback":
-        parts.append(
-            "VOLATILE: tool calling rests on the /run override until the durable "
-            "fix is deployed; a reboot reverts it"
-        )
-    parts.append(f"restarts {r.restarts}")
-    parts += r.notes
-    return "; ".join(parts)
 
 
 @operation(is_idempotent=False)
-def outcome_reported(r: RestoreRun):
-    """Say what was done; fail the run (exit != 0) if verification failed at any stage.
+def outcome_reported(
+    plan_path: str,
+    summary: str,
+    old_rev: str | None = None,
+    flake_input: str = "tt-stack",
+    unhealthy: str | None = None,
+):
+    """Say what was done, from pyinfra's results of the steps before (a pure outcome,
+    ``remedy.core.outcome``), and fail the run (exit != 0) if it failed, was refused
+    or interrupted, or leaves a server that does not answer tool calls unrestarted.
 
-    + r: the host's RestoreRun
+    + plan_path: the plan's path (noop, durable, fallback)
+    + summary: the plan's reasons
+    + old_rev: the input's locked rev before the run
+    + flake_input: the input's name
+    + unhealthy: why the plan leaves tool calls broken, or None
     """
-    if state.is_executing and (unhealthy := r.unhealthy):
+    if not state.is_executing:
+        host.noop(summary)
+        return
+    from remedy.core.outcome import outcome
+    from remedy.operations.results import step_results
+
+    done = outcome(
+        plan_path,
+        summary.split("; ") if summary else [],
+        step_results(host.name),
+        old_rev=old_rev,
+        flake_input=flake_input,
+        interrupted=interrupted(),
+        unhealthy=unhealthy,
+        ended=False,
+    )
+    if done.result == "unhealthy":
         # the audit says "unhealthy" and the run exits non-zero: they agree
-        host.log_styled(unhealthy, fg="red")
-        yield failure()
+        yield from gave_up(unhealthy or done.line)
         return
-    if not (r.failed or r.verification_failed or r.refused or r.interrupted):
-        if state.is_executing:
-            host.log_styled(f"outcome: {outcome(r)}", fg="yellow" if r.fallback_active else "green")
-        host.noop(outcome(r))
+    if done.result in ("failed", "refused", "interrupted"):
+        why = (
+            done.details["interrupted"]
+            or done.details["failed"]
+            or done.details["refused"]
+            or done.details["durable_failed"]
+        )
+        yield from gave_up(f"restore FAILED: {why}; {done.line}")
         return
-    if r.scratch:  # a scratch clone of an interrupted or refused run
-        run(host, r.as_owner(commands.remove_tree(r.scratch)))
-    why = r.interrupted or r.failed or r.verification_failed or r.refused
-    host.log_styled(f"restore FAILED: {why}; {outcome(r)}", fg="red")
-    yield failure()
+    fallback = done.path != plan_path or plan_path == "fallback"
+    host.log_styled(f"outcome: {done.line}", fg="yellow" if fallback else "green")
+    host.noop(done.line)

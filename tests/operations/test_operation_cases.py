@@ -2,14 +2,22 @@
 
 Each case is ``tests/operations/<module>.<operation>/<case>.json``: the host as
 recorded from a twin (a ``serving.HostSnapshot`` fixture), its data and the
-settings in scope, the run state the earlier steps left, the facts the
-operation reads while executing (recorded fixtures too), and what it must give:
-its commands (argv as pyinfra quotes it; ``["function", NAME]`` for a
-FunctionCommand) or its noop reason. Facts in, commands or a reason out: no host.
+settings in scope. The operation's values are the step's own, as the pure
+planner gives them (``remedy.core.steps.plan_steps``; ``stage`` picks the
+durable or fallback step of an operation that has both, ``args`` overrides some).
+While executing, an operation reads facts (recorded fixtures, and the run
+journal's values, ``journal``); the commands a FunctionCommand runs get the
+replies in ``replies``, in order (default: success, no output).
+
+What it must give: its commands (argv as pyinfra quotes it; a FunctionCommand is
+``{"function": NAME, "ran": [argv, ...]}``, a failure ``["fail"]``), its noop
+reason, and what it said for the outcome (``said``). Facts in, commands or a
+reason out: no host.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -23,10 +31,12 @@ from pyinfra_testing.util import FakeState, create_host
 import facts.memory
 import facts.nix
 import facts.serving
-from remedy.core import desired
-from remedy.core.plan import RestoreRun, plan_restore
+from remedy.core import desired, steps
+from remedy.core.journal import RunJournal
+from remedy.core.plan import plan_restore, unhealthy
 from remedy.core.settings import from_host_data
-from remedy.operations import memory, nix, serving
+from remedy.operations import argv, memory, nix, said, serving
+from remedy.operations import journal as op_journal
 
 HERE = Path(__file__).parent
 FACTS = HERE.parent / "facts"
@@ -36,8 +46,11 @@ FACT_CLASSES = {
     "serving.ServingUnit": facts.serving.ServingUnit,
     "serving.ToolCallProbe": facts.serving.ToolCallProbe,
     "nix.SystemGenerations": facts.nix.SystemGenerations,
+    "nix.FlakeInput": facts.nix.FlakeInput,
+    "serving.BuiltService": facts.serving.BuiltService,
 }
 SCOPES = {"tool_calling": desired.TOOL_CALLING, "all": desired.ALL}
+RUN_ID = "laptop:1:1796000000"
 
 
 def recorded(fact: str, case: str):
@@ -53,44 +66,81 @@ def cases():
             yield pytest.param(folder.name, path, id=f"{folder.name}/{path.stem}")
 
 
-def _command(command) -> list | str:
-    if isinstance(command, FunctionCommand):
-        return ["function", command.function.__name__]
+def step_args(case: dict, operation: str) -> dict:
+    """The values the planner gives OPERATION's step for the case's host."""
+    snap = recorded("serving.HostSnapshot", case["snapshot"])
+    if case.get("probe_timed_out"):  # a hung server: the probe timed out
+        hung = dataclasses.replace(snap.probe, outcome="unreachable", timed_out=True)
+        snap = dataclasses.replace(snap, probe=hung)
+    s = from_host_data("cfx-llm2", case.get("data", {}))
+    plan = plan_restore(snap, s, SCOPES[case.get("scope", "all")])
+    planned = steps.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap))
+    if "name" in case:
+        index = next(i for i, x in enumerate(planned.steps) if x.template.name == case["name"])
+        assert planned.steps[index].op == operation, case["name"]
+    else:
+        index = planned.find(operation, case.get("stage"))
+    return {**planned.steps[index].args, **case.get("args", {})}
+
+
+def _parsed(command) -> list | str:
     (parsed,) = parse_commands([command])
     return parsed
 
 
 @pytest.mark.parametrize(("operation", "path"), list(cases()))
-def test_operation_case(operation: str, path: Path):
+def test_operation_case(operation: str, path: Path, monkeypatch):
     case = json.loads(path.read_text())
     module, name = operation.split(".")
     op = getattr(MODULES[module], name)
-    snap = recorded("serving.HostSnapshot", case["snapshot"])
-    s = from_host_data("cfx-llm2", case.get("data", {}))
-    r = RestoreRun("cfx-llm2", s, snap, plan_restore(snap, s, SCOPES[case.get("scope", "all")]))
-    for key, value in case.get("run", {}).items():
-        assert hasattr(r, key), f"{path}: RestoreRun has no field {key!r}"
-        setattr(r, key, value)
+    args = step_args(case, operation)
     state = FakeState()
     state.is_executing = case.get("executing", False)
     host = create_host(state, name="cfx-llm2")
     values = {fact: recorded(fact, c) for fact, c in case.get("facts", {}).items()}
+    values["serving.RunJournal"] = RunJournal({"run_id": RUN_ID, **case.get("journal", {})})
 
-    def get_fact(cls, *args, **kwargs):
+    def get_fact(cls, *a, **kwargs):
         key = f"{cls.__module__.removeprefix('facts.')}.{cls.__name__}"
         assert key in values, f"{path}: the operation read {key}; add it to the case's facts"
         return values[key]
 
+    replies = list(case.get("replies", []))
+    ran: list[list[str]] = []
+
+    def replay(_host, command_argv):
+        ran.append(command_argv)
+        reply = replies.pop(0) if replies else {}
+        return argv.Ran(reply.get("ok", True), reply.get("stdout", ""), reply.get("stderr", ""))
+
+    for target in (nix, op_journal):
+        monkeypatch.setattr(target, "run", replay)
+    monkeypatch.setattr(nix, "_now", lambda: "2026-12-01T03:00:00Z")
     host.get_fact = get_fact
     host.log_styled = lambda *a, **k: None
+    host.current_op_hash = "case"
+    said._SAID.clear()
+    said._INTERRUPTED[:] = ["interrupted by SIGINT"] if case.get("interrupted") else []
+    commands: list = []
     with ctx_state.use(state), ctx_host.use(host):
-        commands = [_command(c) for c in op._inner(r, **case.get("kwargs", {}))]
-    if os.environ.get("REMEDY_UPDATE_CASES") == "1" and commands != case["commands"]:
+        for command in op._inner(**args):
+            if isinstance(command, FunctionCommand) and command.function is argv._fails:
+                commands.append(["fail"])
+            elif isinstance(command, FunctionCommand):
+                ran.clear()
+                command.function(state, host, *command.args, **command.kwargs)
+                commands.append({"function": command.function.__name__, "ran": list(ran)})
+            else:
+                commands.append(_parsed(command))
+    said._INTERRUPTED.clear()
+    commands = json.loads(json.dumps(commands))
+    what = json.loads(json.dumps(said.said("cfx-llm2", "case"), default=str))
+    if os.environ.get("REMEDY_UPDATE_CASES") == "1":
         # after a deliberate change of an operation's commands; review the diff
         case["commands"] = commands
+        case["noop_description"] = host.noop_description
+        case["said"] = what
         path.write_text(json.dumps(case, indent=2) + "\n")
     assert commands == case["commands"], json.dumps(commands, indent=2)
-    if "noop_description" in case:
-        assert host.noop_description == case["noop_description"]
-    for key, value in case.get("run_after", {}).items():
-        assert getattr(r, key) == value, f"{key}: {getattr(r, key)!r}"
+    assert host.noop_description == case["noop_description"]
+    assert what == case["said"]

@@ -228,7 +228,7 @@ def test_a_hung_server_that_the_run_leaves_alone_is_unhealthy_not_ok():
     s = from_host_data("cfx-llm2", {})
     p = plan.plan_restore(snap, s, desired.TOOL_CALLING)
     assert p.path == plan.NOOP, p.reasons
-    r = plan.RestoreRun("cfx-llm2", s, snap, p)
-    assert r.unhealthy and r.unhealthy.startswith("unhealthy: the probe is unreachable")
+    why = plan.unhealthy(p, snap)
+    assert why and why.startswith("unhealthy: the probe is unreachable")
     parsed = dataclasses.replace(snap, probe=dataclasses.replace(hung, outcome=probe.PARSED))
-    assert plan.RestoreRun("cfx-llm2", s, parsed, p).unhealthy is None
+    assert plan.unhealthy(p, parsed) is None

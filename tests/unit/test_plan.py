@@ -156,3 +156,22 @@ def test_a_profile_that_holds_everything_but_never_ran_is_activated_without_a_bu
     assert p.path == "durable" and not p.rebuild and p.restart_expected
     assert p.finish_switch == snap.generations.profile
     assert "not running: activate it" in p.reasons[0]
+
+
+def test_an_etc_dropin_that_sets_execstart_blocks_the_durable_path_up_front():
+    """Seen in the snapshot, it blocks before any durable work, saying what to do; a
+    store link under /etc (NixOS's own overrides.conf) is no shadow."""
+    snap = snapshot("fresh")
+    shadow = DropIn(
+        "/etc/systemd/system/tenstorrent-serving.service.d/zz-local.conf",
+        "admin",
+        "[Service]\nExecStart=\nExecStart=/usr/local/bin/vllm serve x\n",
+    )
+    unit = dataclasses.replace(snap.unit, dropins=[*snap.unit.dropins, shadow])
+    p = plan.plan_restore(dataclasses.replace(snap, unit=unit), settings())
+    assert p.path == plan.FALLBACK, p.reasons
+    (blocker,) = [b for b in p.durable_blockers if "zz-local.conf" in b]
+    assert "sets ExecStart=" in blocker and "remove it" in blocker
+    vendor = dataclasses.replace(shadow, origin="vendor")
+    unit = dataclasses.replace(snap.unit, dropins=[*snap.unit.dropins, vendor])
+    assert plan.plan_restore(dataclasses.replace(snap, unit=unit), settings()).path == plan.DURABLE

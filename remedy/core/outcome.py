@@ -1,0 +1,157 @@
+"""What a run did, from pyinfra's results of its steps: pure.
+
+The run's result for the audit (ok, failed, refused, interrupted, crashed,
+unhealthy), the path it took, its details and the line people read are computed
+here from each step's status (changed, noop, error, not run) and what it said
+(``remedy.operations.said``), never from flags set along the way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from remedy.core.plan import DURABLE, FALLBACK, NOOP
+
+CHANGED, NO_CHANGE, ERROR, NOT_RUN = "changed", "noop", "error", "not run"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    op: str
+    stage: str
+    name: str
+    status: str  # CHANGED, NO_CHANGE, ERROR, NOT_RUN
+    ignorable: bool = False
+    said: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: str
+    path: str
+    details: dict
+    line: str
+
+    @property
+    def failed(self) -> bool:
+        return self.result not in ("ok",)
+
+
+def _first(results, key):
+    for r in results:
+        if r.said.get(key):
+            return r.said[key]
+    return None
+
+
+def outcome(
+    plan_path: str,
+    reasons: list[str],
+    results: list[StepResult],
+    *,
+    old_rev: str | None = None,
+    flake_input: str = "tt-stack",
+    interrupted: str | None = None,
+    host_failed: bool = False,
+    unhealthy: str | None = None,
+    ended: bool = True,
+) -> Outcome:
+    """The run's outcome. ENDED: every step had its turn (False while the last step
+    itself asks, before it is complete)."""
+    durable_errors = [r for r in results if r.stage == DURABLE and r.status == ERROR]
+    durable_failed = (
+        (durable_errors[0].said.get("why") or durable_errors[0].name) if (durable_errors) else None
+    )
+    fatal = [r for r in results if r.status == ERROR and not r.ignorable]
+    refused = _first(results, "refused")
+    errors = [r for r in results if r.status == ERROR]
+    failed = next((r.said.get("failed") for r in errors if r.said.get("failed")), None)
+    never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
+    breaking = [
+        r for r in durable_errors if r.op in ("nix.system_switched", "serving.toolcalling_verified")
+    ]
+    rollback_failed = _first(results, "rollback_failed")
+    unverified = _first(results, "unverified")
+    restarts = sum(int(r.said.get("restarts") or 0) for r in results)
+    notes = [n for r in results for n in r.said.get("notes") or []]
+    new_rev = _first(results, "new_rev") or old_rev
+    if durable_failed and new_rev != old_rev:
+        notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
+        new_rev = old_rev
+    if plan_path == DURABLE and durable_failed:
+        path = "durable+fallback"
+    else:
+        path = plan_path
+    if interrupted:
+        result = "interrupted"
+    elif refused:
+        result = "refused"
+    elif failed or breaking or host_failed or (fatal and ended):
+        result = "failed"
+    elif never_ran:
+        result = "crashed"
+    elif unhealthy:
+        result = "unhealthy"
+    else:
+        result = "ok"
+    why = None
+    if result == "failed" and not (failed or durable_failed):
+        why = (
+            f"the run stopped before '{never_ran[0]}': the connection to the host was "
+            "lost (a reboot?) or pyinfra failed; see its output"
+            if never_ran
+            else (fatal[0].said.get("why") if fatal else None)
+            or "pyinfra reported the host as failed; see its output"
+        )
+    if result == "crashed":
+        notes.append(f"the run stopped before: {never_ran[0]}")
+        why = (
+            f"the run stopped before '{never_ran[0]}': the connection to the host was "
+            "lost (a reboot?) or pyinfra failed; see its output"
+        )
+    signature = _first(results, "signature")
+    probe_after = next(
+        (r.said["probe_after"] for r in reversed(results) if r.said.get("probe_after")), None
+    )
+    details = {
+        "old_rev": old_rev,
+        "new_rev": new_rev,
+        "restarts": restarts,
+        "durable_failed": durable_failed,
+        "rollback_failed": rollback_failed,
+        "unverified": unverified,
+        "local_builds": _first(results, "local_builds") or [],
+        "refused": refused,
+        "interrupted": interrupted,
+        "failed": failed or why,
+        "signature": dataclasses.asdict(signature)
+        if dataclasses.is_dataclass(signature)
+        else signature,
+        "notes": notes,
+        "probe_after": probe_after,
+        "changed": [r.name for r in results if r.status == CHANGED],
+    }
+    return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
+
+
+def _line(plan_path, reasons, path, d, flake_input) -> str:
+    if plan_path == NOOP:
+        return "nothing to do: " + "; ".join(reasons)
+    parts = [f"path {path}"]
+    if d["new_rev"] and d["new_rev"] != d["old_rev"]:
+        parts.append(f"{flake_input} {(d['old_rev'] or '?')[:12]} -> {d['new_rev'][:12]}")
+    if d["durable_failed"]:
+        parts.append(f"durable path abandoned: {d['durable_failed']}")
+    if d["rollback_failed"]:
+        parts.append(f"ROLLBACK FAILED: {d['rollback_failed']}")
+    if d["unverified"]:
+        parts.append(f"NOT VERIFIED: {d['unverified']}")
+    if path in ("durable+fallback", FALLBACK):
+        parts.append(
+            "VOLATILE: tool calling rests on the /run override until the durable "
+            "fix is deployed; a reboot reverts it"
+        )
+    parts.append(f"restarts {d['restarts']}")
+    parts += d["notes"]
+    return "; ".join(parts)

@@ -1,0 +1,39 @@
+"""The run journal from inside an operation: read it as a fact, write it atomically."""
+
+from __future__ import annotations
+
+from pyinfra import host
+
+from facts.serving import RunJournal
+from remedy.core import commands, hostlock
+from remedy.core import journal as journal_core
+from remedy.operations.argv import command, run
+
+
+def read(path: str, run_id: str) -> journal_core.RunJournal:
+    """The journal at PATH if it is this run's (RUN_ID), else an empty one: a journal
+    that another run left says nothing about this one."""
+    found = host.get_fact(RunJournal, path=path)
+    if found.get("run_id") != run_id:
+        return journal_core.RunJournal({"run_id": run_id})
+    return found
+
+
+def write_argv(path: str, values: dict) -> list[str]:
+    return [
+        "sh", "-c", 'install -d -m 0755 "$1" && shift && exec "$@"', "sh",
+        hostlock.JOURNAL_DIR,
+        *commands.written_atomically(
+            path, "0600", commands.text_argv(journal_core.text(values)), "root:root"
+        ),
+    ]  # fmt: skip
+
+
+def written(path: str, run_id: str, **values):
+    """A command that sets VALUES in this run's journal (read now, at execution)."""
+    return command(write_argv(path, read(path, run_id).merged(**values)))
+
+
+def record(path: str, run_id: str, **values) -> bool:
+    """Set VALUES in the journal now (inside a FunctionCommand)."""
+    return run(host, write_argv(path, read(path, run_id).merged(**values))).ok

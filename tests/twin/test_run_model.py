@@ -1,0 +1,172 @@
+"""Issue 14 on twins: pyinfra's own results tell the truth, and the host keeps the run.
+
+Each case runs ``pyinfra --json`` and asserts on pyinfra's ``results``: which
+operations it counts as changed, unchanged or in error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from remedy.twin import fixtures, machine
+from tests.conftest import PROJECT, owner_git, probe_inside, unit_props
+
+pytestmark = pytest.mark.twin
+
+BUMP = "Scratch clone; bump the tt-stack input (tt-stack#49)"
+MANAGED = "Write remedy's managed Nix file (tt-stack#52)"
+PROVE = "Prove the build holds the desired state (tt-stack#34)"
+PUBLISH = "Fast-forward the checkout to the proven commits (tt-stack#49)"
+RELEASE = "Release free hugepages (tt-stack#49)"
+REMOVE = "Remove the stale /run override (tt-stack#49)"
+SWITCH = "Switch to the proven system (tt-stack#49)"
+WRITE = "Write the /run fallback override (tt-stack#49)"
+FALLBACK_RELEASE = "Release free hugepages for the fallback (tt-stack#49)"
+FALLBACK_RESTART = "Restart onto the /run override (tt-stack#49)"
+SCRATCH = "Remove the scratch clone (tt-stack#49)"
+DURABLE_STEPS = {
+    BUMP,
+    MANAGED,
+    "Memory gate before Nix evaluates and builds (tt-stack#49)",
+    PROVE,
+    PUBLISH,
+    RELEASE,
+    "Memory gate before the switch (tt-stack#49)",
+    REMOVE,
+    SWITCH,
+    "Restart if what systemd starts changed (tt-stack#49)",
+    "Verify tool calling (tt-stack#49)",
+}
+JOURNAL = "/var/lib/remedy/run-tenstorrent-serving.service.json"
+
+
+def pyinfra_json(twin, deploy: str, *extra: str, audit_log=None):
+    """(exit code, pyinfra's --json results, its log) of one deploy on TWIN."""
+    env = dict(os.environ)
+    if audit_log is not None:
+        env["REMEDY_AUDIT_LOG"] = str(audit_log)
+    argv = ["pyinfra", "-y", "--json", "--limit", twin.name, *extra, "inventory/twin.py"]
+    proc = subprocess.run(
+        [*argv, f"deploys/{deploy}.py"],
+        capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900,
+    )  # fmt: skip
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON: {proc.stdout[-2000:]!r}\n{proc.stderr[-3000:]}") from None
+    return proc.returncode, doc["results"], proc.stderr
+
+
+def by_outcome(results) -> dict[str, set[str]]:
+    out = {"success": set(), "error": set(), "no_change": set()}
+    for op in results["operations"]:
+        for outcome in out:
+            if op[outcome]:
+                out[outcome].add(op["name"])
+    return out
+
+
+def test_pyinfra_counts_as_changed_exactly_what_changed_the_host(make_twin, tmp_path):
+    """The fallback from the emergency override, then a durable converge, then a noop."""
+    twin = make_twin(with_emergency_override=True)
+    code, results, log = pyinfra_json(twin, "converge", "--data", "durable=false")
+    assert code == 0, log[-3000:]
+    ops = by_outcome(results)
+    assert ops["error"] == set(), log[-3000:]
+    assert not ops["success"] & DURABLE_STEPS  # no durable step changed
+    assert {WRITE, FALLBACK_RESTART} <= ops["success"], ops
+    assert ops["success"] <= {WRITE, FALLBACK_RESTART, FALLBACK_RELEASE}, ops
+    assert probe_inside(twin).outcome == "parsed"
+
+    head = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
+    system = twin.exec(["readlink", "/run/current-system"]).stdout.strip()
+    code, results, log = pyinfra_json(twin, "converge")
+    assert code == 0, log[-3000:]
+    ops = by_outcome(results)
+    assert ops["error"] == set(), log[-3000:]
+    # each step pyinfra counts as changed, and what it changed on the host
+    assert ops["success"] == {BUMP, MANAGED, PROVE, PUBLISH, REMOVE, SWITCH, SCRATCH}, ops
+    subjects = owner_git(twin, "log", "--format=%s", f"{head}..HEAD").stdout
+    assert "flake.lock: bump tt-stack" in subjects and "remedy.nix" in subjects  # BUMP, MANAGED
+    assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() != system  # SWITCH
+    override = twin.exec(["ls", "/run/systemd/system/tenstorrent-serving.service.d"], check=False)
+    assert "override.conf" not in override.stdout  # REMOVE
+    assert twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null || true"]).stdout == ""
+    assert twin.exec(["test", "-e", JOURNAL], check=False).returncode != 0  # the run ended
+
+    pid = unit_props(twin)["MainPID"]
+    code, results, log = pyinfra_json(twin, "converge")
+    assert code == 0, log[-3000:]
+    assert results["totals"]["success"] == 0 and results["totals"]["error"] == 0, results
+    assert unit_props(twin)["MainPID"] == pid
+
+
+@pytest.mark.nix_cli
+def test_a_local_build_is_an_error_ignored_and_the_fallback_runs(twin, tmp_path):
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    code, results, log = pyinfra_json(twin, "restore_toolcalling", audit_log=tmp_path / "a.jsonl")
+    assert code == 0, log[-3000:]
+    ops = by_outcome(results)
+    assert ops["error"] == {PROVE}, ops  # the blocked step, ignored: the host went on
+    assert "compiled on the serving host" in log and "vllm-tt" in log
+    assert {WRITE, FALLBACK_RESTART} <= ops["success"], ops
+    assert not ops["success"] & (DURABLE_STEPS - {BUMP}), ops  # only the scratch clone
+    assert probe_inside(twin).outcome == "parsed"
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head
+    (record,) = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert record["path"] == "durable+fallback" and "vllm-tt" in record["details"]["durable_failed"]
+    blocked = [op for op in record["operations"] if op["name"] == PROVE]
+    assert blocked and blocked[0]["succeeded"] is False and "vllm-tt" in blocked[0]["why"]
+
+
+@pytest.mark.nix_cli
+def test_a_run_killed_after_the_build_is_finished_by_the_next_without_building(twin, tmp_path):
+    head = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    run = subprocess.Popen(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    seen = []
+    try:
+        for line in run.stderr:  # pyinfra logs each operation as it starts
+            seen.append(line)
+            if "Starting operation: Fast-forward the checkout" in line:
+                os.killpg(run.pid, signal.SIGKILL)
+                break
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait(timeout=60)
+    assert any("proven:" in line for line in seen), "".join(seen)[-3000:]
+    assert owner_git(twin, "rev-parse", "HEAD").stdout.strip() == head  # not fast-forwarded
+    left = json.loads(twin.exec(["cat", JOURNAL]).stdout)
+    assert left["toplevel"].startswith("/nix/store/") and left["scratch"]
+    mode = twin.exec(["stat", "-c", "%a %U", JOURNAL]).stdout.split()
+    assert mode == ["600", "root"]
+
+    time.sleep(1)  # the dead session lets go of the host lock
+    rerun = subprocess.run(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env, capture_output=True,
+        text=True, timeout=900,
+    )  # fmt: skip
+    out = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, out[-4000:]
+    assert "finishing the earlier run" in out and left["started"] in out and left["toplevel"] in out
+    assert "building " not in out  # proven once, not built again
+    assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() == left["toplevel"]
+    assert owner_git(twin, "rev-parse", "HEAD").stdout.strip() != head
+    assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert twin.exec(["test", "-e", left["scratch"]], check=False).returncode != 0
+    assert probe_inside(twin).outcome == "parsed"
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["result"] for r in records] == ["killed", "ok"], records
+    assert "finishing the earlier run" in records[-1]["details"]["resumed"]
