@@ -435,7 +435,7 @@ def render(runbook, host_data: dict) -> str:
     s = settings_mod.from_host_data(host, data)
     rb = runbook.data
     scope = desired.ALL if rb.get("deploy") == "deploys/converge.py" else desired.TOOL_CALLING
-    out = [
+    head = [
         "#!/bin/sh",
         f"# Runbook {rb['id']}: {rb['title']}",
         f"# Issues: {', '.join(rb['issues'])}. Host: {host}.",
@@ -446,8 +446,14 @@ def render(runbook, host_data: dict) -> str:
         PRELUDE,
         *_lock(s, rb["id"]),
         *_owner(s),
-        *_abandon(s, scope),
     ]
+    named = runbook.step_operations()
+    if "nix.flake_input_updated" in named:
+        # a flow runbook: the deploy's own step list, scratch clone and journal
+        from remedy.core.manual_flow import render_flow
+
+        return "\n".join(render_flow(s, scope, named, head)) + "\n"
+    out = [*head, *_abandon(s, scope)]
     section = "durable"
     has_paths = any(st.get("operation") in DURABLE_ONLY | FALLBACK_ONLY for st in rb["steps"])
     for n, step in enumerate(rb["steps"], 1):

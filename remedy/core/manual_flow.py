@@ -1,0 +1,463 @@
+"""The run's step list as a POSIX shell script: the manual script of a flow runbook.
+
+The same steps as the deploy (``remedy.core.steps.TEMPLATES``, in its order, the
+ones the runbook names), with the same scratch clone, proof, fast-forward and run
+journal (``remedy.core.journal``): a script cut short (the laptop dies during the
+build) leaves the checkout clean, and either the script or the deploy finishes
+the job. Once it holds the host lock the script reads the host again and plans
+from what it finds: another run may have done the work while it waited.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from remedy.core import commands, desired, journal
+from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES
+
+SCRATCH_FIND = commands.stale_scratch_removed("@OWNER@")
+
+
+def q(argv: list[str]) -> str:
+    # `ssh HOST sh -s < FILE` feeds the script on stdin: no command may read from it.
+    return shlex.join(argv) + " </dev/null"
+
+
+def qv(argv: list[str], **variables: str) -> str:
+    """q(ARGV) where the placeholders @NAME@ become the shell variables given."""
+    text = q(argv)
+    for key, var in variables.items():
+        text = text.replace(shlex.quote(f"@{key}@"), f'"${var}"')
+        text = text.replace(f"@{key}@", f'"${var}"')
+    return text
+
+
+JOURNAL_KEYS = (
+    "base_head", "commits", "lock_commit", "new_rev", "pid_at_override", "proven_head",
+    "run_id", "scratch", "started", "toplevel",
+)  # fmt: skip
+NUMBERS = ("commits", "pid_at_override")
+
+
+def _journal(s) -> list[str]:
+    """Shell functions that read and write the run journal, as the deploy does."""
+    keys = []
+    for i, key in enumerate(JOURNAL_KEYS):
+        comma = "," if i < len(JOURNAL_KEYS) - 1 else ""
+        if key in NUMBERS:
+            keys.append(f'    printf \' "{key}": %s{comma}\\n\' "${{{key}:-0}}"')
+        else:
+            keys.append(f'    printf \' "{key}": "%s"{comma}\\n\' "${key}"')
+    return [
+        f"journal={shlex.quote(journal.path(s.unit))}",
+        "jget() {  # one value of the journal (one key per line, as remedy writes it)",
+        """  sed -n "s/^ *\\"$1\\": \\"\\{0,1\\}\\([^\\",]*\\)\\"\\{0,1\\},\\{0,1\\}$/\\1/p" """
+        """"$journal" 2>/dev/null | head -n 1""",
+        "}",
+        "journal_write() {  # every value so far: root's, mode 0600, renamed into place",
+        '  mkdir -p "${journal%/*}" && (umask 077; {',
+        "    printf '{\\n'",
+        *keys,
+        "    printf '}\\n'",
+        '  } > "$journal.remedy-tmp") && mv -f "$journal.remedy-tmp" "$journal"',
+        "}",
+    ]
+
+
+def _system_holds(s, scope) -> list[str]:
+    """system_holds TOPLEVEL: that system holds every setting in scope (desired's own
+    shell judgement; the managed file's settings only when the file is imported)."""
+    lines = [
+        "system_holds() (  # a subshell: its variables stay inside; prints what it lacks",
+        "  toplevel=$1",
+        f"  unit_file=$toplevel/etc/systemd/system/{shlex.quote(s.unit)}",
+        '  exec_script=$(exec_path "$unit_file")',
+        '  [ -n "$exec_script" ] || { echo "a start script"; exit 1; }',
+        '  script=$(flags_script "$exec_script")',
+    ]
+    for key in scope:
+        m = desired.BY_KEY[key]
+        if m.check_sh is None:
+            continue
+        guard = '[ "${managed:-no}" = no ] || ' if m.durable == desired.MANAGED_FILE else ""
+        lines.append(
+            f"  {{ {guard}{m.check_sh(s)}; }} || {{ echo {shlex.quote(m.label)}; exit 1; }}"
+        )
+    return [*lines, ")"]
+
+
+def _live_holds(s) -> list[str]:
+    """live_holds: the running server has the wanted parser and environment (its own
+    command line and environment, read as root)."""
+    checks = [
+        f"tr '\\0' ' ' < /proc/$pid/cmdline | grep -q -- "
+        f"{shlex.quote('--tool-call-parser ' + s.tool_call_parser)}"
+    ]
+    for key, value in sorted(s.required_env.items()):
+        checks.append(
+            f"tr '\\0' '\\n' < /proc/$pid/environ | grep -qx -- {shlex.quote(f'{key}={value}')}"
+        )
+    return [
+        "live_holds() {",
+        f"  pid=$(systemctl show -P MainPID {shlex.quote(s.unit)})",
+        '  [ "${pid:-0}" -gt 0 ] || return 1',
+        *[f"  {c} || return 1" for c in checks],
+        "}",
+    ]
+
+
+def _plan(s, scope) -> list[str]:
+    """After the lock: finish an earlier run that proved its build, or read the host
+    again and plan from it."""
+    d = shlex.quote(s.flake_dir)
+    importers = (
+        f"grep -rlF --include='*.nix' -e {shlex.quote(desired.MANAGED_IMPORT)} {d} "
+        f"| grep -vxF {shlex.quote(f'{s.flake_dir}/{s.managed_file}')}"
+    )
+    managed_here = any(desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope)
+    return [
+        f"managed=no; {importers} >/dev/null 2>&1 && managed=yes" if managed_here else "managed=no",
+        'run_id="manual:$(hostname):$$:$(date +%s)" started=$(date -u +%Y-%m-%dT%H:%M:%SZ)',
+        "base_head= scratch= commits=0 new_rev= toplevel= proven_head= lock_commit=",
+        "pid_at_override= resumed=no durable_needed=yes override_removed=no override_ok=no",
+        f"head_now=$(as_owner {q(commands.head(s.flake_dir))} 2>/dev/null || true)",
+        'if [ -s "$journal" ] && [ -z "$(jget lock_commit)" ]; then',
+        "  j_top=$(jget toplevel) j_proven=$(jget proven_head) j_scratch=$(jget scratch)",
+        '  if [ -n "$j_top" ] && [ -e "$j_top" ] && [ -n "$j_scratch" ] \\',
+        '     && [ "$(git -c safe.directory=\'*\' -C "$j_scratch" rev-parse HEAD 2>/dev/null)"'
+        ' = "$j_proven" ] \\',
+        '     && [ "$(jget base_head)" = "$head_now" ]; then',
+        "    resumed=yes run_id=$(jget run_id) started=$(jget started) scratch=$j_scratch",
+        "    toplevel=$j_top proven_head=$j_proven base_head=$head_now commits=$(jget commits)",
+        "    new_rev=$(jget new_rev)",
+        '    echo "finishing the earlier run $run_id (started $started): it proved $toplevel;'
+        ' fast-forward the checkout to its commits and switch, without building again" >&2',
+        "  fi",
+        "fi",
+        f'if [ "$resumed" = no ] && system_holds "$(readlink -f {commands.SYSTEM_PROFILE})" '
+        ">/dev/null \\",
+        f'   && [ "$(readlink -f /run/current-system)" = "$(readlink -f {commands.SYSTEM_PROFILE})"'
+        " ]; then",
+        "  durable_needed=no",
+        "  echo 'the next boot holds every setting in scope: no bump, no build, no switch' >&2",
+        "fi",
+        "recorded_current=$(readlink -f /run/current-system)",
+        f"recorded_profile=$(readlink -f {commands.SYSTEM_PROFILE})",
+        f"pid_before={_main_pid(s)}",
+    ]
+
+
+def _main_pid(s) -> str:
+    return f"$(systemctl show -P MainPID {shlex.quote(s.unit)})"
+
+
+def _bump(s, scope) -> list[str]:
+    new = commands.update_input(["nix", "flake", "update"], "@S@", s.flake_input)
+    old = commands.update_input(["nix", "flake", "lock", "--update-input"], "@S@", s.flake_input)
+    message = (
+        f"flake.lock: bump {s.flake_input} (tt-stack#49)\n\n"
+        f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): --tool-call-parser "
+        f"{s.tool_call_parser}.\nCommitted by remedy's manual script."
+    )
+    commit = commands.lock_commit("@S@", message, s.flake_host)
+    stale = qv(commands.stale_scratch_removed("@O@"), O="owner")
+    return [
+        '[ "$resumed" = no ] || { echo "proven by the earlier run: no bump" >&2; return 0; }',
+        '[ "$durable_needed" = yes ] || return 0',
+        'if [ "$recorded_current" != "$recorded_profile" ]; then',
+        '  abandon "the system profile ($recorded_profile) differs from /run/current-system '
+        '($recorded_current): reconcile them by hand first"; return 0',
+        "fi",
+        f"as_owner {stale} || true",
+        f"scratch=$(as_owner {q(commands.scratch_dir())}) || "
+        '{ abandon "cannot make a scratch directory as $owner"; return 0; }',
+        "base_head=$head_now; journal_write",
+        f"as_owner {qv(commands.scratch_clone(s.flake_dir, '@S@'), S='scratch')} || "
+        '{ abandon "cannot clone the checkout into $scratch"; return 0; }',
+        f"if nix_at_least 2 19; then bump() {{ as_owner {qv(new, S='scratch')}; }}; "
+        f"else bump() {{ as_owner {qv(old, S='scratch')}; }}; fi",
+        "if ! out=$(bump 2>&1); then",
+        f'  abandon "bumping {s.flake_input} failed: $(printf "%s" "$out" | tail -n 1)"; return 0',
+        "fi",
+        f"if ! as_owner {qv(commands.lock_changed('@S@'), S='scratch')}; then",
+        f"  as_owner {qv(commit, S='scratch')}",
+        "  commits=$((commits + 1))",
+        "fi",
+        "journal_write",
+    ]
+
+
+def _managed(s, scope) -> list[str]:
+    text = desired.managed_nix(s, scope)
+    if text is None:
+        return [f"echo 'no setting in scope lives in {s.managed_file}' >&2"]
+    message = (
+        f"{s.managed_file}: remedy's managed settings\n\nWritten by remedy's manual script "
+        "from its host data."
+    )
+    changed = commands.git("@S@", "status", "--porcelain", "--", s.managed_file)
+    return [
+        '[ "$resumed" = no ] && [ -n "$scratch" ] || return 0',
+        '[ "$managed" = yes ] || { echo '
+        + shlex.quote(
+            f"not managed: no .nix file imports {desired.MANAGED_IMPORT}; add `imports = [ "
+            f"{desired.MANAGED_IMPORT} ];` to hosts/{s.flake_host}/configuration.nix"
+        )
+        + " >&2; return 0; }",
+        f"as_owner {qv(commands.file_written('@S@', s.managed_file, text), S='scratch')}",
+        f'if [ -n "$(as_owner {qv(changed, S="scratch")})" ]; then',
+        "  as_owner "
+        + qv(commands.file_commit("@S@", s.managed_file, message, s.flake_host), S="scratch"),
+        "  commits=$((commits + 1))",
+        "fi",
+        "journal_write",
+    ]
+
+
+def _prove(s, scope) -> list[str]:
+    dry = qv(commands.dry_run_toplevel("@S@", s.flake_host), S="scratch")
+    build = qv(
+        commands.build_toplevel("@S@", s.flake_host, s.build_max_jobs, s.build_cores),
+        S="scratch",
+    )
+    allow = "yes" if s.allow_local_build else "no"
+    show_new = qv(commands.show_derivations(True, ["@D@"]), D="d")
+    show_old = qv(commands.show_derivations(False, ["@D@"]), D="d")
+    gate = q(commands.memory_gate(s.min_mem_available_gb))
+    return [
+        '[ "$resumed" = no ] && [ -n "$scratch" ] || return 0',
+        # the dry run is a whole NixOS evaluation: gated like the build
+        f'{gate} || fail "MemAvailable below {s.min_mem_available_gb:g} GB: not evaluating '
+        'on the host; see runbook 004"',
+        f"if ! dry=$(as_owner {dry} 2>&1); then",
+        '  abandon "the new configuration does not evaluate: '
+        '$(printf "%s" "$dry" | tail -n 1)"; return 0',
+        "fi",
+        """drvs=$(printf '%s\\n' "$dry" | awk '/will be built/ {b = 1; next} """
+        """/^[[:space:]]+\\/nix\\/store\\// {if (b) print $1; next} {b = 0}')""",
+        "heavy=",
+        "for d in $drvs; do",
+        f"  if nix_at_least 2 15; then j=$(as_owner {show_new}); else j=$(as_owner {show_old}); fi",
+        # a config derivation (preferLocalBuild) or a text file (writeTextFile's family,
+        # writeShellApplication included) is no compile; anything else is
+        """  printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' && continue""",
+        """  printf '%s' "$j" | grep -q '"passAsFile": *"[^"]*text' \\""",
+        """    && printf '%s' "$j" | grep -q '"destination":' \\""",
+        """    && printf '%s' "$j" | grep -qF '$textPath' && continue""",
+        '  heavy="$heavy ${d##*/}"',
+        "done",
+        f'if [ -n "$heavy" ] && [ {allow} = no ]; then',
+        '  abandon "the bump needs compiling on the serving host:$heavy (set '
+        'allow_local_build=true, or push binaries to a cache)"; return 0',
+        "fi",
+        f'{gate} || fail "MemAvailable below {s.min_mem_available_gb:g} GB: not building on '
+        'the host; see runbook 004"',
+        f"if ! out=$(as_owner {build}); then",
+        '  abandon "the new configuration does not build"; return 0',
+        "fi",
+        """built=$(printf '%s\\n' "$out" | sed -n 's/.*"out":"\\([^"]*\\)".*/\\1/p')""",
+        'if ! lacks=$(system_holds "$built"); then',
+        '  abandon "the built system lacks $lacks (the fix is not in)"; return 0',
+        "fi",
+        f"toplevel=$built proven_head=$(as_owner {qv(commands.head('@S@'), S='scratch')})",
+        "journal_write",
+        'echo "proven: $toplevel holds the desired state" >&2',
+    ]
+
+
+def _commit(s, scope) -> list[str]:
+    return [
+        '[ -n "$toplevel" ] || return 0',
+        '[ "${commits:-0}" -gt 0 ] || { echo "no new commit in the scratch clone" >&2; return 0; }',
+        f"as_owner {qv(commands.fast_forward(s.flake_dir, '@S@'), S='scratch')} || "
+        '{ abandon "cannot fast-forward the checkout to the proven commits (did someone '
+        'commit meanwhile? run again)"; return 0; }',
+        f"lock_commit=$(as_owner {q(commands.head(s.flake_dir))})",
+        "journal_write",
+    ]
+
+
+def _hugepages(s, scope) -> list[str]:
+    from remedy.core.memory import SIZES_BY_LABEL
+
+    if not s.hugepages_target:
+        return ["echo 'no hugepages_target for this host: nothing to release' >&2"]
+    return [
+        q(commands.release_hugepages(SIZES_BY_LABEL[label], n))
+        for label, n in sorted(s.hugepages_target.items())
+    ]
+
+
+def _gate(s, scope) -> list[str]:
+    return [
+        f"{q(commands.memory_gate(s.min_mem_available_gb))} || fail "
+        f'"MemAvailable below {s.min_mem_available_gb:g} GB: not restarting; see '
+        'runbook 004"'
+    ]
+
+
+def _remove_override(s, scope) -> list[str]:
+    argv = commands.runtime_overrides_removed(s.unit, s.override_dropin, s.override_script)
+    return [
+        f"removed=$({q(argv)})",
+        '[ -n "$removed" ] || { echo "no runtime override to remove" >&2; return 0; }',
+        'printf "%s\\n" "$removed" >&2; override_removed=yes',
+        q(commands.daemon_reload()),
+    ]
+
+
+def _switch(s, scope) -> list[str]:
+    return [
+        '[ -n "$toplevel" ] || { echo "nothing proven: no switch" >&2; return 0; }',
+        f"pid_before={_main_pid(s)}",
+        f"{qv(commands.profile_set('@T@'), T='toplevel')} || "
+        '{ abandon "setting the system profile failed"; return 0; }',
+        "switched=yes",
+        f"if ! {qv(commands.activate('@T@'), T='toplevel')}; then",
+        '  echo "the switch FAILED (see above): the /run override goes back, then the '
+        'rollback" >&2',
+        "  durable_failed=yes path=fallback rc=1",
+        "fi",
+    ]
+
+
+def _restart(s, scope) -> list[str]:
+    # The switch restarts the unit when its file changed: restart only if nothing did,
+    # and only if what runs lacks something or its override went.
+    return [
+        'if [ "$path" = fallback ]; then',
+        '  if [ -n "${pid_at_override:-}" ] && [ "' + _main_pid(s) + '" != "$pid_at_override" ];'
+        " then",
+        "    echo 'already restarted onto the /run override' >&2; return 0",
+        "  fi",
+        '  if [ "$override_ok" = kept ] && live_holds; then',
+        "    echo 'the override it ran before still runs: not restarting' >&2; return 0",
+        "  fi",
+        f'elif [ "{_main_pid(s)}" != "${{pid_before:-none}}" ]; then',
+        "  echo 'already restarted by the switch' >&2; return 0",
+        'elif [ "$override_removed" = no ] && live_holds; then',
+        "  echo 'the server already runs the wanted configuration: not restarting' >&2",
+        "  return 0",
+        "fi",
+        q(commands.restart(s.unit)),
+    ]
+
+
+def _verify(s, scope) -> list[str]:
+    from remedy.core import manual
+
+    return manual._verify(s)
+
+
+def _rollback(s, scope) -> list[str]:
+    revert = qv(
+        commands.lock_commit_revert(s.flake_dir, "@L@", s.flake_host, "@B@"),
+        L="lock_commit",
+        B="base_head",
+    )
+    return [
+        '[ "$switched" = yes ] || { echo "nothing was switched: no rollback" >&2; return 0; }',
+        f'if [ "$(readlink -f {commands.SYSTEM_PROFILE})" != "$recorded_profile" ]; then',
+        f"  {qv(commands.profile_set('@P@'), P='recorded_profile')} "
+        "|| echo 'ROLLBACK FAILED: could not set the profile back' >&2",
+        "fi",
+        'if [ "$(readlink -f /run/current-system)" != "$recorded_current" ]; then',
+        f"  {q(commands.memory_gate(s.min_mem_available_gb))} && "
+        f"{qv(commands.activate('@C@'), C='recorded_current')} "
+        "|| echo 'ROLLBACK FAILED: could not activate the recorded generation' >&2",
+        "fi",
+        'if [ -n "$lock_commit" ]; then',
+        f"  as_owner {revert} || echo 'could not revert the lock commit' >&2",
+        "fi",
+    ]
+
+
+def _write_override(s, scope) -> list[str]:
+    from remedy.core import manual
+
+    lines = manual._write_override(s)
+    return [
+        f'if [ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '
+        f"| sed -n 's/^{{ path=\\([^ ;]*\\).*/\\1/p')\" = {shlex.quote(s.override_script)} ] "
+        "&& live_holds; then",
+        "  echo 'the /run override is already in place and runs the wanted configuration' >&2",
+        "  override_ok=kept; return 0",
+        "fi",
+        *lines,
+        "override_ok=yes",
+    ]
+
+
+def _scratch_removed(s, scope) -> list[str]:
+    return [
+        '[ -n "$scratch" ] || return 0',
+        'as_owner rm -rf -- "$scratch" </dev/null; scratch=',
+    ]
+
+
+def _outcome(s, scope) -> list[str]:
+    return [
+        """if [ "$path" = fallback ]; then echo 'VOLATILE: tool """
+        """calling rests on the /run override until the durable fix is deployed; a reboot """
+        """reverts it' >&2; fi""",
+        '[ "$rc" -eq 0 ] || echo "the durable path FAILED (see above); the fallback holds" >&2',
+        'rm -f "$journal"  # the run ended: nothing left to finish',
+    ]
+
+
+RENDERERS = {
+    "nix.flake_input_updated": _bump,
+    "nix.managed_file_written": _managed,
+    "nix.fix_proven": _prove,
+    "nix.flake_lock_committed": _commit,
+    "memory.hugepages_reduced": _hugepages,
+    "memory.headroom_gated": _gate,
+    "serving.runtime_override_removed": _remove_override,
+    "nix.system_switched": _switch,
+    "serving.restarted": _restart,
+    "serving.toolcalling_verified": _verify,
+    "serving.runtime_override_written": _write_override,
+    "nix.system_rolled_back": _rollback,
+    "nix.scratch_removed": _scratch_removed,
+    "serving.outcome_reported": _outcome,
+}
+
+
+def _guard(op: str, stage: str) -> str | None:
+    if stage == DURABLE:
+        return '[ "$path" = durable ]'
+    if op == "nix.system_rolled_back":
+        return '[ "$durable_failed" = yes ]'
+    if op == "serving.runtime_override_written":
+        return '[ "$path" = fallback ]'
+    return '[ "$path" = fallback ] && [ "$override_ok" != no ]'
+
+
+def render_flow(s, scope, named: set[str], head: list[str]) -> list[str]:
+    """The body of a flow runbook's script: HEAD (prelude, lock, owner), then the step
+    list's steps the runbook names (NAMED), each a function behind its stage's guard."""
+    out = [
+        *head,
+        *_journal(s),
+        *_system_holds(s, scope),
+        *_live_holds(s),
+        "abandon() {",
+        '  printf "durable path abandoned: %s\\n" "$*" >&2',
+        "  durable_failed=yes path=fallback",
+        "}",
+        *_plan(s, scope),
+    ]
+    n = 0
+    for t in TEMPLATES:
+        if t.op not in named and t.stage != ALWAYS:
+            continue
+        n += 1
+        lines = RENDERERS[t.op](s, scope)
+        out.append(f"step_{n}() {{")
+        out += ["  " + line for line in [f"say {shlex.quote(f'{n}. {t.title}')}", *lines]]
+        out.append("}")
+        guard = _guard(t.op, t.stage) if t.stage != ALWAYS else None
+        out.append(f"if {guard}; then step_{n}; fi" if guard else f"step_{n}")
+    out.append("echo 'done' >&2")
+    out.append('exit "$rc"')
+    return out

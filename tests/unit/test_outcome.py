@@ -1,0 +1,53 @@
+"""The audit's outcome is a pure function of pyinfra's results of the steps."""
+
+from __future__ import annotations
+
+from remedy.core.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult, outcome
+
+
+def step(op, stage, status, ignorable=True, **said):
+    return StepResult(op, stage, op, status, ignorable, said)
+
+
+def test_a_durable_path_that_gave_up_is_durable_plus_fallback_with_its_reason():
+    results = [
+        step("nix.flake_input_updated", "durable", CHANGED, new_rev="b" * 40),
+        step("nix.fix_proven", "durable", ERROR, why="needs vllm-tt compiled"),
+        step("serving.runtime_override_written", "fallback", CHANGED),
+        step("serving.restarted", "fallback", CHANGED, ignorable=False, restarts=1),
+        step("serving.toolcalling_verified", "fallback", NO_CHANGE, ignorable=False),
+    ]
+    done = outcome("durable", ["x"], results, old_rev="a" * 40)
+    assert (done.result, done.path) == ("ok", "durable+fallback")
+    assert done.details["durable_failed"] == "needs vllm-tt compiled"
+    assert done.details["new_rev"] == "a" * 40  # the checkout stayed where it was
+    assert done.details["restarts"] == 1
+    assert done.details["changed"] == [
+        "nix.flake_input_updated",
+        "serving.runtime_override_written",
+        "serving.restarted",
+    ]
+    assert "VOLATILE" in done.line
+
+
+def test_a_failed_switch_fails_the_run_even_when_the_fallback_holds():
+    results = [
+        step("nix.system_switched", "durable", ERROR, why="switch-to-configuration failed"),
+        step("serving.runtime_override_written", "fallback", CHANGED),
+    ]
+    assert outcome("durable", ["x"], results).result == "failed"
+
+
+def test_a_refusal_interrupt_crash_and_unhealthy_noop():
+    gate = step("memory.headroom_gated", "fallback", ERROR, ignorable=False, refused="low")
+    assert outcome("fallback", ["x"], [gate]).result == "refused"
+    ok = [step("nix.flake_input_updated", "durable", CHANGED)]
+    assert outcome("durable", ["x"], ok, interrupted="interrupted by SIGINT").result == (
+        "interrupted"
+    )
+    cut = [*ok, step("nix.fix_proven", "durable", NOT_RUN)]
+    crashed = outcome("durable", ["x"], cut)
+    assert crashed.result == "crashed" and "nix.fix_proven" in crashed.details["failed"]
+    noop = outcome("noop", ["in sync"], [], unhealthy="unhealthy: hung")
+    assert noop.result == "unhealthy" and noop.line == "nothing to do: in sync"
+    assert outcome("noop", ["in sync"], []).result == "ok"
