@@ -120,6 +120,11 @@ def stale_scratch_removed(owner: str) -> list[str]:
     ]  # fmt: skip
 
 
+def stale_scratch_listed(owner: str) -> list[str]:
+    """The scratch clones OWNER has under /tmp (one path a line)."""
+    return ["find", "/tmp", "-maxdepth", "1", "-name", SCRATCH_PREFIX[5:] + "*", "-user", owner]
+
+
 def scratch_clone(flake_dir: str, scratch: str) -> list[str]:
     return ["git", "clone", "-q", flake_dir, scratch]
 

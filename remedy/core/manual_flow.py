@@ -24,12 +24,28 @@ def q(argv: list[str]) -> str:
 
 
 def qv(argv: list[str], **variables: str) -> str:
-    """q(ARGV) where the placeholders @NAME@ become the shell variables given."""
-    text = q(argv)
-    for key, var in variables.items():
-        text = text.replace(shlex.quote(f"@{key}@"), f'"${var}"')
-        text = text.replace(f"@{key}@", f'"${var}"')
-    return text
+    """q(ARGV) where the placeholders @NAME@, whole elements or inside one, become the
+    shell variables given (double-quoted, next to the quoted rest of the element)."""
+    words = []
+    for element in argv:
+        parts = [element]
+        for key, var in variables.items():
+            split = []
+            for part in parts:
+                if isinstance(part, tuple):
+                    split.append(part)
+                    continue
+                pieces = part.split(f"@{key}@")
+                for i, piece in enumerate(pieces):
+                    if i:
+                        split.append((var,))
+                    split.append(piece)
+            parts = split
+        word = "".join(
+            f'"${p[0]}"' if isinstance(p, tuple) else shlex.quote(p) if p else "" for p in parts
+        )
+        words.append(word or "''")
+    return " ".join(words) + " </dev/null"
 
 
 JOURNAL_KEYS = (

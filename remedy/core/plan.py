@@ -274,14 +274,31 @@ def _actions(plan: RestorePlan, snap: HostSnapshot, s: Settings, import_note: st
             d.action = "restart onto the durable configuration"
 
 
-def plan_restore(
-    snap: HostSnapshot, s: Settings, scope: tuple[str, ...] = desired.TOOL_CALLING
-) -> RestorePlan:
-    """Pick the path for the settings in SCOPE (tool calling, or all six for converge)."""
+@dataclass(frozen=True)
+class Situation:
+    """What the snapshot says, for the settings in scope: the facts every path reads."""
+
+    snap: HostSnapshot
+    s: Settings
+    scope: tuple[str, ...]
+    serving_scope: tuple[str, ...]
+    serving_lacks: list[str]  # of the running server
+    input_lacks: list[str]  # of the next boot, from the flake input
+    managed_lacks: list[str]  # of the next boot, from remedy's managed file
+    import_note: str | None  # the managed file is not imported: what to add
+    keep: bool  # a person's commit to the managed file stands
+    write_managed: bool
+    override: bool  # a /run override is present
+    probe_fine: bool  # parsed, busy, or only prose
+    release: bool  # free hugepages above the target, the pool being in scope
+    restart: bool
+    rebuild: bool
+    base: dict  # what every path's RestorePlan carries
+
+
+def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situation:
     drifts = desired.drifts(snap, s, scope)
-    settings = [SettingPlan(d, "none") for d in drifts]
     now, nxt = desired.live(snap, s), desired.next_boot(snap, s)
-    unit, want = snap.unit, s.tool_call_parser
     serving_scope = tuple(k for k in scope if desired.BY_KEY[k].serving)
     serving_lacks = desired.missing(now, s, serving_scope)
     input_lacks = desired.missing(nxt, s, scope, desired.FLAKE_INPUT)
@@ -299,167 +316,220 @@ def plan_restore(
         managed_lacks = managed_lacks or ["the managed file as host data gives it"]
     write_managed = bool(managed_lacks) and imported and snap.managed.content != managed_text
     override = override_present(snap, s)
-    active = unit.active_state == "active"
+    active = snap.unit.active_state == "active"
     busy = snap.probe.outcome == "unreachable" and snap.probe.timed_out and active
     probe_fine = snap.probe.parsed or busy or snap.probe.inconclusive
     release = "hugepages" in scope and bool(hugepage_releases(s, snap.memory))
-    restart = bool(serving_lacks) or override or not probe_fine
-    rebuild = bool(input_lacks) or (bool(managed_lacks) and imported)
     prove = tuple(
         k
         for k in scope
         if desired.BY_KEY[k].durable == desired.FLAKE_INPUT
         or (desired.BY_KEY[k].durable == desired.MANAGED_FILE and imported and not keep)
     )
-    needs_override = bool(serving_lacks) or not probe_fine or override
     base = dict(
         scope=scope,
         prove=prove,
-        settings=settings,
+        settings=[SettingPlan(d, "none") for d in drifts],
         release_hugepages=release,
-        write_override=needs_override,
+        write_override=bool(serving_lacks) or not probe_fine or override,
         managed_conflict=conflict
         if any(desired.BY_KEY[k].durable == desired.MANAGED_FILE for k in scope)
         else None,
         bump_blocked=bump_blocked(s) if input_lacks else None,
     )
+    return Situation(
+        snap,
+        s,
+        scope,
+        serving_scope,
+        serving_lacks,
+        input_lacks,
+        managed_lacks,
+        import_note,
+        keep,
+        write_managed,
+        override,
+        probe_fine,
+        release,
+        restart=bool(serving_lacks) or override or not probe_fine,
+        rebuild=bool(input_lacks) or (bool(managed_lacks) and imported),
+        base=base,
+    )
 
-    def done(p: RestorePlan) -> RestorePlan:
-        _actions(p, snap, s, import_note)
-        if p.managed_conflict:
-            if keep:
-                p.reasons.append(
-                    f"kept: {p.managed_conflict}; remedy does not overwrite a person's "
-                    "commit (managed_file_conflict=keep): change host data to match, or "
-                    "set managed_file_conflict=overwrite"
-                )
-                for sp in p.settings:
-                    if sp.drift.durable == desired.MANAGED_FILE:
-                        sp.action = f"kept: {s.managed_file.rsplit('/', 1)[-1]} is a person's"
-            else:
-                p.reasons.append(
-                    f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)"
-                )
-        return p
 
-    if not (restart or rebuild or release):
-        reasons = ["every managed setting in scope holds its desired value, live and at next boot"]
-        if import_note:
-            reasons = [f"nothing remedy can do now: {import_note}"]
-        if snap.probe.parsed:
-            reasons.append("the probe is parsed")
-        elif snap.probe.inconclusive:
-            reasons.append(
-                "the probe was inconclusive (the model answered in prose): not a reason "
-                "to restart a server that is configured correctly"
-            )
-        else:
-            reasons.append(
-                "the probe timed out: not restarting a running server that is "
-                "configured correctly (check `remedy status` again)"
-            )
-        return done(RestorePlan(NOOP, reasons, **base))
-    if not unit.found:
-        return done(
-            RestorePlan(
-                FALLBACK,
-                [],
-                [f"{s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
-                **{**base, "release_hugepages": False},
-            )
-        )
+def plan_restore(
+    snap: HostSnapshot, s: Settings, scope: tuple[str, ...] = desired.TOOL_CALLING
+) -> RestorePlan:
+    """Pick the path for the settings in SCOPE (tool calling, or all six for converge)."""
+    sit = situation(snap, s, scope)
     g = snap.generations
     unfinished = bool(g.current_system and g.profile and g.current_system != g.profile)
-    if not rebuild and restart and unfinished and s.durable and unit.found:
-        # The profile the host boots holds every setting, but it was never activated
-        # (a switch cut short, or `nixos-rebuild boot`): finish the switch, no build.
-        reasons = [
-            f"the system profile ({g.profile}) holds every setting in scope but is not "
-            "running: activate it (switch-to-configuration switch), no build"
-        ]
-        if override:
-            reasons.append("remove the stale /run override first, so the server restarts once")
-        return done(
-            RestorePlan(
-                DURABLE, reasons, [], False, override, True, finish_switch=g.profile, **base
+    if not (sit.restart or sit.rebuild or sit.release):
+        plan = _noop(sit)
+    elif not snap.unit.found:
+        plan = _not_loaded(sit)
+    elif not sit.rebuild and sit.restart and unfinished and s.durable:
+        plan = _finish_switch(sit)
+    elif not sit.rebuild:
+        plan = _clean_up(sit)
+    elif not (blockers := _rebuild_blockers(sit)):
+        plan = _rebuild(sit)
+    else:
+        plan = _fallback(sit, blockers)
+    return _described(plan, sit)
+
+
+def _described(p: RestorePlan, sit: Situation) -> RestorePlan:
+    """P with, per setting, what the run does about it, and the managed file's conflict."""
+    s = sit.s
+    _actions(p, sit.snap, s, sit.import_note)
+    if p.managed_conflict:
+        if sit.keep:
+            p.reasons.append(
+                f"kept: {p.managed_conflict}; remedy does not overwrite a person's "
+                "commit (managed_file_conflict=keep): change host data to match, or "
+                "set managed_file_conflict=overwrite"
             )
+            for sp in p.settings:
+                if sp.drift.durable == desired.MANAGED_FILE:
+                    sp.action = f"kept: {s.managed_file.rsplit('/', 1)[-1]} is a person's"
+        else:
+            p.reasons.append(f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)")
+    return p
+
+
+def _noop(sit: Situation) -> RestorePlan:
+    probe = sit.snap.probe
+    reasons = ["every managed setting in scope holds its desired value, live and at next boot"]
+    if sit.import_note:
+        reasons = [f"nothing remedy can do now: {sit.import_note}"]
+    if probe.parsed:
+        reasons.append("the probe is parsed")
+    elif probe.inconclusive:
+        reasons.append(
+            "the probe was inconclusive (the model answered in prose): not a reason "
+            "to restart a server that is configured correctly"
         )
-    if not rebuild:
-        # The durable configuration is deployed: cleaning up needs no Nix and no checkout.
-        reasons = ["the deployed configuration holds every setting in scope; no rebuild"]
-        if import_note:
-            reasons.append(import_note)
-        if override:
-            reasons.append(
-                "remove the stale /run override, daemon-reload, restart onto the "
-                "durable configuration"
-            )
-        elif restart:
-            reasons.append(
-                f"the server runs without {'; '.join(serving_lacks)}; restart it"
-                if serving_lacks
-                else f"the probe is {snap.probe.outcome}; restart the server"
-            )
-        if release:
-            reasons.append("release free hugepages above the target")
-        return done(RestorePlan(DURABLE, reasons, [], False, override, restart, **base))
+    else:
+        reasons.append(
+            "the probe timed out: not restarting a running server that is "
+            "configured correctly (check `remedy status` again)"
+        )
+    return RestorePlan(NOOP, reasons, **sit.base)
+
+
+def _not_loaded(sit: Situation) -> RestorePlan:
+    unit = sit.snap.unit
+    return RestorePlan(
+        FALLBACK,
+        [],
+        [f"{sit.s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
+        **{**sit.base, "release_hugepages": False},
+    )
+
+
+def _finish_switch(sit: Situation) -> RestorePlan:
+    """The profile the host boots holds every setting, but it was never activated (a
+    switch cut short, or `nixos-rebuild boot`): finish the switch, no build."""
+    g = sit.snap.generations
+    reasons = [
+        f"the system profile ({g.profile}) holds every setting in scope but is not "
+        "running: activate it (switch-to-configuration switch), no build"
+    ]
+    if sit.override:
+        reasons.append("remove the stale /run override first, so the server restarts once")
+    return RestorePlan(
+        DURABLE, reasons, [], False, sit.override, True, finish_switch=g.profile, **sit.base
+    )
+
+
+def _clean_up(sit: Situation) -> RestorePlan:
+    """The durable configuration is deployed: cleaning up needs no Nix and no checkout."""
+    reasons = ["the deployed configuration holds every setting in scope; no rebuild"]
+    if sit.import_note:
+        reasons.append(sit.import_note)
+    if sit.override:
+        reasons.append(
+            "remove the stale /run override, daemon-reload, restart onto the durable configuration"
+        )
+    elif sit.restart:
+        reasons.append(
+            f"the server runs without {'; '.join(sit.serving_lacks)}; restart it"
+            if sit.serving_lacks
+            else f"the probe is {sit.snap.probe.outcome}; restart the server"
+        )
+    if sit.release:
+        reasons.append("release free hugepages above the target")
+    return RestorePlan(DURABLE, reasons, [], False, sit.override, sit.restart, **sit.base)
+
+
+def _rebuild_blockers(sit: Situation) -> list[str]:
+    s, snap = sit.s, sit.snap
     blockers = durable_blockers(snap, s)
-    blocked = bump_blocked(s) if input_lacks else None
+    blocked = bump_blocked(s) if sit.input_lacks else None
     if blocked:
         blockers.append(
             f"bump skipped: {blocked}; set bump_to (a rev a person approved) or "
             "trusted_signers (the keys that may sign it) for the schedule to deploy "
             f"{s.flake_input}, or run remedy by hand"
         )
-    if write_managed and snap.managed.untracked:
+    if sit.write_managed and snap.managed.untracked:
         blockers.append(
             f"{s.flake_dir}/{s.managed_file} exists but is not committed: remedy writes "
             "and commits that file itself, and git would refuse to overwrite it; move it "
             "away (or commit it) and run again"
         )
-    if not blockers:
-        lock = snap.flake_input
-        steps = []
-        if input_lacks and s.pinned_rev:
-            steps.append(
-                f"lock {s.flake_input} to bump_to {s.pinned_rev[:12]} (locked "
-                f"{(lock.rev or '?')[:12]}; refused if it is not on the input's branch)"
-            )
-        elif input_lacks:
-            steps.append(f"bump {s.flake_input} to its latest (locked {(lock.rev or '?')[:12]})")
-        if input_lacks and s.trusted_signers:
-            steps.append(
-                f"check the new rev's signature against trusted_signers {s.trusted_signers} "
-                "before the build (known once it is fetched)"
-            )
-        if write_managed:
-            steps.append(f"write and commit {s.managed_file}")
-        reasons = [
-            f"the next boot lacks {'; '.join(input_lacks + managed_lacks)}; "
-            + ", ".join(steps or ["rebuild"])
-            + ", prove the build holds it (all in a scratch clone), fast-forward the "
-            "checkout, switch to the proven system"
-        ]
-        if import_note:
-            reasons.append(import_note)
-        if override:
-            reasons.append(
-                "remove the stale /run override before switching, so the server restarts once"
-            )
-        return done(
-            RestorePlan(
-                DURABLE,
-                reasons,
-                [],
-                True,
-                override,
-                restart or bool(desired.missing(nxt, s, serving_scope)),
-                update_input=bool(input_lacks),
-                managed_text=managed_text if write_managed else None,
-                **base,
-            )
+    return blockers
+
+
+def _rebuild(sit: Situation) -> RestorePlan:
+    s, snap = sit.s, sit.snap
+    lock = snap.flake_input
+    steps = []
+    if sit.input_lacks and s.pinned_rev:
+        steps.append(
+            f"lock {s.flake_input} to bump_to {s.pinned_rev[:12]} (locked "
+            f"{(lock.rev or '?')[:12]}; refused if it is not on the input's branch)"
         )
-    fallback_restart = restart and not (
+    elif sit.input_lacks:
+        steps.append(f"bump {s.flake_input} to its latest (locked {(lock.rev or '?')[:12]})")
+    if sit.input_lacks and s.trusted_signers:
+        steps.append(
+            f"check the new rev's signature against trusted_signers {s.trusted_signers} "
+            "before the build (known once it is fetched)"
+        )
+    if sit.write_managed:
+        steps.append(f"write and commit {s.managed_file}")
+    reasons = [
+        f"the next boot lacks {'; '.join(sit.input_lacks + sit.managed_lacks)}; "
+        + ", ".join(steps or ["rebuild"])
+        + ", prove the build holds it (all in a scratch clone), fast-forward the "
+        "checkout, switch to the proven system"
+    ]
+    if sit.import_note:
+        reasons.append(sit.import_note)
+    if sit.override:
+        reasons.append(
+            "remove the stale /run override before switching, so the server restarts once"
+        )
+    nxt = desired.next_boot(snap, s)
+    return RestorePlan(
+        DURABLE,
+        reasons,
+        [],
+        True,
+        sit.override,
+        sit.restart or bool(desired.missing(nxt, s, sit.serving_scope)),
+        update_input=bool(sit.input_lacks),
+        managed_text=desired.managed_nix(s, sit.scope) if sit.write_managed else None,
+        **sit.base,
+    )
+
+
+def _fallback(sit: Situation, blockers: list[str]) -> RestorePlan:
+    s, snap = sit.s, sit.snap
+    needs_override = sit.base["write_override"]
+    fallback_restart = sit.restart and not (
         override_in_place(snap, s) and (snap.probe.parsed or snap.probe.inconclusive)
     )
     if not needs_override or not fallback_restart:
@@ -468,19 +538,19 @@ def plan_restore(
                 "the /run override is in place with the wanted parser "
                 f"and environment, and the probe is {snap.probe.outcome}; nothing to rewrite"
             ]
-            if override
+            if sit.override
             else ["the server runs the wanted configuration; nothing to rewrite"]
         )
-        if release:
+        if sit.release:
             reasons.append("release free hugepages above the target")
-        return done(RestorePlan(FALLBACK, reasons, blockers, False, False, False, **base))
+        return RestorePlan(FALLBACK, reasons, blockers, False, False, False, **sit.base)
     reasons = [
         f"write {s.override_script} and {s.override_dropin} from the store start "
-        f"script with --tool-call-parser {want}, daemon-reload, restart"
+        f"script with --tool-call-parser {s.tool_call_parser}, daemon-reload, restart"
     ]
-    if release:
+    if sit.release:
         reasons.append("release free hugepages above the target")
-    return done(RestorePlan(FALLBACK, reasons, blockers, False, False, True, **base))
+    return RestorePlan(FALLBACK, reasons, blockers, False, False, True, **sit.base)
 
 
 @dataclass

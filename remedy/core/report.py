@@ -73,12 +73,31 @@ def _generation(path: str | None) -> str:
 
 
 def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus:
-    unit, memory, problems, rows = snap.unit, snap.memory, [], []
-    want = settings.tool_call_parser
-    if not unit.found:
-        problems.append(f"{settings.unit}: LoadState={unit.load_state or 'unknown'}")
-    now_p, after_p = unit.now.parser, unit.after_reboot.parser
+    """One host's status: a row per managed setting, then the unit, memory and Nix
+    sections, the problems each finds, and the verdict with its exit code."""
+    problems: list[str] = []
+    if not snap.unit.found:
+        problems.append(f"{settings.unit}: LoadState={snap.unit.load_state or 'unknown'}")
     drift_list = desired.drifts(snap, settings)
+    rows = _setting_rows(snap, settings, drift_list, problems)
+    rows += _unit_rows(snap)
+    rows += _memory_rows(snap, settings, problems)
+    rows += _nix_rows(snap, settings)
+    for v in snap.volatile:
+        if v.kind == "setting":
+            continue  # said above, per managed setting
+        problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
+    conflict = managed_conflict(snap, settings)
+    if conflict:
+        problems.append(f"the next rebuild takes the checkout's value: {conflict}")
+    code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
+    return HostStatus(host, code, verdict, rows, problems, snap, drift_list)
+
+
+def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:
+    """A row per managed setting, live and at next boot, with where each value comes from."""
+    unit, rows = snap.unit, []
+    now_p, after_p = unit.now.parser, unit.after_reboot.parser
     for d in drift_list:
         where: list[str] = []
         if d.key == "tool_call_parser":
@@ -106,6 +125,12 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
                 f"drifted: {d.label} is {d.live} (next boot {d.next_boot}), want {d.desired} "
                 f"({d.issue})"
             )
+    return rows
+
+
+def _unit_rows(snap) -> list[Row]:
+    """The unit's drop-ins by origin, and its state."""
+    unit = snap.unit
 
     def dropins(origins) -> str:
         counts = [
@@ -115,7 +140,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         ]
         return ", ".join(counts) or "none"
 
-    rows.append(
+    return [
         Row(
             "drop-ins",
             dropins({"runtime", "admin", "vendor"}),
@@ -126,20 +151,23 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
                 for o in ("runtime", "admin", "vendor")
                 if any(d.origin == o for d in unit.dropins)
             ],  # fmt: skip
-        )
-    )
-    rows.append(
+        ),
         Row(
             "unit",
             f"{unit.active_state}/{unit.sub_state} pid {unit.main_pid or '-'} "
             f"restarts {unit.n_restarts if unit.n_restarts is not None else '-'}",
             "",
             unit.active_state != "active",
-        )
-    )
+        ),
+    ]
+
+
+def _memory_rows(snap, settings, problems: list[str]) -> list[Row]:
+    """MemAvailable against the gate's threshold, and each hugepage pool."""
+    memory = snap.memory
     gb = memory.mem_available_kb * 1024 / 1e9
     low = gb < settings.min_mem_available_gb
-    rows.append(
+    rows = [
         Row(
             "MemAvailable",
             f"{gb:.1f} GB of {memory.mem_total_kb * 1024 / 1e9:.1f} GB "
@@ -147,7 +175,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
             "",
             low,
         )
-    )
+    ]
     if low:
         problems.append(
             f"MemAvailable {gb:.1f} GB is below {settings.min_mem_available_gb:g} GB: "
@@ -167,6 +195,12 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
                 any(v.subject == f"{mem.size_label(size)} pages" for v in snap.volatile),
             )
         )
+    return rows
+
+
+def _nix_rows(snap, settings) -> list[Row]:
+    """The locked input, the running and the booting system, the probe."""
+    rows = []
     lock = snap.flake_input
     if lock:
         when = (
@@ -190,34 +224,30 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     rows.append(
         Row("probe", f"{snap.probe.outcome}: {snap.probe.reason}", "", not snap.probe.parsed)
     )
-    for v in snap.volatile:
-        if v.kind == "setting":
-            continue  # said above, per managed setting
-        problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
-    conflict = managed_conflict(snap, settings)
-    if conflict:
-        problems.append(f"the next rebuild takes the checkout's value: {conflict}")
-    configured = now_p.value == want
+    return rows
+
+
+def _verdict(snap, settings, drift_list, rows, conflict) -> tuple[int, str]:
+    want = settings.tool_call_parser
+    configured = snap.unit.now.parser.value == want
     if snap.probe.inconclusive and configured:
         # Prose says nothing about the parser: not healthy-and-durable, not broken either.
-        code, verdict = (
+        return (
             EXIT_VOLATILE,
             f"unverified: the model answered in prose; the effective parser is {want}",
         )
-    elif not snap.probe.parsed:
-        code, verdict = EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
-    elif snap.volatile or any(d.state == desired.VOLATILE for d in drift_list):
-        code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
-    elif conflict:
-        code, verdict = (
+    if not snap.probe.parsed:
+        return EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
+    if snap.volatile or any(d.state == desired.VOLATILE for d in drift_list):
+        return EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
+    if conflict:
+        return (
             EXIT_VOLATILE,
             f"healthy now, but the checkout's {settings.managed_file.rsplit('/', 1)[-1]} "
             "differs from host data: the next rebuild changes it",
         )
-    elif any(not d.in_sync for d in drift_list) or any(
+    if any(not d.in_sync for d in drift_list) or any(
         r.bad for r in rows if r.label != "MemAvailable"
     ):
-        code, verdict = EXIT_VOLATILE, "healthy now, but drifted from the wanted configuration"
-    else:
-        code, verdict = EXIT_OK, "healthy and durable"
-    return HostStatus(host, code, verdict, rows, problems, snap, drift_list)
+        return EXIT_VOLATILE, "healthy now, but drifted from the wanted configuration"
+    return EXIT_OK, "healthy and durable"

@@ -14,6 +14,8 @@ def read(path: str, run_id: str) -> journal_core.RunJournal:
     """The journal at PATH if it is this run's (RUN_ID), else an empty one: a journal
     that another run left says nothing about this one."""
     found = host.get_fact(RunJournal, path=path)
+    if found is None:  # unreadable (a lost connection): the commands that follow say so
+        return journal_core.RunJournal({"run_id": run_id}, problem=f"cannot read {path}")
     if found.get("run_id") != run_id:
         return journal_core.RunJournal({"run_id": run_id})
     return found

@@ -13,7 +13,7 @@ from facts.memory import MemoryHeadroom
 from remedy.core import commands
 from remedy.core import memory as mem
 from remedy.operations.argv import command
-from remedy.operations.said import gave_up, say
+from remedy.operations.said import gave_up, lost, say
 
 SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
 CONTINGENT = "runs only if the durable path fails"
@@ -52,7 +52,11 @@ def hugepages_reduced(
     if contingent and not state.is_executing:
         host.noop(CONTINGENT)
         return
-    found = releases(targets, host.get_fact(MemoryHeadroom))
+    headroom = host.get_fact(MemoryHeadroom)
+    if headroom is None:
+        yield from gave_up(lost("the hugepage pools"))
+        return
+    found = releases(targets, headroom)
     if not found:
         host.noop("no free hugepages above the target")
         return
@@ -102,6 +106,9 @@ def headroom_gated(
         )
         return
     headroom = host.get_fact(MemoryHeadroom)
+    if headroom is None:
+        yield from gave_up(lost("MemAvailable"), failed=lost("MemAvailable"))
+        return
     if why := refusal(min_gb, headroom, doing):
         yield from gave_up(why, refused=why)
         return

@@ -30,7 +30,7 @@ from remedy.core.settings import Settings
 from remedy.operations import journal
 from remedy.operations.argv import command, run
 from remedy.operations.memory import refusal
-from remedy.operations.said import gave_up, note, say
+from remedy.operations.said import gave_up, lost, note, say
 
 
 def _owned(owner: str, home: str | None, argv: list[str]) -> list[str]:
@@ -135,8 +135,15 @@ def _bump(state, host, a: dict, found: dict) -> bool:
         what = f"locking {name} to bump_to {pinned}" if pinned else f"bumping {name}"
         found["why"] = f"{what} failed: {ran.why} (can the host fetch {url} as {owner}?)"
         return True
-    lock = host.get_fact(FlakeInput, flake_dir=scratch, flake_input=name)
-    new_rev, new_url = (lock.rev, lock.url) if lock else (None, None)
+    try:
+        lock = host.get_fact(FlakeInput, flake_dir=scratch, flake_input=name)
+    except FactProcessError as exc:
+        found["why"] = f"cannot read the bumped flake.lock: {exc}"
+        return True
+    if lock is None:
+        found["why"] = lost(f"{scratch}/flake.lock")
+        return True
+    new_rev, new_url = lock.rev, lock.url
     say(new_rev=new_rev)
     if run(host, as_owner(commands.lock_changed(scratch))).ok:
         note(f"{name} is already at {(new_rev or '?')[:12]}")
@@ -373,7 +380,10 @@ def _prove(state, host, a: dict, found: dict) -> bool:
         found["why"] = f"unreadable nix build output: {built.stdout[:200]}"
         return True
     service = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
-    script = service.script if service else None
+    if service is None:
+        found["why"] = lost(f"the unit in {toplevel}")
+        return True
+    script = service.script
     proof = Proof(
         toplevel,
         script.path if script else None,
@@ -424,6 +434,8 @@ def _gated_bound(s: Settings, doing: str) -> tuple[int | None, str | None]:
     """(the bound the owner's nix runs under: what the host can spare above the gate's
     threshold now, why the memory gate refuses to run it at all)."""
     headroom = host.get_fact(MemoryHeadroom)
+    if headroom is None:
+        return None, lost("MemAvailable")
     if why := refusal(s.min_mem_available_gb, headroom, f"{doing} on the host"):
         host.log_styled(why, fg="red")
         return None, why
@@ -622,6 +634,9 @@ def system_rolled_back(
         host.noop("runs only if the switch or its verification fails")
         return
     now = host.get_fact(SystemGenerations)
+    if now is None:
+        yield from gave_up(lost("the system generations"), rollback_failed=lost("them"))
+        return
     lock_commit = journal.read(journal_path, run_id).get("lock_commit")
     moved_profile = bool(profile and now.profile != profile)
     moved_system = bool(current_system and now.current_system != current_system)
@@ -642,7 +657,8 @@ def _roll_back(state, host, a: dict, now, found: dict) -> bool:
         else:
             failed.append(f"setting the profile back failed: {ran.why}")
     if a["moved_system"]:
-        why = refusal(a["min_gb"], host.get_fact(MemoryHeadroom))
+        headroom = host.get_fact(MemoryHeadroom)
+        why = lost("MemAvailable") if headroom is None else refusal(a["min_gb"], headroom)
         if why:
             failed.append(f"not activating the old generation: {why}")
         else:
@@ -672,8 +688,9 @@ def _roll_back(state, host, a: dict, now, found: dict) -> bool:
 
 @operation(is_idempotent=False)
 def scratch_removed(journal_path: str, run_id: str, owner: str, home: str | None):
-    """Remove the scratch clone the run journal names, whatever happened before: the
-    checkout has what was proven, or nothing.
+    """Remove the scratch clone the run journal names, whatever happened before (the
+    checkout has what was proven, or nothing), and any a killed run left: every run
+    that makes one holds the host lock, so none of them is in use.
 
     + journal_path: the run journal
     + run_id: this run
@@ -684,8 +701,15 @@ def scratch_removed(journal_path: str, run_id: str, owner: str, home: str | None
         host.noop("removes the scratch clone, if the run made one")
         return
     scratch = journal.read(journal_path, run_id).get("scratch")
-    if not scratch:
+    listed = run(host, _owned(owner, home, commands.stale_scratch_listed(owner)))
+    found = listed.stdout.split() if listed.ok else []
+    scratch = scratch if scratch in found else None  # gone already (a reboot wipes /tmp)
+    stale = [x for x in found if x != scratch]
+    if not scratch and not stale:
         host.noop("no scratch clone")
         return
-    yield journal.written(journal_path, run_id, scratch=None)
-    yield command(_owned(owner, home, commands.remove_tree(scratch)))
+    if stale:
+        note(f"removed {len(stale)} scratch clone(s) that a killed run left")
+    if scratch:
+        yield journal.written(journal_path, run_id, scratch=None)
+    yield command(_owned(owner, home, commands.stale_scratch_removed(owner)))

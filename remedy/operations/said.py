@@ -45,6 +45,11 @@ def gave_up(why: str, fg: str = "red", **values):
     yield failure()
 
 
+def lost(what: str) -> str:
+    """Why a fact could not be read: pyinfra has logged the error itself."""
+    return f"cannot read {what} on {host.name} (is the connection lost? see above)"
+
+
 def interrupted() -> str | None:
     """Why this process was asked to stop (SIGINT, SIGTERM), or None."""
     return _INTERRUPTED[0] if _INTERRUPTED else None

@@ -20,7 +20,7 @@ from remedy.core.settings import Settings
 from remedy.operations import journal
 from remedy.operations.argv import command
 from remedy.operations.memory import CONTINGENT, refusal
-from remedy.operations.said import gave_up, interrupted, say
+from remedy.operations.said import gave_up, interrupted, lost, say
 
 PROSE_ROUNDS = 3  # probe facts in a row that stay in prose (each asks DEFAULT_TRIES times)
 
@@ -91,11 +91,18 @@ def runtime_override_written(
         yield from gave_up(problem, failed=problem)
         return
     unit = host.get_fact(ServingUnit, unit=s.unit)
+    if unit is None:
+        yield from gave_up(lost(s.unit), failed=lost(s.unit))
+        return
     if _in_place(unit.now, s):
         host.noop(f"the /run override is already in place with {s.tool_call_parser}")
         return
     if state.is_executing and not stopping:
-        if why := refusal(s.min_mem_available_gb, host.get_fact(MemoryHeadroom)):
+        headroom = host.get_fact(MemoryHeadroom)
+        if headroom is None:
+            yield from gave_up(lost("MemAvailable"), failed=lost("MemAvailable"))
+            return
+        if why := refusal(s.min_mem_available_gb, headroom):
             # Written and loaded, the override would be what the next start runs, by
             # systemd or a person, with no gate: leave nothing loaded, say it is pending.
             pending = (
@@ -118,6 +125,9 @@ def runtime_override_written(
         return
     # Resumed after the daemon-reload ran: is the override what systemd runs now?
     unit = host.get_fact(ServingUnit, unit=s.unit)
+    if unit is None:
+        yield from gave_up(lost(s.unit), failed=lost(s.unit))
+        return
     say(override_written=True)
     yield journal.written(journal_path, run_id, pid_at_override=unit.main_pid or 0)
     if unit.now.exec_start != s.override_script:
@@ -163,6 +173,9 @@ def restarted(
         return
     if state.is_executing:
         now = host.get_fact(ServingUnit, unit=unit)
+        if now is None:
+            yield from gave_up(lost(unit), failed=lost(unit))
+            return
         running = now.active_state == "active" and now.main_pid
         at_override = journal.read(journal_path, run_id).get("pid_at_override")
         if stage == "fallback" and running:
@@ -187,7 +200,11 @@ def restarted(
             say(restarts=1)
             host.noop(message)
             return
-        if why := refusal(min_gb, host.get_fact(MemoryHeadroom)):
+        headroom = host.get_fact(MemoryHeadroom)
+        if headroom is None:
+            yield from gave_up(lost("MemAvailable"), failed=lost("MemAvailable"))
+            return
+        if why := refusal(min_gb, headroom):
             yield from gave_up(why, refused=why)
             return
         host.log_styled(f"restarting {unit}", fg="blue")
@@ -223,6 +240,9 @@ def toolcalling_verified(
         return
     s = settings
     now = host.get_fact(ServingUnit, unit=s.unit)
+    if now is None:
+        yield from gave_up(lost(s.unit), failed=lost(s.unit))
+        return
     if parsed_before and now.main_pid == pid_before and not plan.serving_lacks(now.now, s):
         host.noop("nothing was restarted and the probe was parsed before the run")
         return
@@ -252,10 +272,14 @@ def _wait_until_parsed(s: Settings) -> tuple[str | None, str | None]:
         result = host.get_fact(
             ToolCallProbe, url=s.server_url, model=s.model, timeout_s=s.probe_timeout_s
         )
+        if result is None:
+            return lost("the tool-call probe"), None
         elapsed = time.monotonic() - started
         prose_in_a_row = prose_in_a_row + 1 if result.inconclusive else 0
         if result.parsed or prose_in_a_row >= PROSE_ROUNDS:
             unit = host.get_fact(ServingUnit, unit=s.unit)
+            if unit is None:
+                return lost(s.unit), None
             lacking = plan.serving_lacks(unit.now, s)
             say(probe_after=result.outcome)
             if lacking:

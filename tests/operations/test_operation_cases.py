@@ -123,15 +123,21 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
     said._INTERRUPTED[:] = ["interrupted by SIGINT"] if case.get("interrupted") else []
     commands: list = []
     with ctx_state.use(state), ctx_host.use(host):
-        for command in op._inner(**args):
+        body = op._inner(**args)
+        for command in body:
+            ran_by_body, ran[:] = list(ran), []
+            if ran_by_body:  # what the body itself read with run() before this command
+                commands.append({"read": ran_by_body})
             if isinstance(command, FunctionCommand) and command.function is argv._fails:
                 commands.append(["fail"])
-            elif isinstance(command, FunctionCommand):
+            elif isinstance(command, FunctionCommand):  # what it runs, with the replies
                 ran.clear()
                 command.function(state, host, *command.args, **command.kwargs)
                 commands.append({"function": command.function.__name__, "ran": list(ran)})
             else:
                 commands.append(_parsed(command))
+        if ran:  # read after its last command, or before deciding it had nothing to do
+            commands.append({"read": list(ran)})
     said._INTERRUPTED.clear()
     commands = json.loads(json.dumps(commands))
     what = json.loads(json.dumps(said.said("cfx-llm2", "case"), default=str))

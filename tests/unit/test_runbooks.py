@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from remedy import audit
+from remedy import runbooks_check as core
 from remedy.cli.runbooks import runbooks as runbooks_cli
-from remedy.core import runbooks as core
 from remedy.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +36,7 @@ OPERATIONS = {
         "flake_lock_committed",
         "system_switched",
         "system_rolled_back",
+        "scratch_removed",
     ],
     "memory": ["hugepages_reduced", "headroom_gated"],
     "serving": [
@@ -567,7 +568,7 @@ def test_show_renders_for_a_person(project):
         "Tool calling is /run-only",
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
-        "17. report-outcome",
+        "18. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",

@@ -11,8 +11,13 @@ contract; on top of it this module checks what a schema cannot:
 * every operation a deploy (``deploys/*.py``, read with ``ast``, never run)
   calls has a ``name=`` carrying a well-formed issue reference, and is named by
   a step of some runbook; pyinfra's own operations need the reference too;
+* every step of the run's step list (``remedy.core.steps``) names such an
+  operation, carries an issue and is named by a runbook step;
 * a runbook whose steps restart the server has the memory gate among its
   preconditions.
+
+It reads files and imports the operations, so it lives with the adapters, not
+in the pure core.
 
 Every problem names the file, the line, the JSON path (or the call) and what
 is wrong. Nothing here imports pyinfra or click, connects anywhere or runs a

@@ -1,0 +1,94 @@
+"""``remedy runbooks list``: the runbooks and their state in git."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from remedy import audit
+from remedy import runbooks_check as core
+from remedy.cli.runbooks._common import (
+    _echo_json,
+    _json_option,
+    _project,
+    _project_option,
+)
+from remedy.console import console, err_console
+
+# --------------------------------------------------------------------------- list
+
+
+def _list_rows(project: Path) -> list[dict[str, Any]]:
+    entries = core.discover(project)
+    tracked = audit.is_tracked(project)
+    states = audit.uncommitted(project, [core.RUNBOOKS_DIR]) if tracked else None
+    rows = []
+    for entry in entries:
+        runbook = entry.runbook
+        commit = audit.last_commit(project, entry.file) if tracked else None
+        if not tracked:
+            state = "not tracked"
+        else:
+            state = (states or {}).get(entry.file, "clean")
+        rows.append(
+            {
+                "id": entry.id,
+                "file": entry.file,
+                "title": runbook.title if runbook else None,
+                "issues": runbook.issues if runbook else [],
+                "commit": (
+                    {
+                        "sha": commit.sha,
+                        "short": commit.short,
+                        "date": commit.date,
+                        "author": commit.author,
+                    }
+                    if commit
+                    else None
+                ),
+                "state": state,
+                "error": str(entry.problem) if entry.problem else None,
+            }
+        )
+    return rows
+
+
+@click.command("list")
+@_project_option
+@_json_option
+def list_(project_dir: Path | None, as_json: bool):
+    """Id, title, issues and last commit of each runbook; marks uncommitted ones."""
+    project = _project(project_dir)
+    rows = _list_rows(project)
+    if as_json:
+        _echo_json(rows)
+        return
+    if not rows:
+        err_console.print(f"no runbooks in {escape(str(project / core.RUNBOOKS_DIR))}")
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("title")
+    table.add_column("issues")
+    table.add_column("last commit", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    styles = {"clean": "dim", "not tracked": "dim"}
+    for row in rows:
+        commit = row["commit"]
+        last = (
+            f"{commit['short']} {commit['date'][:10]} {escape(commit['author'])}" if commit else "-"
+        )
+        title = escape(row["title"]) if row["title"] else f"[red]{escape(row['error'] or '')}[/]"
+        state = row["state"]
+        table.add_row(
+            row["id"],
+            title,
+            escape(", ".join(row["issues"])),
+            last,
+            f"[{styles.get(state, 'bold yellow')}]{state}[/]",
+        )
+    console.print(table)
