@@ -11,10 +11,12 @@ never leaves production half-changed.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
 
+from paramiko.ssh_exception import SSHException
 from pyinfra import host, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import FactProcessError
@@ -35,6 +37,21 @@ from remedy.operations.said import gave_up, lost, note, say
 
 def _owned(owner: str, home: str | None, argv: list[str]) -> list[str]:
     return commands.as_owner(owner, home, argv)
+
+
+def _guarded(function):
+    """A FunctionCommand's body whose connection goes away (a reboot mid-run) gives up
+    with that reason instead of a traceback: the step fails and the run goes on."""
+
+    @functools.wraps(function)
+    def guarded(state, host, *args):
+        try:
+            return function(state, host, *args)
+        except (EOFError, OSError, SSHException) as exc:
+            args[-1]["why"] = f"the connection to {host.name} was lost ({exc!r})"
+            return True
+
+    return guarded
 
 
 def _then_fail(found: dict):
@@ -97,6 +114,7 @@ def flake_input_updated(
     yield from _then_fail(found)
 
 
+@_guarded
 def _bump(state, host, a: dict, found: dict) -> bool:
     owner, home, journal_path, run_id = a["owner"], a["home"], a["journal_path"], a["run_id"]
 
@@ -254,6 +272,7 @@ def managed_file_written(
     yield from _then_fail(found)
 
 
+@_guarded
 def _write_managed(state, host, a: dict, found: dict) -> bool:
     j = journal.read(a["journal_path"], a["run_id"])
     scratch, rel = j.get("scratch"), a["managed_file"]
@@ -324,6 +343,7 @@ def fix_proven(
     yield from _then_fail(found)
 
 
+@_guarded
 def _prove(state, host, a: dict, found: dict) -> bool:
     s: Settings = a["settings"]
     j = journal.read(a["journal_path"], a["run_id"])
@@ -527,6 +547,7 @@ def flake_lock_committed(
     yield from _then_fail(found)
 
 
+@_guarded
 def _publish(state, host, a: dict, found: dict) -> bool:
     j = journal.read(a["journal_path"], a["run_id"])
     flake_dir = a["flake_dir"]
@@ -578,6 +599,7 @@ def system_switched(
     yield from _then_fail(found)
 
 
+@_guarded
 def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     """A failed switch may have moved the profile or half-activated: the rollback step
     returns to the recorded generation, the fallback restores tool calling."""
@@ -648,6 +670,7 @@ def system_rolled_back(
     yield from _then_fail(found)
 
 
+@_guarded
 def _roll_back(state, host, a: dict, now, found: dict) -> bool:
     failed = []
     if a["moved_profile"]:

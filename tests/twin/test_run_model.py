@@ -15,7 +15,7 @@ import time
 import pytest
 
 from remedy.twin import fixtures, machine
-from tests.conftest import PROJECT, owner_git, probe_inside, unit_props
+from tests.conftest import PROJECT, hugepages_1g, owner_git, probe_inside, unit_props
 
 pytestmark = pytest.mark.twin
 
@@ -72,8 +72,7 @@ def by_outcome(results) -> dict[str, set[str]]:
     return out
 
 
-def test_pyinfra_counts_as_changed_exactly_what_changed_the_host(make_twin, tmp_path):
-    """The fallback from the emergency override, then a durable converge, then a noop."""
+def test_a_fallback_from_the_emergency_override_changes_no_durable_step(make_twin):
     twin = make_twin(with_emergency_override=True)
     code, results, log = pyinfra_json(twin, "converge", "--data", "durable=false")
     assert code == 0, log[-3000:]
@@ -84,19 +83,25 @@ def test_pyinfra_counts_as_changed_exactly_what_changed_the_host(make_twin, tmp_
     assert ops["success"] <= {WRITE, FALLBACK_RESTART, FALLBACK_RELEASE}, ops
     assert probe_inside(twin).outcome == "parsed"
 
+
+def test_pyinfra_counts_as_changed_exactly_what_changed_the_host(make_twin):
+    """A durable converge from the seed state (production's emergency override), then
+    a second one: each step pyinfra counts as changed, and what it changed."""
+    twin = make_twin(with_emergency_override=True)
     head = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
     system = twin.exec(["readlink", "/run/current-system"]).stdout.strip()
     code, results, log = pyinfra_json(twin, "converge")
     assert code == 0, log[-3000:]
     ops = by_outcome(results)
     assert ops["error"] == set(), log[-3000:]
-    # each step pyinfra counts as changed, and what it changed on the host
-    assert ops["success"] == {BUMP, MANAGED, PROVE, PUBLISH, REMOVE, SWITCH, SCRATCH}, ops
+    changed = {BUMP, MANAGED, PROVE, PUBLISH, RELEASE, REMOVE, SWITCH, SCRATCH}
+    assert ops["success"] == changed, ops
     subjects = owner_git(twin, "log", "--format=%s", f"{head}..HEAD").stdout
     assert "flake.lock: bump tt-stack" in subjects and "remedy.nix" in subjects  # BUMP, MANAGED
     assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() != system  # SWITCH
     override = twin.exec(["ls", "/run/systemd/system/tenstorrent-serving.service.d"], check=False)
     assert "override.conf" not in override.stdout  # REMOVE
+    assert hugepages_1g(twin) == 2  # RELEASE: 4 -> 2
     assert twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null || true"]).stdout == ""
     assert twin.exec(["test", "-e", JOURNAL], check=False).returncode != 0  # the run ended
 
@@ -196,41 +201,69 @@ def test_a_manual_script_that_waited_for_the_lock_plans_again_one_restart_in_all
     assert probe_inside(twin).outcome == "parsed"
 
 
-@pytest.mark.nix_cli
-def test_a_manual_script_killed_during_the_build_leaves_the_checkout_clean(twin, tmp_path):
-    """The laptop dies mid-script: the remote shell is killed during the build. The
-    checkout is untouched (the bump lives in the scratch clone); the deploy finishes."""
-    from tests.twin.test_manual_and_audit import manual_script
+@pytest.mark.parametrize(
+    ("when", "rerun_with"),
+    [
+        ("scratch-clone", "script"),
+        ("during-the-build", "deploy"),
+        ("after-the-fast-forward", "script"),
+    ],
+)
+def test_kill_sweep_over_the_manual_script(make_twin, tmp_path, when, rerun_with):
+    """The laptop dies mid-script: SIGKILL of the remote shell at three points. The
+    checkout never holds an uncommitted change, and rerunning the script or the deploy
+    finishes the job, healthy and durable."""
+    from tests.conftest import out_of_sync, status_settings, twin_inventory
+    from tests.twin.test_crash_safety import _kill_point, scratch_clones
+    from tests.twin.test_manual_and_audit import over_ssh
 
-    head = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
-    script = manual_script(twin)
+    twin = make_twin(with_emergency_override=True)
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    profile = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout.strip()
+    data = {}
+    if when == "during-the-build":  # a build that takes a while: vllm-tt compiles
+        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+        data["allow_local_build"] = True
+    inventory = twin_inventory(tmp_path / "inv.py", twin, **data)
+    script = subprocess.run(
+        ["remedy", "runbooks", "show", "006", "--manual", "--inventory", str(inventory),
+         "--host", twin.name],
+        capture_output=True, text=True, cwd=PROJECT, check=True,
+    ).stdout  # fmt: skip
     remote = subprocess.Popen(
         [*twin.ssh_argv(), "sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.DEVNULL, text=True, start_new_session=True,
     )  # fmt: skip
     remote.stdin.write(script)
     remote.stdin.close()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and remote.poll() is None:
-        building = twin.exec(["pgrep", "-f", "nix.* build .*toplevel"], check=False).stdout
-        if building.strip():
-            break
-        time.sleep(0.2)
-    assert remote.poll() is None, remote.stderr.read()[-3000:]
-    # the shell that runs the script (sh -s under sshd), and with it the person's session
-    twin.exec(["pkill", "-KILL", "-f", "^sh -s"], check=False)
-    remote.kill()
-    remote.wait(timeout=60)
-    assert owner_git(twin, "rev-parse", "HEAD").stdout.strip() == head
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and remote.poll() is None:
+            if _kill_point(twin, when, head, profile):
+                break
+            time.sleep(0.05)
+        assert remote.poll() is None, f"the script ended before {when}"
+        # the shell that runs the script (sh -s under sshd), then the person's client
+        twin.exec(["pkill", "-KILL", "-f", "^sh -s"], check=False)
+    finally:
+        if remote.poll() is None:
+            os.killpg(remote.pid, signal.SIGKILL)
+        remote.wait(timeout=60)
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
-    time.sleep(1)
-    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
-    rerun = subprocess.run(
-        ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py",
-         "deploys/restore_toolcalling.py"],
-        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
-    assert probe_inside(twin).outcome == "parsed"
+    time.sleep(1)  # the killed shell's lock goes with it
+    if rerun_with == "script":
+        rerun = over_ssh(twin, script)
+        said = rerun.stderr
+    else:
+        argv = ["pyinfra", "-y", str(inventory), "deploys/converge.py"]
+        rerun = subprocess.run(
+            argv, cwd=PROJECT, capture_output=True, text=True, timeout=900,
+            env={**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")},
+        )  # fmt: skip
+        said = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, said[-3000:]
+    code, settings = status_settings(twin)
+    assert code == 0 and out_of_sync(settings) == set(), settings
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
-    assert twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null || true"]).stdout == ""
+    assert scratch_clones(twin) == []
+    assert twin.exec(["test", "-e", JOURNAL], check=False).returncode != 0
