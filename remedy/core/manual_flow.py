@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 
-from remedy.core import commands, desired, journal
+from remedy.core import commands, desired, journal, probe
 from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES
 
 SCRATCH_FIND = commands.stale_scratch_removed("@OWNER@")
@@ -359,10 +359,33 @@ def _restart(s, scope) -> list[str]:
     ]
 
 
-def _verify(s, scope) -> list[str]:
-    from remedy.core import manual
-
-    return manual._verify(s)
+def _verify(s, scope=()) -> list[str]:
+    probe_sh = q(probe.probe_argv(s.server_url, s.model, s.probe_timeout_s, probe.DEFAULT_TRIES))
+    return [
+        f"deadline=$(( $(date +%s) + {s.ready_timeout_s} )); verdict=none",
+        'while [ "$(date +%s)" -lt "$deadline" ]; do',
+        f"  body=$({probe_sh} 2>&1 || true)",
+        """  if printf '%s' "$body" | grep -q '"tool_calls": *\\[ *{' && """
+        """printf '%s' "$body" | grep -q '"name": *"get_weather"'; then """
+        """verdict=parsed; break; fi""",
+        """  if printf '%s' "$body" | grep -q -e '<tool_call>' -e '<function='; then """
+        """verdict=unparsed; break; fi""",
+        """  if printf '%s' "$body" | grep -q '@@remedy-http-status=200'; then verdict=prose; fi""",
+        "  sleep 2",
+        "done",
+        'case "$verdict" in',
+        "  parsed) echo 'verified: the tool-call probe is parsed' >&2 ;;",
+        "  prose) echo 'NOT VERIFIED: the model kept answering in prose; the configuration "
+        "decides (not a reason to roll back)' >&2 ;;",
+        '  *) if [ "$path" = durable ]; then',
+        '       echo "verification FAILED ($verdict): the /run override goes back, then '
+        'the rollback" >&2',
+        "       durable_failed=yes path=fallback rc=1",
+        "     else",
+        f'       fail "tool calls are $verdict on {s.server_url} after {s.ready_timeout_s}s"',
+        "     fi ;;",
+        "esac",
+    ]
 
 
 def _rollback(s, scope) -> list[str]:
@@ -388,10 +411,46 @@ def _rollback(s, scope) -> list[str]:
     ]
 
 
-def _write_override(s, scope) -> list[str]:
-    from remedy.core import manual
+def _override_written(s) -> list[str]:
+    unit = f"/etc/systemd/system/{s.unit}"
+    return [
+        # loaded, the override is what the next start runs, by systemd or a person, with
+        # no gate: write it only when the gate lets the restart that takes it happen
+        f"{q(commands.memory_gate(s.min_mem_available_gb))} || "
+        f'fail "MemAvailable below {s.min_mem_available_gb:g} GB: the /run override is not '
+        'written (pending), so no later start takes it without the gate; see runbook 004"',
+        f'store_script=$(flags_script "$(exec_path {shlex.quote(unit)})")',
+        f'[ -n "$store_script" ] || fail "no ExecStart in {unit}"',
+        q(commands.make_dir(s.override_script.rsplit("/", 1)[0])),
+        qv(
+            commands.written_atomically(
+                s.override_script,
+                "0755",
+                commands.override_script_argv("@S@", s.tool_call_parser, s.required_env),
+                "root:root",
+            ),
+            S="store_script",
+        ),
+        q(commands.make_dir(s.override_dropin.rsplit("/", 1)[0])),
+        q(
+            commands.written_atomically(
+                s.override_dropin,
+                "0644",
+                commands.text_argv(commands.dropin_text(s.override_script, s.required_env)),
+                "root:root",
+            )
+        ),
+        q(commands.daemon_reload()),
+        f"pid_at_override={_main_pid(s)}",
+        f'[ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '
+        f'| sed -n "s/^{{ path=\\([^ ;]*\\).*/\\1/p")" '
+        f'= {shlex.quote(s.override_script)} ] || fail "another drop-in shadows '
+        f'{s.override_dropin}: see systemctl show -p DropInPaths {s.unit}"',
+    ]
 
-    lines = manual._write_override(s)
+
+def _write_override(s, scope) -> list[str]:
+    lines = _override_written(s)
     return [
         f'if [ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '
         f"| sed -n 's/^{{ path=\\([^ ;]*\\).*/\\1/p')\" = {shlex.quote(s.override_script)} ] "

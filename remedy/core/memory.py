@@ -109,3 +109,18 @@ def nix_memory_bound(headroom: MemoryHeadroom, min_gb: float, cap_gb: float | No
     spare = headroom.mem_available_kb * 1024 - min_gb * 1e9
     bound = spare if cap_gb is None else min(spare, cap_gb * 1e9)
     return max(int(bound), 1)
+
+
+def releases(targets: dict[str, int], headroom: MemoryHeadroom) -> list[tuple[int, int, int]]:
+    """(size_kb, current total, new total) for the pools with free pages above TARGETS
+    (page size label -> pages): only free pages can be released."""
+    out = []
+    for label, target in sorted(targets.items()):
+        size = SIZES_BY_LABEL[label]
+        pool = headroom.pools.get(size)
+        if pool is None or pool.total <= target:
+            continue
+        new_total = max(target, pool.total - pool.free)
+        if new_total < pool.total:
+            out.append((size, pool.total, new_total))
+    return out

@@ -110,16 +110,7 @@ def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
 
 def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
     """(size_kb, current total, new total) for pools with free pages above the target."""
-    out = []
-    for label, target in sorted(s.hugepages_target.items()):
-        size = mem.SIZES_BY_LABEL[label]
-        pool = headroom.pools.get(size)
-        if pool is None or pool.total <= target:
-            continue
-        new_total = max(target, pool.total - pool.free)
-        if new_total < pool.total:
-            out.append((size, pool.total, new_total))
-    return out
+    return mem.releases(s.hugepages_target, headroom)
 
 
 UNATTENDED = "unattended and neither bump_to nor trusted_signers is set"

@@ -19,18 +19,7 @@ SIZES = mem.SIZES_BY_LABEL  # page size label -> kB
 CONTINGENT = "runs only if the durable path fails"
 
 
-def releases(targets: dict[str, int], headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
-    """(size_kb, current total, new total) for pools with free pages above the target."""
-    out = []
-    for label, target in sorted(targets.items()):
-        size = SIZES[label]
-        pool = headroom.pools.get(size)
-        if pool is None or pool.total <= target:
-            continue
-        new_total = max(target, pool.total - pool.free)
-        if new_total < pool.total:
-            out.append((size, pool.total, new_total))
-    return out
+releases = mem.releases
 
 
 @operation()
