@@ -382,7 +382,7 @@ def plan_steps(
                 "contingent": contingent,
             }
         elif t.op == "nix.scratch_removed":
-            args = {**common, **owned}
+            args = {**common, **owned, "made": plan.path == DURABLE and plan.rebuild}
         elif t.op == "serving.outcome_reported":
             args = {
                 "plan_path": plan.path,

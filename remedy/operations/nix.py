@@ -332,12 +332,12 @@ def fix_proven(
     if skip:
         host.noop(skip)
         return
-    if not state.is_executing:
-        host.noop(
+    if not state.is_executing:  # the build adds the new system and its proof: a change
+        host.log_styled(
             "will ask Nix what the bump builds, then build the bumped configuration "
-            "and read its start script"
+            "and read its start script",
+            fg="blue",
         )
-        return
     found: dict = {}
     yield FunctionCommand(_prove, (dict(locals()), found), {})
     yield from _then_fail(found)
@@ -710,7 +710,9 @@ def _roll_back(state, host, a: dict, now, found: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def scratch_removed(journal_path: str, run_id: str, owner: str, home: str | None):
+def scratch_removed(
+    journal_path: str, run_id: str, owner: str, home: str | None, made: bool = False
+):
     """Remove the scratch clone the run journal names, whatever happened before (the
     checkout has what was proven, or nothing), and any a killed run left: every run
     that makes one holds the host lock, so none of them is in use.
@@ -719,9 +721,13 @@ def scratch_removed(journal_path: str, run_id: str, owner: str, home: str | None
     + run_id: this run
     + owner: the checkout's owner
     + home: the owner's home
+    + made: the run makes a scratch clone (its plan rebuilds)
     """
     if not state.is_executing:
-        host.noop("removes the scratch clone, if the run made one")
+        if made:
+            yield command(_owned(owner, home, commands.stale_scratch_removed(owner)))
+        else:
+            host.noop("no scratch clone in the plan (one a killed run left goes too)")
         return
     scratch = journal.read(journal_path, run_id).get("scratch")
     listed = run(host, _owned(owner, home, commands.stale_scratch_listed(owner)))
