@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from remedy.core import hostlock
+from remedy.core.commands import SCRATCH_PREFIX
 
 # Keys the remote side reads without a JSON parser: one per line, no quotes inside.
 SHELL_READ_KEYS = ("scratch", "toplevel")
@@ -41,6 +42,8 @@ class RunJournal:
     scratch_head: str | None = None  # the scratch clone's HEAD now ("" if it is gone)
     toplevel_present: bool | None = None  # the proven toplevel is in the store now
     problem: str | None = None  # why it could not be read
+    # scratch clones under /tmp now (a killed run's, or the one the journal names)
+    scratch_clones: tuple[str, ...] = ()
 
     def get(self, key: str, default=None):
         return self.values.get(key, default)
@@ -87,6 +90,7 @@ class RunJournal:
 def parse(lines: list[str]) -> RunJournal:
     """The ``run.journal`` section: ``key value`` lines, then ``json`` and the file."""
     info: dict[str, str] = {}
+    clones: list[str] = []
     body: list[str] | None = None
     for line in lines:
         if body is not None:
@@ -95,9 +99,12 @@ def parse(lines: list[str]) -> RunJournal:
             body = []
         else:
             key, _, value = line.partition(" ")
-            info[key] = value.strip()
+            if key == "scratch_clone":
+                clones.append(value.strip())
+            else:
+                info[key] = value.strip()
     if body is None:
-        return RunJournal()
+        return RunJournal(scratch_clones=tuple(clones))
 
     def number(key: str) -> int | None:
         try:
@@ -110,7 +117,9 @@ def parse(lines: list[str]) -> RunJournal:
         if not isinstance(values, dict):
             raise ValueError("not an object")
     except ValueError as exc:
-        return RunJournal(problem=f"unreadable run journal ({exc}): ignored")
+        return RunJournal(
+            problem=f"unreadable run journal ({exc}): ignored", scratch_clones=tuple(clones)
+        )
     present = info.get("toplevel_present")
     return RunJournal(
         values,
@@ -118,6 +127,7 @@ def parse(lines: list[str]) -> RunJournal:
         number("btime"),
         info.get("scratch_head"),
         None if present is None else present == "yes",
+        scratch_clones=tuple(clones),
     )
 
 
@@ -125,6 +135,7 @@ def parse(lines: list[str]) -> RunJournal:
 SNIPPET = r"""
 j=$REMEDY_JOURNAL
 echo "@@remedy:section run.journal"
+for d in @SCRATCH_PREFIX@*; do [ -d "$d" ] && printf 'scratch_clone %s\n' "$d"; done
 if [ -n "$j" ] && [ -s "$j" ]; then
   printf 'mtime %s\n' "$(stat -c %Y "$j" 2>/dev/null)"
   printf 'btime %s\n' "$(sed -n 's/^btime //p' /proc/stat 2>/dev/null)"
@@ -139,4 +150,4 @@ if [ -n "$j" ] && [ -s "$j" ]; then
   echo "json"
   sed -e '$a\' "$j"
 fi
-"""
+""".replace("@SCRATCH_PREFIX@", SCRATCH_PREFIX)

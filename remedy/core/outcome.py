@@ -67,6 +67,9 @@ def outcome(
     refused = _first(results, "refused")
     errors = [r for r in results if r.status == ERROR]
     failed = next((r.said.get("failed") for r in errors if r.said.get("failed")), None)
+    for r in errors:  # the fallback's override did not take: tool calling is not restored
+        if not failed and r.op == "serving.runtime_override_written":
+            failed = r.said.get("why") or f"{r.name} failed: see its output above"
     never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
     breaking = [
         r for r in durable_errors if r.op in ("nix.system_switched", "serving.toolcalling_verified")

@@ -382,7 +382,12 @@ def plan_steps(
                 "contingent": contingent,
             }
         elif t.op == "nix.scratch_removed":
-            args = {**common, **owned, "made": plan.path == DURABLE and plan.rebuild}
+            args = {
+                **common,
+                **owned,
+                "made": plan.path == DURABLE and plan.rebuild,
+                "left": list(snap.journal.scratch_clones),
+            }
         elif t.op == "serving.outcome_reported":
             args = {
                 "plan_path": plan.path,

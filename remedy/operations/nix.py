@@ -711,23 +711,30 @@ def _roll_back(state, host, a: dict, now, found: dict) -> bool:
 
 @operation(is_idempotent=False)
 def scratch_removed(
-    journal_path: str, run_id: str, owner: str, home: str | None, made: bool = False
+    journal_path: str,
+    run_id: str,
+    owner: str,
+    home: str | None,
+    made: bool = False,
+    left: list[str] | None = None,
 ):
     """Remove the scratch clone the run journal names, whatever happened before (the
-    checkout has what was proven, or nothing), and any a killed run left: every run
-    that makes one holds the host lock, so none of them is in use.
+    checkout has what was proven, or nothing), and any a killed run left (LEFT, as the
+    snapshot saw them): every run that makes one holds the host lock, so none of them
+    is in use. A run that made none and found none reads nothing more.
 
     + journal_path: the run journal
     + run_id: this run
     + owner: the checkout's owner
     + home: the owner's home
     + made: the run makes a scratch clone (its plan rebuilds)
+    + left: the scratch clones the snapshot found
     """
+    if not (made or left):
+        host.noop("no scratch clone")
+        return
     if not state.is_executing:
-        if made:
-            yield command(_owned(owner, home, commands.stale_scratch_removed(owner)))
-        else:
-            host.noop("no scratch clone in the plan (one a killed run left goes too)")
+        yield command(_owned(owner, home, commands.stale_scratch_removed(owner)))
         return
     scratch = journal.read(journal_path, run_id).get("scratch")
     listed = run(host, _owned(owner, home, commands.stale_scratch_listed(owner)))
