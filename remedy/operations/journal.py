@@ -36,6 +36,8 @@ def written(path: str, run_id: str, **values):
     return command(write_argv(path, read(path, run_id).merged(**values)))
 
 
-def record(path: str, run_id: str, **values) -> bool:
-    """Set VALUES in the journal now (inside a FunctionCommand)."""
-    return run(host, write_argv(path, read(path, run_id).merged(**values))).ok
+def record(path: str, run_id: str, known=None, **values) -> bool:
+    """Set VALUES in the journal now (inside a FunctionCommand), over KNOWN (the journal
+    as the step read it already; read again otherwise)."""
+    base = known if known is not None else read(path, run_id)
+    return run(host, write_argv(path, base.merged(**values))).ok

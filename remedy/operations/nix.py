@@ -25,6 +25,7 @@ from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
 from remedy.core import commands, desired, signers
+from remedy.core import journal as journal_core
 from remedy.core import memory as mem
 from remedy.core import nix as nix_core
 from remedy.core.plan import Proof
@@ -129,6 +130,7 @@ def _bump(state, host, a: dict, found: dict) -> bool:
     scratch = made.stdout.strip()
     started = _now()
     fresh = {"run_id": run_id, "started": started, "scratch": scratch, "base_head": a["base_head"]}
+    known = journal_core.RunJournal(fresh)
     if not run(host, journal.write_argv(journal_path, fresh)).ok:
         found["why"] = f"cannot write the run journal {journal_path}"
         return True
@@ -165,7 +167,7 @@ def _bump(state, host, a: dict, found: dict) -> bool:
     say(new_rev=new_rev)
     if run(host, as_owner(commands.lock_changed(scratch))).ok:
         note(f"{name} is already at {(new_rev or '?')[:12]}")
-        return journal.record(journal_path, run_id, new_rev=new_rev, new_url=new_url)
+        return journal.record(journal_path, run_id, known, new_rev=new_rev, new_url=new_url)
     if a["allowed_signers"] is not None:
         signature, why = _signature(as_owner, a, new_rev, new_url)
         if signature is not None:
@@ -182,6 +184,7 @@ def _bump(state, host, a: dict, found: dict) -> bool:
     return journal.record(
         journal_path,
         run_id,
+        known,
         new_rev=new_rev,
         new_url=new_url,
         commits=1,
@@ -294,6 +297,7 @@ def _write_managed(state, host, a: dict, found: dict) -> bool:
     return journal.record(
         a["journal_path"],
         a["run_id"],
+        j,
         commits=int(j.get("commits") or 0) + 1,
         scratch_head=head.stdout.strip() if head.ok else None,
     )
@@ -425,6 +429,7 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     return journal.record(
         a["journal_path"],
         a["run_id"],
+        j,
         toplevel=toplevel,
         proven_head=head.stdout.strip() if head.ok else None,
     )
@@ -534,6 +539,7 @@ def flake_lock_committed(
     if skip:
         host.noop(skip)
         return
+    j = None
     if state.is_executing:
         j = journal.read(journal_path, run_id)
         if not j.get("commits"):
@@ -549,7 +555,7 @@ def flake_lock_committed(
 
 @_guarded
 def _publish(state, host, a: dict, found: dict) -> bool:
-    j = journal.read(a["journal_path"], a["run_id"])
+    j = a["j"] or journal.read(a["journal_path"], a["run_id"])
     flake_dir = a["flake_dir"]
 
     def as_owner(argv):
@@ -568,7 +574,7 @@ def _publish(state, host, a: dict, found: dict) -> bool:
     head = run(host, as_owner(commands.head(flake_dir)))
     lock_commit = head.stdout.strip() if head.ok else None
     say(lock_commit=lock_commit)
-    return journal.record(a["journal_path"], a["run_id"], lock_commit=lock_commit)
+    return journal.record(a["journal_path"], a["run_id"], j, lock_commit=lock_commit)
 
 
 @operation(is_idempotent=False)
@@ -589,8 +595,10 @@ def system_switched(
     if skip:
         host.noop(skip)
         return
+    j = None
     if state.is_executing:
-        toplevel = toplevel or journal.read(journal_path, run_id).get("toplevel")
+        j = journal.read(journal_path, run_id)
+        toplevel = toplevel or j.get("toplevel")
         if not toplevel:
             yield from gave_up("no proven toplevel to switch to")
             return
@@ -604,7 +612,7 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     """A failed switch may have moved the profile or half-activated: the rollback step
     returns to the recorded generation, the fallback restores tool calling."""
     host.log_styled(f"switching to {toplevel}", fg="blue")
-    journal.record(a["journal_path"], a["run_id"], switching=toplevel)
+    journal.record(a["journal_path"], a["run_id"], a["j"], switching=toplevel)
     if a["set_profile"]:
         ran = run(host, commands.profile_set(toplevel))
         if not ran.ok:
@@ -736,16 +744,13 @@ def scratch_removed(
     if not state.is_executing:
         yield command(_owned(owner, home, commands.stale_scratch_removed(owner)))
         return
-    scratch = journal.read(journal_path, run_id).get("scratch")
     listed = run(host, _owned(owner, home, commands.stale_scratch_listed(owner)))
     found = listed.stdout.split() if listed.ok else []
-    scratch = scratch if scratch in found else None  # gone already (a reboot wipes /tmp)
-    stale = [x for x in found if x != scratch]
-    if not scratch and not stale:
+    if not found:
         host.noop("no scratch clone")
         return
-    if stale:
-        note(f"removed {len(stale)} scratch clone(s) that a killed run left")
-    if scratch:
-        yield journal.written(journal_path, run_id, scratch=None)
+    # this run's own, and those the snapshot found: a killed run's (the journal may
+    # still name one; a journal whose clone is gone finishes nothing)
+    if left:
+        note(f"removed {len(left)} scratch clone(s) that a killed run left")
     yield command(_owned(owner, home, commands.stale_scratch_removed(owner)))

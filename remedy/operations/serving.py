@@ -177,8 +177,8 @@ def restarted(
             yield from gave_up(lost(unit), failed=lost(unit))
             return
         running = now.active_state == "active" and now.main_pid
-        at_override = journal.read(journal_path, run_id).get("pid_at_override")
         if stage == "fallback" and running:
+            at_override = journal.read(journal_path, run_id).get("pid_at_override")
             if at_override and now.main_pid != at_override:
                 host.noop(
                     f"already restarted onto the /run override (pid {at_override} -> "

@@ -35,7 +35,6 @@ def bumped_in(twin, scratch: str) -> bool:
 
 
 @pytest.mark.parametrize("when", ["after-the-bump", "during-the-build"])
-@pytest.mark.nix_cli
 def test_sigkill_mid_durable_run_leaves_the_checkout_clean_and_a_rerun_finishes(
     twin, tmp_path, when
 ):
