@@ -6,10 +6,13 @@ lock.rev, lock.nar_hash, lock.url
 
 from __future__ import annotations
 
-from pyinfra.api import FactBase
+import json
+import os
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
 
 from facts import _remote
-from remedy.core import nix, sections
+from remedy.core import commands, nix, options, sections
 from remedy.core.snapshot import Checkout, read_checkout, read_flake_input, read_generations
 
 
@@ -61,3 +64,81 @@ class SystemGenerations(FactBase[nix.SystemGenerations]):
 
     def process(self, output):
         return read_generations(sections.split(output, "SystemGenerations"))
+
+
+OPTIONS_SH = r"""
+echo "@@remedy:section nix.options"
+"$@" 2>&1
+echo "@@remedy:exit $?"
+echo '@END@'
+""".replace("@END@", sections.END)
+
+
+class OptionDefinitions(FactBase[options.OptionDefinitions]):
+    """What the host's configuration defines for the options remedy's managed file
+    forces, evaluated without that file: per managed_options name, whether the option
+    exists, its highestPrio and definitionsWithLocations (``remedy.core.options``).
+    One ``nix eval`` as the checkout's OWNER, in a scope bounded to MEMORY_MAX bytes
+    when given (the host has systemd-run)."""
+
+    def command(
+        self,
+        flake_dir: str,
+        flake_host: str,
+        managed_file: str,
+        managed_options: dict[str, str],
+        owner: str | None = None,
+        home: str | None = None,
+        memory_max: int | None = None,
+    ):
+        argv = commands.as_owner(
+            owner,
+            home,
+            [
+                "env",
+                f"REMEDY_FLAKE_DIR={flake_dir}",
+                f"REMEDY_FLAKE_HOST={flake_host}",
+                f"REMEDY_MANAGED_FILE={managed_file}",
+                f"REMEDY_OPTIONS={json.dumps(managed_options, sort_keys=True)}",
+                *commands.nix("eval", "--impure", "--json", "--expr", options.EXPR),
+            ],
+        )
+        if memory_max:
+            argv = commands.memory_bounded(argv, memory_max, f"remedy-nix-options-{os.getpid()}")
+        return StringCommand("sh", "-c", QuoteString(OPTIONS_SH), "sh", *map(QuoteString, argv))
+
+    def process(self, output):
+        found = sections.split(output, "OptionDefinitions").get("nix.options")
+        return options.parse(found[0].lines if found else [], {})
+
+
+def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions | None:
+    """The OptionDefinitions of host HOST (settings S, its HostSnapshot SNAP) when the
+    managed file carries a value for SCOPE; None when there is nothing to evaluate. Not
+    read below the memory gate: the evaluation of a NixOS system takes GBs."""
+    from remedy.core import desired
+    from remedy.core import memory as mem
+
+    if not desired.managed_values(s, scope) or snap.nix is None:
+        return None
+    if not snap.checkout.is_checkout or snap.checkout.problem:
+        return options.OptionDefinitions(error=f"not evaluated: {snap.checkout.problem}")
+    gb = snap.memory.mem_available_kb * 1024 / 1e9
+    if gb < s.min_mem_available_gb:
+        return options.OptionDefinitions(
+            error=f"not evaluated: MemAvailable {gb:.1f} GB is below min_mem_available_gb"
+        )
+    bound = mem.nix_memory_bound(snap.memory, s.min_mem_available_gb, s.nix_memory_max_gb)
+    found = host.get_fact(
+        OptionDefinitions,
+        flake_dir=s.flake_dir,
+        flake_host=s.flake_host,
+        managed_file=s.managed_file,
+        managed_options=dict(sorted(s.managed_options.items())),
+        owner=snap.checkout.owner,
+        home=snap.checkout.home,
+        memory_max=bound if snap.tools.systemd_run else None,
+    )
+    if found is None:
+        return options.OptionDefinitions(error="not evaluated: the remote read failed")
+    return options.named(found, s.managed_options)

@@ -7,6 +7,7 @@ reason is kept, the others go on. The reporting commands (``remedy status``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -40,7 +41,10 @@ def read_hosts(
     """One remote read (facts.serving.HostSnapshot) per host, in parallel."""
     import gevent
 
+    from facts.nix import read_option_definitions
     from facts.serving import HostSnapshot as SnapshotFact
+    from remedy.core import desired
+    from remedy.core.options import OptionDefinitions
 
     out: list[HostRead] = []
     with session.connected(inventory, limit) as (_state, hosts, failed):
@@ -56,7 +60,12 @@ def read_hosts(
                 return HostRead(host.name, s, error=f"the remote read failed: {exc}")
             if snap is None:
                 return HostRead(host.name, s, error="the remote read failed")
-            return HostRead(host.name, s, snap)
+            # what remedy's forced values win over: one evaluation of the configuration
+            try:
+                defs = read_option_definitions(host, s, snap, desired.ALL)
+            except Exception as exc:
+                defs = OptionDefinitions(error=f"not evaluated: {exc}")
+            return HostRead(host.name, s, dataclasses.replace(snap, definitions=defs))
 
         greenlets = [gevent.spawn(read, h) for h in hosts]
         gevent.joinall(greenlets)

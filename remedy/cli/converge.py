@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 import time
 
 import click
@@ -151,6 +152,7 @@ def _report(
         probe=read.snapshot.probe.outcome,
         bump_blocked=plan.bump_blocked,
         problems=problems,
+        notes=status.notes,
         settings=[
             {
                 "setting": d.key,
@@ -248,6 +250,12 @@ def _print(rep: dict) -> None:
         )
     if rep["settings"]:
         console.print(table)
+    for note in rep.get("notes") or []:
+        console.print(
+            textwrap.fill(note, 80, initial_indent="  • ", subsequent_indent="    "),
+            markup=False,
+            highlight=False,
+        )
     apply = rep.get("apply")
     if apply and apply["exit_code"] != 0 and apply.get("tail"):
         console.print(f"  deploy exit {apply['exit_code']}; its last lines:", style="red")

@@ -72,11 +72,18 @@ def _print(r) -> None:
                 console.print(
                     f"    {path}", width=80, markup=False, highlight=False, overflow="fold"
                 )
+    if r.notes:
+        _bullets(console, "notes:", r.notes)
     if r.problems:
-        console.print("problems:", width=80, style="red")
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(overflow="fold")
-        for p in r.problems:
-            grid.add_row("  •", p)
-        console.print(grid, width=80, markup=False, highlight=False)
+        _bullets(console, "problems:", r.problems, "red")
+
+
+def _bullets(console, title: str, items: list[str], style: str | None = None) -> None:
+    """TITLE, then one bullet per item, folded at 80 columns (a path is never cut)."""
+    console.print(title, width=80, style=style)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for item in items:
+        grid.add_row("  •", item)
+    console.print(grid, width=80, markup=False, highlight=False)

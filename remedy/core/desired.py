@@ -291,32 +291,48 @@ def missing(
     return out
 
 
+def managed_values(s: Settings, scope: tuple[str, ...] = ALL) -> list[tuple[str, str, str, str]]:
+    """(name, option path, Nix value, why) for each value remedy's managed file carries
+    for the settings in SCOPE; the names are the keys of host data's managed_options."""
+    out = []
+    if "phase2a" in scope:
+        why = "tt-stack#52: Phase 2a options off"
+        out += [
+            (n, s.managed_options[n], "false", why)
+            for n in ("deviceResident", "enablePrefixCaching")
+        ]
+    if "hugepages" in scope and s.hugepages_target and s.hugepages_per_card is not None:
+        why = (
+            f"tt-stack#49: hugepage pool {_pages(_wanted_pages(s), s)}, "
+            f"{s.hugepages_per_card} per card on {s.cards} cards"
+        )
+        out.append(
+            (
+                "hugepagesPerCard",
+                s.managed_options["hugepagesPerCard"],
+                str(s.hugepages_per_card),
+                why,
+            )
+        )
+    return out
+
+
 def managed_nix(s: Settings, scope: tuple[str, ...] = ALL) -> str | None:
     """The text of remedy's managed Nix file for the settings in SCOPE it carries, or
-    None if none of them is in scope. The same desired state gives the same bytes."""
-    serving, host_values, refs = [], [], []
-    if "phase2a" in scope:
-        serving += ["deviceResident = false;", "enablePrefixCaching = false;"]
-        refs.append("tt-stack#52: Phase 2a options off")
-    if "hugepages" in scope and s.hugepages_target:
-        per_card = s.hugepages_per_card
-        if per_card is not None:
-            host_values.append(f"hugepagesPerCard = {per_card};")
-            refs.append(
-                f"tt-stack#49: hugepage pool {_pages(_wanted_pages(s), s)}, "
-                f"{per_card} per card on {s.cards} cards"
-            )
-    if not serving and not host_values:
+    None if none of them is in scope: a NixOS module that forces each value
+    (``lib.mkForce``: the host's own configuration may set the same option, as
+    production's sets hugepagesPerCard = 2). The same desired state gives the same bytes."""
+    values = managed_values(s, scope)
+    if not values:
         return None
     lines = [
         "# Managed by remedy: desired values tt-stack's defaults do not give this host.",
         "# `remedy converge` rewrites this file from its host data; change them there.",
-        *[f"# {r}" for r in refs],
+        "# Each value is forced (lib.mkForce): it wins over the host's own definitions.",
+        "{ lib, ... }:",
         "{",
     ]
-    if serving:
-        lines += ["  serving = {", *[f"    {v}" for v in serving], "  };"]
-    if host_values:
-        lines += ["  host = {", *[f"    {v}" for v in host_values], "  };"]
+    for _name, path, value, why in values:
+        lines += [f"  # {why}", f"  {path} = lib.mkForce {value};"]
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from remedy.core import desired
+from remedy.core import desired, options
 from remedy.core import memory as mem
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
@@ -386,6 +386,17 @@ def _described(p: RestorePlan, sit: Situation) -> RestorePlan:
                     sp.action = f"kept: {s.managed_file.rsplit('/', 1)[-1]} is a person's"
         else:
             p.reasons.append(f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)")
+    if p.managed_text is not None:
+        defs = sit.snap.definitions
+        for line in options.overrides(defs, s, sit.scope):
+            p.reasons.append(f"overrides: {line}")
+        for path in options.missing_options(defs, s, sit.scope):
+            p.reasons.append(
+                f"the configuration declares no option {path}: remedy's file would not "
+                "evaluate (the build will say so, and the fallback runs)"
+            )
+        if defs is not None and defs.error:
+            p.reasons.append(f"what remedy's file overrides: {defs.error}")
     return p
 
 

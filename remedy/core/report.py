@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from remedy.core import desired
+from remedy.core import desired, options
 from remedy.core import memory as mem
 from remedy.core.plan import managed_conflict
 from remedy.core.settings import Settings
@@ -39,6 +39,8 @@ class HostStatus:
     problems: list[str] = field(default_factory=list)
     snapshot: HostSnapshot | None = None
     drifts: list = field(default_factory=list)  # desired.Drift per managed setting
+    # what remedy's forced values win over in the host's configuration, and the like
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -46,6 +48,7 @@ class HostStatus:
             "exit_code": self.exit_code,
             "verdict": self.verdict,
             "problems": self.problems,
+            "notes": self.notes,
             "rows": [dataclasses.asdict(r) for r in self.rows],
             "settings": [dataclasses.asdict(d) for d in self.drifts],
             "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
@@ -90,8 +93,25 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     conflict = managed_conflict(snap, settings)
     if conflict:
         problems.append(f"the next rebuild takes the checkout's value: {conflict}")
+    notes = _definition_notes(snap, settings, problems)
     code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
-    return HostStatus(host, code, verdict, rows, problems, snap, drift_list)
+    return HostStatus(host, code, verdict, rows, problems, snap, drift_list, notes)
+
+
+def _definition_notes(snap, settings, problems: list[str]) -> list[str]:
+    """What remedy's managed file forces over the host's own configuration (notes), and
+    the managed options the configuration does not declare (problems)."""
+    defs = snap.definitions
+    if defs is None:
+        return []
+    if defs.error:
+        return [f"what remedy's file overrides: {defs.error}"]
+    for path in options.missing_options(defs, settings, desired.ALL):
+        problems.append(
+            f"the configuration declares no option {path}: remedy's file cannot set it; "
+            "fix host data managed_options"
+        )
+    return [f"overrides: {line}" for line in options.overrides(defs, settings, desired.ALL)]
 
 
 def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:

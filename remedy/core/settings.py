@@ -34,6 +34,8 @@ hugepages_target       {"1G": 2}                               the hugepage pool
 cards                  2                                       Tenstorrent cards (1G
                                                                pages per card = pool/cards)
 probe_timeout_s        20                                      one probe request
+managed_options        tt-stack's option paths (see below)     the option each value of
+                                                               remedy.nix sets
 managed_file_conflict  keep                                    a person's commit to
                                                                remedy.nix: keep it, or
                                                                overwrite it
@@ -49,11 +51,19 @@ lock_wait_s            30                                      wait for another 
 audit_log              the user's state dir                    audit log path
 remedy_environment     none                                    production | staging | twin
 =====================  ======================================  ==========================
+
+managed_options maps each value remedy's managed file carries to the NixOS option
+it sets (a partial mapping keeps the other defaults)::
+
+    {"deviceResident": "services.tenstorrent-serving.deviceResident",
+     "enablePrefixCaching": "services.tenstorrent-serving.enablePrefixCaching",
+     "hugepagesPerCard": "hardware.tenstorrent.hugepagesPerCard"}
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 import sys
@@ -74,6 +84,16 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 REV_RE = re.compile(r"^[0-9a-f]{40}$")
 URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/[A-Za-z0-9._~/-]*)?$")
 PAGE_SIZE_RE = re.compile(r"^(2M|1G)$")
+# A NixOS option path: Nix identifiers joined by dots (no quoted names).
+OPTION_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_'-]*(\.[A-Za-z_][A-Za-z0-9_'-]*)*$")
+NIX_KEYWORDS = {"assert", "else", "if", "in", "inherit", "let", "or", "rec", "then", "with"}
+# The values remedy's managed file carries, and the options tt-stack declares for them
+# (as the twin's fixture does; the README says how to check them against tt-stack).
+MANAGED_OPTIONS = {
+    "deviceResident": "services.tenstorrent-serving.deviceResident",
+    "enablePrefixCaching": "services.tenstorrent-serving.enablePrefixCaching",
+    "hugepagesPerCard": "hardware.tenstorrent.hugepagesPerCard",
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +129,8 @@ class Settings:
     # A person committed remedy's managed file with other values: "keep" their commit
     # (report the conflict; those settings are not made durable) or "overwrite" it.
     managed_file_conflict: str = "keep"
+    # The NixOS option each value of the managed file sets (MANAGED_OPTIONS' keys).
+    managed_options: dict[str, str] = field(default_factory=lambda: dict(MANAGED_OPTIONS))
     build_max_jobs: int = 1
     build_cores: int = 2
     # The memory bound of the owner's nix evaluation and build client (None: what the
@@ -250,6 +272,30 @@ def _pool_map(host, key, value):
     return out
 
 
+def _option_map(host, key, value):
+    example = '{"hugepagesPerCard": "hardware.tenstorrent.hugepagesPerCard"}'
+    if isinstance(value, str):  # --data on the command line
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if not isinstance(value, dict):
+        raise _fail(host, key, f"must be a mapping like {example}")
+    out = dict(MANAGED_OPTIONS)
+    for name, path in value.items():
+        if name not in MANAGED_OPTIONS:
+            raise _fail(
+                host,
+                f"{key}.{name}",
+                f"is not a value remedy's managed file carries: use {', '.join(MANAGED_OPTIONS)}",
+            )
+        _string(host, f"{key}.{name}", path, OPTION_PATH_RE, "a NixOS option path like a.b.c")
+        if NIX_KEYWORDS & set(path.split(".")):
+            raise _fail(host, f"{key}.{name}", f"has a Nix keyword as a name ({path!r})")
+        out[name] = path
+    return out
+
+
 # Every key's check, in one table: (host, key, value) -> the typed value or ConfigError.
 CHECKS = {
     "unit": _pattern(UNIT_RE, "a unit name like tenstorrent-serving.service"),
@@ -279,6 +325,7 @@ CHECKS = {
     "lock_wait_s": lambda h, k, v: _number(h, k, v, float),
     "allow_local_build": _bool,
     "managed_file_conflict": _choice(("keep", "overwrite")),
+    "managed_options": _option_map,
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,
     "nix_memory_max_gb": _optional(lambda h, k, v: _positive(h, k, v)),

@@ -7,6 +7,7 @@ typed value of one fact; ``HostSnapshot`` is all of them together.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyinfra.api.exceptions import FactProcessError
 
@@ -194,6 +195,9 @@ class HostSnapshot:
     volatile: list[VolatileEntry]
     managed: ManagedFile = field(default_factory=lambda: ManagedFile(""))
     journal: RunJournal = field(default_factory=RunJournal)
+    # The managed options as the host's configuration defines them without remedy's file
+    # (remedy.core.options.OptionDefinitions): a second read, only where it matters.
+    definitions: Any = None
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:

@@ -24,7 +24,7 @@ from pyinfra.api.exceptions import FactProcessError
 from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
-from remedy.core import commands, desired, signers
+from remedy.core import commands, desired, options, signers
 from remedy.core import journal as journal_core
 from remedy.core import memory as mem
 from remedy.core import nix as nix_core
@@ -394,8 +394,10 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     build = commands.build_toplevel(scratch, s.flake_host, s.build_max_jobs, s.build_cores)
     built = run(host, _owner_nix(as_owner, a, build, "build", bound))
     if not built.ok:
-        found["why"] = _bound_hit(built, "build", bound) or (
-            f"the new configuration does not build: {built.why}"
+        found["why"] = (
+            _bound_hit(built, "build", bound)
+            or options.evaluation_blocker(built.stderr + "\n" + built.stdout, s)
+            or f"the new configuration does not build: {built.why}"
         )
         return True
     try:  # stdout only: warnings on stderr may contain brackets
@@ -477,7 +479,10 @@ def _local_builds(as_owner, a: dict, scratch: str, bound) -> tuple[list[str], st
     if not dry.ok:
         if hit := _bound_hit(dry, "evaluation", bound):
             return [], hit
-        return [], f"the new configuration does not evaluate: {dry.why}"
+        said = dry.stderr + "\n" + dry.stdout
+        return [], options.evaluation_blocker(said, s) or (
+            f"the new configuration does not evaluate: {dry.why}"
+        )
     planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
     if not planned.built:
         return [], None

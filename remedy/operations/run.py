@@ -23,6 +23,7 @@ import yaml
 from pyinfra import host, logger, state
 from pyinfra.api.state import BaseStateCallback, StateStage
 
+from facts.nix import read_option_definitions
 from facts.serving import HostSnapshot, ToolCallProbe
 from remedy import audit
 from remedy import lock as host_lock
@@ -97,6 +98,12 @@ def begin_restore(
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
+    if plan.managed_text is not None:
+        # The run writes remedy's file: name what its forced values win over, from one
+        # evaluation of the configuration without it.
+        defs = read_option_definitions(host, s, snap, scope)
+        snap = dataclasses.replace(snap, definitions=defs)
+        plan = plan_restore(snap, s, scope)
     allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
         allowed = _allowed_signers(project, runbook, s.trusted_signers)

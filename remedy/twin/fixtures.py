@@ -54,16 +54,12 @@ SERVING_MODULE = r"""# tenstorrent-serving: the vLLM start script and the system
 # (unit-script-tenstorrent-serving-start/bin/tenstorrent-serving-start, followed by
 # " " and scriptArgs, so a trailing space), and that script execs the start script
 # that holds the vLLM flags.
-{ port ? 8000
-, model ? "@MODEL@"
-, servedModelName ? "@SERVED_MODEL@"
-, toolCallParser ? "@PARSER@"
-, deviceResident ? false       # Phase 2a (#52): must stay off
-, enablePrefixCaching ? false  # Phase 2a (#52): must stay off; forces --no-async-scheduling
-, scriptArgs ? ""
-, system ? "x86_64-linux"
-}:
+{ config, lib, ... }:
 let
+  cfg = config.services.tenstorrent-serving;
+  inherit (cfg) port model servedModelName toolCallParser deviceResident enablePrefixCaching
+    scriptArgs;
+  system = "x86_64-linux";
   # The vLLM fork itself: a package built from source, not a config derivation.
   vllmTt = import ../packages/vllm-tt.nix { inherit system; };
   exports = [@EXPORTS@ ];
@@ -105,7 +101,28 @@ let
     allowSubstitutes = false;
   };
   execStart = "${unitScript}/bin/tenstorrent-serving-start" + " " + scriptArgs;
-@UNIT@"""
+@UNIT@in {
+  options.services.tenstorrent-serving = {
+    port = lib.mkOption { type = lib.types.port; default = 8000; };
+    model = lib.mkOption { type = lib.types.str; default = "@MODEL@"; };
+    servedModelName = lib.mkOption { type = lib.types.str; default = "@SERVED_MODEL@"; };
+    toolCallParser = lib.mkOption { type = lib.types.str; default = "@PARSER@"; };
+    deviceResident = lib.mkOption {
+      type = lib.types.bool;
+      default = false;
+      description = "Phase 2a (#52): must stay off.";
+    };
+    enablePrefixCaching = lib.mkOption {
+      type = lib.types.bool;
+      default = false;
+      description = "Phase 2a (#52): must stay off; forces --no-async-scheduling.";
+    };
+    scriptArgs = lib.mkOption { type = lib.types.str; default = ""; };
+  };
+  config.systemd.units."tenstorrent-serving.service" = unitText;
+  config.systemd.dropins."tenstorrent-serving.service" = dropins;
+}
+"""
 
 # The one package of the closure that compiles (no preferLocalBuild): the same
 # derivation in every standard tt-stack commit, so generation 1 builds it and a bump
@@ -163,9 +180,7 @@ START_SCRIPT_STRICT = r"""  # writeShellApplication: a strict-shell script, subs
 """
 
 # The unit as NixOS writes a `script =` unit of its own.
-UNIT_INLINE = r"""in {
-  inherit startScript unitScript vllmTt;
-  unitText = ''
+UNIT_INLINE = r"""  unitText = ''
     [Unit]
     Description=Tenstorrent vLLM serving (tt-stack)
     After=network.target
@@ -183,7 +198,6 @@ UNIT_INLINE = r"""in {
     WantedBy=multi-user.target
   '';
   dropins = { };
-}
 """
 
 # The unit as NixOS writes one that also comes from a package (or with
@@ -191,9 +205,7 @@ UNIT_INLINE = r"""in {
 # in <unit>.d/overrides.conf (nixpkgs nixos/lib/systemd-lib.nix, generateUnits /
 # mkUnitFile). The package's own ExecStart is reset there; the environment the
 # start script needs comes from the drop-in too.
-UNIT_ASDROPIN = r"""in {
-  inherit startScript unitScript vllmTt;
-  unitText = ''
+UNIT_ASDROPIN = r"""  unitText = ''
     [Unit]
     Description=vLLM OpenAI-compatible server (upstream unit of the vllm-tt package)
     After=network.target
@@ -216,7 +228,6 @@ UNIT_ASDROPIN = r"""in {
     RestartSec=5
     TimeoutStopSec=20
   '';
-}
 """
 
 VLLM_TT_PACKAGE = r"""# vllm-tt: the Tenstorrent vLLM fork, built from source with tt-stack's patches.
@@ -240,20 +251,29 @@ VLLM_VERSION = "0.9.2"
 VLLM_PATCHES = ["0001-tt-backend", "0012-qwen3-xml-tool-parser", "0020-sdpa-streaming"]
 
 HOST_MODULE = r"""# tenstorrent-host: hugepages for the Tenstorrent cards (kernel parameters).
-# Only one channel per card is used (UMD), so one 1 GiB page per card suffices.
-{ cards ? 2
-, hugepagesPerCard ? @HUGEPAGES@
-}:
-{
-  kernelParams = [ "hugepagesz=1G" "hugepages=${toString (cards * hugepagesPerCard)}" "iommu=pt" ];
+{ config, lib, ... }:
+let
+  cfg = config.hardware.tenstorrent;
+in {
+  options.hardware.tenstorrent = {
+    cards = lib.mkOption { type = lib.types.int; default = 2; };
+    hugepagesPerCard = lib.mkOption {
+      type = lib.types.int;
+      default = @HUGEPAGES@;
+      description = "1 GiB hugepages per card. Only one channel per card is used (UMD), so one page per card suffices.";
+    };
+  };
+  config.boot.kernelParams =
+    [ "hugepagesz=1G" "hugepages=${toString (cfg.cards * cfg.hugepagesPerCard)}" "iommu=pt" ];
 }
 """
 
+# Modules are exported as paths, so NixOS's messages name their files.
 TT_STACK_FLAKE = """{
   description = "tt-stack: Tenstorrent serving stack (twin fixture)";
   outputs = { self }: {
-    lib.tenstorrent-serving = import ./modules/tenstorrent-serving.nix;
-    lib.tenstorrent-host = import ./modules/tenstorrent-host.nix;
+    nixosModules.tenstorrent-serving = ./modules/tenstorrent-serving.nix;
+    nixosModules.tenstorrent-host = ./modules/tenstorrent-host.nix;
     packages.x86_64-linux.vllm-tt = import ./packages/vllm-tt.nix { };
   };
 }
@@ -399,45 +419,246 @@ NIXOS_FLAKE = """{
   description = "nixos-llm: host configurations (twin fixture)";
   inputs.tt-stack.url = "git+file://@TT_STACK_DIR@";
   outputs = { self, tt-stack }: {
-    nixosConfigurations.cfx-llm2 = import ./hosts/cfx-llm2/configuration.nix {
-      inherit tt-stack;
-      revision = self.rev or "dirty";
+    # As lib.nixosSystem: the twin's NixOS modules, then the host's, evaluated as modules.
+    nixosConfigurations.cfx-llm2 = (import ./lib/modules.nix).evalModules {
+      modules = [ ./lib/nixos.nix ./hosts/cfx-llm2/configuration.nix ];
+      specialArgs = { inherit tt-stack; revision = self.rev or "dirty"; };
     };
   };
 }
 """
 
+# A NixOS host's configuration.nix: it imports tt-stack's modules and remedy's managed
+# file (once remedy has written it), and sets hugepagesPerCard itself, as production does.
 HOST_CONFIGURATION = r"""# cfx-llm2: two Tenstorrent cards serving Qwen3.6-27B.
-{ tt-stack, revision }:
-let
-  # Values remedy manages (tt-stack#49, #52): as a NixOS module's imports line would.
-  imports = [ ./remedy.nix ];
-  managed = import ../../lib/imports.nix imports;
-  serving = tt-stack.lib.tenstorrent-serving ({
-    port = @PORT@;
-  } // (managed.serving or { }));
-  host = tt-stack.lib.tenstorrent-host ({
-    cards = 2;
-    hugepagesPerCard = 2;
-  } // (managed.host or { }));
-in import ../../lib/system.nix {
-  hostName = "cfx-llm2";
-  inherit revision;
-  units = { "tenstorrent-serving.service" = serving.unitText; };
-  dropins = { "tenstorrent-serving.service" = serving.dropins or { }; };
-  kernelParams = host.kernelParams;
-}
-"""
+{ config, lib, tt-stack, ... }:
+{
+  imports = [
+    tt-stack.nixosModules.tenstorrent-serving
+    tt-stack.nixosModules.tenstorrent-host
+@MANAGED_IMPORT@
 
-# The twin's stand-in for NixOS's `imports` (no module system offline): the attribute
-# sets of the listed files, merged; a file that does not exist yet is skipped.
-IMPORTS_LIB = r"""paths:
-builtins.foldl' (acc: p: acc // (if builtins.pathExists p then import p else { })) { } paths
+  networking.hostName = "cfx-llm2";
+  services.tenstorrent-serving.port = @PORT@;
+  hardware.tenstorrent.cards = 2;
+  hardware.tenstorrent.hugepagesPerCard = 2;
+}
 """
 
 # The import line a host configuration needs for remedy's managed file (see
 # remedy.core.desired.MANAGED_IMPORT); tests remove it to see remedy name it.
-MANAGED_IMPORT_LINE = "  imports = [ ./remedy.nix ];"
+MANAGED_IMPORT_LINE = "  ] ++ lib.optional (builtins.pathExists ./remedy.nix) ./remedy.nix;"
+NO_MANAGED_IMPORT = "  ];"
+
+# The twin's stand-in for nixpkgs' lib.evalModules (docs/twin.md says what it covers).
+MODULES_LIB = r"""# The twin's stand-in for nixpkgs' lib.evalModules (no nixpkgs offline), after
+# nixpkgs lib/modules.nix and lib/options.nix, for what this configuration uses:
+# - lib.mkOption declares an option; its default is a definition at the option-default
+#   priority (1500);
+# - a plain definition is at priority 100, lib.mkDefault 1000, lib.mkForce 50,
+#   lib.mkOverride N: the lowest number wins;
+# - at the winning priority, listOf concatenates, attrsOf merges per attribute, lines
+#   joins, and every other type takes one value: two different values are NixOS's
+#   "has conflicting definition values" error;
+# - a definition of an option that no module declares is NixOS's "does not exist";
+# - imports are followed (a module is a path, a function or an attribute set; a path is
+#   imported once), and disabledModules drops a module (and what it imports) by path;
+# - the result has config, options (value, highestPrio, definitionsWithLocations,
+#   files, declarations) and extendModules, as lib.nixosSystem's has.
+# Left out: mkIf, mkMerge, mkBefore/mkAfter, a priority on a whole attribute set,
+# submodules, types beyond `types` below, _module.args, option renames.
+let
+  inherit (builtins)
+    all attrNames attrValues concatLists concatMap concatStringsSep elem filter foldl'
+    functionArgs genericClosure genList head intersectAttrs isAttrs isBool isFunction
+    isInt isList isPath isString length mapAttrs removeAttrs toJSON tryEval;
+
+  showLoc = concatStringsSep ".";
+  # As lib.generators.toPretty prints a definition's value (one line).
+  pretty = v:
+    if isString v then toJSON v
+    else if isBool v then (if v then "true" else "false")
+    else if isInt v then toString v
+    else if v == null then "null"
+    else if isList v then "[ " + concatStringsSep " " (map pretty v) + " ]"
+    else if isAttrs v && (v.type or null) == "derivation" then "<derivation ${v.name or "?"}>"
+    else if isAttrs v then
+      "{ " + concatStringsSep " " (map (n: "${n} = ${pretty v.${n}};") (attrNames v)) + " }"
+    else "<function>";
+  showDefs = defs: concatStringsSep "" (map (d: "\n- In `${d.file}': ${pretty d.value}") defs);
+
+  mkOverride = priority: content: { _type = "override"; inherit priority content; };
+  isOverride = v: isAttrs v && (v._type or null) == "override";
+  isOption = v: isAttrs v && (v._type or null) == "option";
+
+  mergeEqual = loc: defs:
+    let first = head defs; in
+    if length defs == 1 || all (d: d.value == first.value) defs then first.value
+    else throw ("The option `${loc}' has conflicting definition values:${showDefs defs}\n"
+      + "Use `lib.mkForce value` or `lib.mkDefault value` to change the priority on any of these definitions.");
+  mkType = name: description: check: merge: { _type = "type"; inherit name description check merge; };
+  types = rec {
+    unspecified = mkType "unspecified" "unspecified value" (_: true) mergeEqual;
+    anything = unspecified;
+    package = mkType "package" "package" isAttrs mergeEqual;
+    bool = mkType "bool" "boolean" isBool mergeEqual;
+    int = mkType "int" "signed integer" isInt mergeEqual;
+    port = mkType "port" "16 bit unsigned integer; between 0 and 65535 (both inclusive)"
+      (v: isInt v && v >= 0 && v <= 65535) mergeEqual;
+    str = mkType "str" "string" isString mergeEqual;
+    lines = mkType "lines" "strings concatenated with \"\\n\"" isString
+      (loc: defs: concatStringsSep "\n" (map (d: d.value) defs));
+    listOf = t: mkType "listOf" "list of ${t.description}" (v: isList v && all t.check v)
+      (loc: defs: concatMap (d: d.value) defs);
+    attrsOf = t: mkType "attrsOf" "attribute set of ${t.description}"
+      (v: isAttrs v && all t.check (attrValues v))
+      (loc: defs: mapAttrs
+        (n: _: t.merge "${loc}.${n}"
+          (map (d: { inherit (d) file; value = d.value.${n}; }) (filter (d: d.value ? ${n}) defs)))
+        (foldl' (acc: d: acc // d.value) { } defs));
+  };
+
+  lib = {
+    inherit mkOverride types;
+    mkOption = attrs: attrs // { _type = "option"; };
+    mkOptionDefault = mkOverride 1500;
+    mkDefault = mkOverride 1000;
+    mkForce = mkOverride 50;
+    optional = c: x: if c then [ x ] else [ ];
+    optionals = c: xs: if c then xs else [ ];
+  };
+
+  setAt = set: loc: value:
+    let n = head loc; rest = builtins.tail loc; in
+    set // { ${n} = if rest == [ ] then value else setAt (set.${n} or { }) rest value; };
+  mapOptions = f: set: mapAttrs (_: v: if isOption v then f v else mapOptions f v) set;
+
+  evalModules = { modules, specialArgs ? { } }@attrs:
+    let
+      args = { inherit lib config options; } // specialArgs;
+      # A module, loaded: its key (a path's string, else where it was listed), the file
+      # its messages name, what it imports and disables, its options and its config.
+      load = parent: i: m:
+        let
+          named = isPath m || isString m;
+          file = if named then toString m else parent.file;
+          v = if named then import m else m;
+          f = if isFunction v then v (intersectAttrs (functionArgs v) args) else v;
+          explicit = f ? config || f ? options;
+          extra = attrNames (removeAttrs f [ "imports" "disabledModules" "_file" "key" "options" "config" "meta" ]);
+        in
+        if explicit && extra != [ ] then
+          throw "Module `${file}' has an unsupported attribute `${head extra}'. This is caused by introducing a top-level `config' or `options' attribute. Add configuration attributes immediately on the top level instead, or move all of them (namely: ${concatStringsSep " " extra}) into the explicit `config' attribute."
+        else {
+          key = if named then file else "${parent.key}:anon-${toString i}";
+          inherit file;
+          imports = f.imports or [ ];
+          disabled = map toString (f.disabledModules or [ ]);
+          options = f.options or { };
+          config = if explicit then f.config or { }
+            else removeAttrs f [ "imports" "disabledModules" "_file" "key" "meta" ];
+        };
+      loadAll = parent: ms: genList (i: load parent (i + 1) (builtins.elemAt ms i)) (length ms);
+      top = { file = "<evalModules>"; key = "<evalModules>"; };
+      closure = keep: genericClosure {
+        startSet = filter keep (loadAll top modules);
+        operator = m: filter keep (loadAll m m.imports);
+      };
+      disabledKeys = concatMap (m: m.disabled) (closure (_: true));
+      loaded = closure (m: !(elem m.key disabledKeys));
+
+      # Declarations: { loc, file, opt }, one per option.
+      declsOf = prefix: file: set: concatMap (n:
+        let v = set.${n}; loc = prefix ++ [ n ]; in
+        if isOption v then [ { inherit loc file; opt = v; } ]
+        else if isAttrs v then declsOf loc file v
+        else throw "The option declaration `${showLoc loc}' in `${file}' is not an option (lib.mkOption) nor a set of options.")
+        (attrNames set);
+      decls = concatMap (m: declsOf [ ] m.file m.options) loaded;
+      declared = foldl' (acc: d:
+        if (acc.${showLoc d.loc} or null) != null then
+          throw "The option `${showLoc d.loc}' in `${d.file}' is already declared in `${acc.${showLoc d.loc}.file}'."
+        else acc // { ${showLoc d.loc} = d; }) { } decls;
+      tree = foldl' (acc: d: setAt acc d.loc d.opt) { } decls;
+
+      # Definitions: { loc, file, value }, one per option a module sets.
+      defsOf = prefix: decl: file: set: concatMap (n:
+        let v = set.${n}; loc = prefix ++ [ n ]; d = decl.${n} or null; in
+        if d == null then
+          throw "The option `${showLoc loc}' does not exist. Definition values:${showDefs [ { inherit file; value = v; } ]}"
+        else if isOption d then [ { inherit loc file; value = v; } ]
+        else if isAttrs v && !(isOverride v) then defsOf loc d file v
+        else throw "The option `${showLoc loc}' is a set of options; a definition there must be an attribute set (the twin's stand-in does not push mkForce or mkDefault into one: set each option). Definition values:${showDefs [ { inherit file; value = v; } ]}")
+        (attrNames set);
+      defs = foldl' (acc: d: acc // { ${showLoc d.loc} = (acc.${showLoc d.loc} or [ ]) ++ [ d ]; }) { }
+        (concatMap (m: defsOf [ ] tree m.file m.config) loaded);
+
+      evalOption = d:
+        let
+          loc = showLoc d.loc;
+          t = d.opt.type or types.unspecified;
+          all' = (if d.opt ? default then [ { inherit (d) file; value = mkOverride 1500 d.opt.default; } ] else [ ])
+            ++ (defs.${loc} or [ ]);
+          discharged = map (x:
+            if isOverride x.value then { inherit (x) file; value = x.value.content; priority = x.value.priority; }
+            else { inherit (x) file value; priority = 100; }) all';
+          highestPrio = foldl' (a: x: if x.priority < a then x.priority else a) 9999 discharged;
+          final = filter (x: x.priority == highestPrio) discharged;
+          wrong = filter (x: !(t.check x.value)) final;
+        in
+        d.opt // {
+          inherit highestPrio;
+          loc = d.loc;
+          isDefined = final != [ ];
+          declarations = [ d.file ];
+          files = map (x: x.file) final;
+          definitionsWithLocations = map (x: { inherit (x) file value; }) final;
+          value =
+            if final == [ ] then throw "The option `${loc}' was accessed but has no value defined. Try setting the option."
+            else if wrong != [ ] then throw "A definition for option `${loc}' is not of type `${t.description}'. Definition values:${showDefs wrong}"
+            else t.merge loc final;
+        };
+      options = builtins.seq declared (foldl' (acc: d: setAt acc d.loc (evalOption d)) { } decls);
+      config = mapOptions (o: o.value) options;
+    in
+    {
+      inherit config options;
+      extendModules = { modules ? [ ] }: evalModules {
+        modules = attrs.modules ++ modules;
+        inherit specialArgs;
+      };
+    };
+in
+{ inherit lib evalModules; }
+"""
+
+# The NixOS options the twin's system is made of (a stand-in for nixpkgs' nixos/modules),
+# and the toplevel built from them.
+NIXOS_MODULE = r"""# The twin's NixOS: the options its system uses, and system.build.toplevel.
+{ config, lib, revision, ... }:
+{
+  options = {
+    networking.hostName = lib.mkOption { type = lib.types.str; default = "nixos"; };
+    boot.kernelParams = lib.mkOption { type = lib.types.listOf lib.types.str; default = [ ]; };
+    systemd.units = lib.mkOption { type = lib.types.attrsOf lib.types.str; default = { }; };
+    # <unit>.d/<name>.conf drop-ins, as NixOS writes overrides.conf
+    systemd.dropins = lib.mkOption {
+      type = lib.types.attrsOf (lib.types.attrsOf lib.types.str);
+      default = { };
+    };
+    system.preSwitchChecks = lib.mkOption { type = lib.types.lines; default = ""; };
+    system.build.toplevel = lib.mkOption { type = lib.types.package; };
+  };
+  config.system.build.toplevel = (import ./system.nix {
+    hostName = config.networking.hostName;
+    inherit revision;
+    units = config.systemd.units;
+    dropins = config.systemd.dropins;
+    kernelParams = config.boot.kernelParams;
+    preSwitchChecks = config.system.preSwitchChecks;
+  }).config.system.build.toplevel;
+}
+"""
 
 
 SYSTEM_LIB = r"""# A NixOS-like system toplevel built with builtins.derivation (no nixpkgs offline).
@@ -492,12 +713,20 @@ in {
 """
 
 
+def host_configuration(server_port: int = DEFAULT_SERVER_PORT, managed_import: bool = True) -> str:
+    """The host's configuration.nix; MANAGED_IMPORT=False: without remedy's file."""
+    return HOST_CONFIGURATION.replace("@PORT@", str(server_port)).replace(
+        "@MANAGED_IMPORT@", MANAGED_IMPORT_LINE if managed_import else NO_MANAGED_IMPORT
+    )
+
+
 def nixos_llm_files(server_port: int = DEFAULT_SERVER_PORT) -> dict[str, str]:
     return {
         "flake.nix": NIXOS_FLAKE.replace("@TT_STACK_DIR@", TT_STACK_DIR),
-        "hosts/cfx-llm2/configuration.nix": HOST_CONFIGURATION.replace("@PORT@", str(server_port)),
+        "hosts/cfx-llm2/configuration.nix": host_configuration(server_port),
+        "lib/modules.nix": MODULES_LIB,
+        "lib/nixos.nix": NIXOS_MODULE,
         "lib/system.nix": SYSTEM_LIB,
-        "lib/imports.nix": IMPORTS_LIB,
     }
 
 

@@ -119,8 +119,48 @@ def record_nix_version(suite: str) -> None:
         drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
         show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
         record_raw(f"{tag}.derivation_show_strict_shell.json", twin.exec(as_ops(*show)).stdout)
+        record_evaluation_errors(twin, tag)
     finally:
         machine.down(name, progress=print)
+
+
+MANAGED = "hosts/cfx-llm2/remedy.nix"
+
+
+def record_evaluation_errors(twin, tag: str) -> None:
+    """What Nix prints when remedy's file sets an option nobody declares, and when it sets
+    one beside the host's own value without lib.mkForce (NixOS's rules, in the stand-in)."""
+    from remedy.core import desired
+    from remedy.core.settings import from_host_data
+
+    text = desired.managed_nix(from_host_data("cfx-llm2", {}))
+    for case, wrong in (
+        ("option_does_not_exist", text.replace(".deviceResident =", ".devicResident =")),
+        ("option_conflict", text.replace("lib.mkForce 1;", "1;")),
+    ):
+        twin.exec(as_ops("tee", f"/etc/nixos/{MANAGED}"), input=wrong)
+        twin.exec(as_ops("git", "-C", "/etc/nixos", "add", MANAGED))
+        dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)), check=False)
+        assert dry.returncode != 0, f"{case}: the configuration evaluated"
+        record_raw(f"{tag}.{case}.txt", dry.stderr + dry.stdout)
+    twin.exec(as_ops("git", "-C", "/etc/nixos", "rm", "-qf", MANAGED))
+
+
+def record_definitions(twin, case: str, **options: str) -> None:
+    from remedy.core.settings import MANAGED_OPTIONS
+
+    record(
+        twin,
+        "nix",
+        facts.nix.OptionDefinitions,
+        case,
+        flake_dir="/etc/nixos",
+        flake_host="cfx-llm2",
+        managed_file=MANAGED,
+        managed_options={**MANAGED_OPTIONS, **options},
+        owner="ops",
+        home="/home/ops",
+    )
 
 
 def record_state(twin, case: str):
@@ -180,6 +220,8 @@ def main() -> int:
     twin = machine.up("rec-facts", progress=print)
     try:
         record_state(twin, "fresh")
+        record_definitions(twin, "fresh")
+        record_definitions(twin, "no_such_option", deviceResident="services.tenstorrent.nope")
         record(twin, "memory", facts.memory.MemoryHeadroom, "fresh")
         record(twin, "nix", facts.nix.FlakeCheckout, "clean")
         record(twin, "serving", facts.serving.ServingUnit, "not_found", unit="nope.service")

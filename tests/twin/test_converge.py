@@ -41,17 +41,27 @@ def test_converge_from_the_emergency_override_is_durable_and_survives_a_reboot(m
     assert {"tool_call_parser", "QWEN36_SDPA_STREAMING", "hugepages"} <= out_of_sync(before)
     assert before["tool_call_parser"]["state"] == "volatile"
 
+    config = owner_git(twin, "show", "HEAD:hosts/cfx-llm2/configuration.nix").stdout
+    assert "hardware.tenstorrent.hugepagesPerCard = 2;" in config  # the host's own value
     proc = run_deploy(twin, "converge")
     assert proc.returncode == 0, out_of(proc)[-4000:]
+    # the plan names what remedy's forced value wins over, from the evaluation
+    said = " ".join(out_of(proc).split())
+    assert (
+        "overrides: configuration.nix sets hugepagesPerCard = 2; remedy.nix forces 1 (tt-stack#49)"
+    ) in said, out_of(proc)[-4000:]
     code, after = status_settings(twin)
     assert code == 0 and out_of_sync(after) == set(), after
+    # the person's configuration.nix is unchanged: remedy.nix is a module that forces 1
+    assert owner_git(twin, "show", "HEAD:hosts/cfx-llm2/configuration.nix").stdout == config
     assert_serving_config(twin, "/run/current-system")
     assert_serving_config(twin, NEXT_BOOT)
     params = twin.exec(["cat", f"{NEXT_BOOT}/kernel-params"]).stdout
     assert "hugepagesz=1G hugepages=2" in params
     assert hugepages_1g(twin) == 2
     managed = owner_git(twin, "show", "HEAD:hosts/cfx-llm2/remedy.nix").stdout
-    assert "hugepagesPerCard = 1;" in managed and "enablePrefixCaching = false;" in managed
+    assert "hardware.tenstorrent.hugepagesPerCard = lib.mkForce 1;" in managed
+    assert "services.tenstorrent-serving.enablePrefixCaching = lib.mkForce false;" in managed
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     assert not_owned_by_owner(twin) == []
 
@@ -95,7 +105,7 @@ def test_a_host_configuration_without_the_import_is_told_the_line_to_add(twin):
         fixtures.NIXOS_DIR,
         fixtures.Commit(
             "hosts: no remedy import",
-            {config: text.replace(fixtures.MANAGED_IMPORT_LINE, "  imports = [ ];")},
+            {config: text.replace(fixtures.MANAGED_IMPORT_LINE, fixtures.NO_MANAGED_IMPORT)},
             "2026-10-01T10:00:00+02:00",
         ),
     )

@@ -123,7 +123,7 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     assert first.returncode == 0, out_of(first)[-3000:]
     managed = f"{fixtures.NIXOS_DIR}/hosts/cfx-llm2/remedy.nix"
     theirs = twin.exec(["cat", managed]).stdout.replace(
-        "hugepagesPerCard = 1;", "hugepagesPerCard = 2;"
+        "hugepagesPerCard = lib.mkForce 1;", "hugepagesPerCard = lib.mkForce 2;"
     )
     twin.exec(["tee", managed], input=theirs, user=fixtures.OWNER)
     person = ["-c", "user.name=Jane Ops", "-c", "user.email=jane@ops.example"]
@@ -136,7 +136,7 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     assert "differs from host data" in host["verdict"]
     said = " ".join(host["problems"])
     assert f"commit {head[:12]} by Jane Ops <jane@ops.example>" in said
-    assert "hugepagesPerCard = 2;" in said
+    assert "hugepagesPerCard = lib.mkForce 2;" in said
     actions = {s["setting"]: s["action"] for s in host["settings"]}
     assert actions["hugepages"].startswith("kept: remedy.nix is a person's")
 
@@ -154,7 +154,7 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     )
     assert over.returncode == 0, out_of(over)[-3000:]
     assert "overwrites: hosts/cfx-llm2/remedy.nix differs" in " ".join(out_of(over).split())
-    assert "hugepagesPerCard = 1;" in twin.exec(["cat", managed]).stdout
+    assert "hugepagesPerCard = lib.mkForce 1;" in twin.exec(["cat", managed]).stdout
     assert (
         owner_git(
             twin, "log", "-1", "--format=%ae", "--", "hosts/cfx-llm2/remedy.nix"

@@ -159,7 +159,7 @@ def _person_text() -> str:
     from remedy.core.settings import from_host_data
 
     text = desired.managed_nix(from_host_data("cfx-llm2", {}), desired.ALL)
-    return text.replace("hugepagesPerCard = 1;", "hugepagesPerCard = 2;")
+    return text.replace("hugepagesPerCard = lib.mkForce 1;", "hugepagesPerCard = lib.mkForce 2;")
 
 
 def test_a_persons_commit_to_the_managed_file_is_named_kept_and_not_called_durable():
@@ -172,7 +172,10 @@ def test_a_persons_commit_to_the_managed_file_is_named_kept_and_not_called_durab
     conflict = plan.managed_conflict(snap, s)
     assert conflict.startswith("hosts/cfx-llm2/remedy.nix differs from host data: commit ")
     assert "1f1f1f1f1f1f by Jane Ops <jane@ops.example>" in conflict
-    assert "sets hugepagesPerCard = 2; where host data gives hugepagesPerCard = 1;" in conflict
+    assert (
+        "sets hardware.tenstorrent.hugepagesPerCard = lib.mkForce 2; where host data gives "
+        "hardware.tenstorrent.hugepagesPerCard = lib.mkForce 1;"
+    ) in conflict
     p = plan.plan_restore(snap, s, desired.ALL)
     assert p.managed_text is None and p.managed_conflict == conflict
     assert any(r.startswith("kept: hosts/cfx-llm2/remedy.nix differs") for r in p.reasons)
