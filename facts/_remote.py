@@ -166,6 +166,19 @@ for l in /nix/var/nix/profiles/system-*-link; do
 done
 """
 
+# The last switch-to-configuration of nixos-rebuild-ng's transient unit in this boot,
+# as systemd recorded it (a run whose SSH session dropped learns its result here), and
+# the units that are failed now.
+SWITCH = r"""
+echo "@@remedy:section nix.switch"
+u=@SWITCH_UNIT@.service
+printf 'state %s\n' "$(systemctl show -P ActiveState "$u" 2>/dev/null)"
+journalctl -q -b -u "$u" -n 40 -o json --output-fields=MESSAGE,EXIT_STATUS,INVOCATION_ID \
+  2>/dev/null | sed 's/^/journal /'
+systemctl list-units --failed --plain --no-legend --no-pager 2>/dev/null \
+  | awk '{ print "failed " $1 }'
+""".replace("@SWITCH_UNIT@", commands.SWITCH_UNIT)
+
 PROBE = f"""
 echo "@@remedy:section probe"
 remedy_probe() {{

@@ -116,6 +116,7 @@ class HostSnapshot(FactBase[Snapshot]):
                 _remote.NIX_VERSION,
                 _remote.FLAKE,
                 _remote.GENERATIONS,
+                _remote.SWITCH,
                 _remote.PROBE,
                 _remote.JOURNAL,
             ],

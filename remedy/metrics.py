@@ -26,6 +26,7 @@ class HostMetrics:
     probe_ok: bool = False
     mem_available_bytes: int | None = None
     bump_blocked: str | None = None  # the reason a bump may not run, if one is needed
+    switch_failed_units: int = 0  # units still failed after a switch that exited 4
 
 
 def check_writable(path: str) -> Path:
@@ -77,6 +78,11 @@ def write(
         "1 if the host needs a bump that this run may not take (the reason says why)",
         ("host", "reason"),
     )
+    switch_failed = gauge(
+        "remedy_switch_failed_units",
+        "Units still failed after the last switch-to-configuration exited 4",
+        ("host",),
+    )
     for h in hosts:
         up.labels(h.host).set(1 if h.up else 0)
         if not h.up:
@@ -90,6 +96,7 @@ def write(
             mem.labels(h.host).set(h.mem_available_bytes)
         if h.bump_blocked:
             blocked.labels(h.host, h.bump_blocked).set(1)
+        switch_failed.labels(h.host).set(h.switch_failed_units)
     gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
     gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
         1 if success else 0

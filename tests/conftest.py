@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 # pyinfra's CLI package runs gevent's monkey.patch_all() when imported (pyinfra-testing
 # imports it). Patching halfway through a session breaks subprocess for later tests, so
 # patch first, as pyinfra's own CLI does.
@@ -278,6 +280,17 @@ def run_deploy(twin: machine.Twin, deploy: str, *extra: str, audit_log=None):
     if audit_log is not None:
         env["REMEDY_AUDIT_LOG"] = str(audit_log)
     return subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900)
+
+
+def converge_json(*argv: str):
+    """``remedy converge inventory/twin.py --json ARGV``: (exit code, its document)."""
+    import subprocess
+
+    proc = subprocess.run(
+        ["remedy", "converge", "inventory/twin.py", "--json", *argv],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+    )  # fmt: skip
+    return proc.returncode, json.loads(proc.stdout)
 
 
 def status_settings(twin: machine.Twin) -> tuple[int, dict[str, dict]]:

@@ -220,6 +220,7 @@ def _metrics(read: fleet.HostRead, unattended: bool = False) -> metrics.HostMetr
         probe_ok=read.snapshot.probe.parsed,
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
         bump_blocked=bump_blocked(s) if needs_bump else None,
+        switch_failed_units=len(read.snapshot.last_switch.units_failed),
     )
 
 

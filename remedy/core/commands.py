@@ -363,6 +363,70 @@ def activate(toplevel: str) -> list[str]:
     return [f"{toplevel}/bin/switch-to-configuration", "switch"]
 
 
+SWITCH_UNIT = "nixos-rebuild-switch-to-configuration"  # nixos-rebuild-ng's transient unit
+SWITCH_LOCK = "/run/nixos/switch-to-configuration.lock"
+SWITCH_EXIT = "@@remedy:switch-exit"
+
+# Run the switch, then say its exit code on stdout (the command itself succeeds, so the
+# code reaches remedy whatever it is: 0, 4 and 100 mean different things).
+SWITCH_SH = r"""
+st=0
+"$@" || st=$?
+echo "@SWITCH_EXIT@ $st"
+""".replace("@SWITCH_EXIT@", SWITCH_EXIT)
+
+
+def switch(toplevel: str, action: str = "switch", transient: bool = True) -> list[str]:
+    """TOPLEVEL's switch-to-configuration ACTION as nixos-rebuild-ng runs it: in the
+    transient unit nixos-rebuild-switch-to-configuration (on a host booted with systemd),
+    so the activation finishes when the SSH session drops, with
+    NIXOS_INSTALL_BOOTLOADER=0 passed in. Its exit code is printed after
+    ``@@remedy:switch-exit`` (``switch_exit``)."""
+    argv = [f"{toplevel}/bin/switch-to-configuration", action]
+    if transient:
+        argv = [
+            "systemd-run", "-E", "LOCALE_ARCHIVE", "-E", "NIXOS_INSTALL_BOOTLOADER",
+            "--collect", "--no-ask-password", "--pipe", "--quiet", "--service-type=exec",
+            f"--unit={SWITCH_UNIT}", *argv,
+        ]  # fmt: skip
+    return ["sh", "-c", SWITCH_SH, "sh", "env", "NIXOS_INSTALL_BOOTLOADER=0", *argv]
+
+
+def switch_exit(stdout: str) -> int | None:
+    """The exit code ``switch`` printed (None: it did not get that far)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(SWITCH_EXIT + " "):
+            return int(line.split()[1])
+    return None
+
+
+# Who holds the switch: the transient unit of a nixos-rebuild, or a process with an
+# flock on switch-to-configuration's lock (read from /proc/locks, so nothing is
+# created or taken). Prints "holder <what>" lines; none: free.
+SWITCH_HOLDER_SH = r"""
+u=@UNIT@.service
+case $(systemctl show -P ActiveState "$u" 2>/dev/null) in
+  active|activating|deactivating)
+    printf 'holder %s (pid %s)\n' "$u" "$(systemctl show -P MainPID "$u")" ;;
+esac
+if i=$(stat -Lc %i @LOCK@ 2>/dev/null); then
+  awk -v i="$i" '$2 == "FLOCK" { n = split($6, a, ":"); if (a[n] == i) print $5 }' \
+    /proc/locks 2>/dev/null | sort -u | while read -r pid; do
+    printf 'holder pid %s: %s\n' "$pid" "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
+  done
+fi
+exit 0
+""".replace("@UNIT@", SWITCH_UNIT).replace("@LOCK@", SWITCH_LOCK)
+
+
+def switch_holders() -> list[str]:
+    return ["sh", "-c", SWITCH_HOLDER_SH]
+
+
+def parse_holders(stdout: str) -> list[str]:
+    return [ln[len("holder ") :].strip() for ln in stdout.splitlines() if ln.startswith("holder ")]
+
+
 def daemon_reload() -> list[str]:
     return ["systemctl", "daemon-reload"]
 

@@ -322,18 +322,51 @@ def _remove_override(s, scope) -> list[str]:
     ]
 
 
+def _switch_run(target: str, action: str) -> str:
+    """``out=$(…)``: TARGET's switch-to-configuration ACTION as nixos-rebuild-ng runs it
+    (in its transient unit on a host booted with systemd); ``$switch_exit`` its code."""
+    unit, plain = (
+        qv(commands.switch("@T@", action, transient), T=target) for transient in (True, False)
+    )
+    return (
+        f"if [ -d /run/systemd/system ]; then out=$({unit}); else out=$({plain}); fi; "
+        f"switch_exit=$(printf '%s\\n' \"$out\" | sed -n 's/^{commands.SWITCH_EXIT} //p')"
+    )
+
+
 def _switch(s, scope) -> list[str]:
+    unit = shlex.quote(s.unit)
     return [
         '[ -n "$toplevel" ] || { echo "nothing proven: no switch" >&2; return 0; }',
         f"pid_before={_main_pid(s)}",
+        # a switch another holds (a person's nixos-rebuild): nothing durable changes
+        f"holders=$({q(commands.switch_holders())} | sed -n 's/^holder //p')",
+        'if [ -n "$holders" ]; then',
+        '  echo "another switch holds the system: $holders; nothing durable changed: let it '
+        'finish, then run again" >&2',
+        "  durable_failed=yes path=fallback rc=5 switch_exit=locked; return 0",
+        "fi",
         f"{qv(commands.profile_set('@T@'), T='toplevel')} || "
         '{ abandon "setting the system profile failed"; return 0; }',
         "switched=yes",
-        f"if ! {qv(commands.activate('@T@'), T='toplevel')}; then",
-        '  echo "the switch FAILED (see above): the /run override goes back, then the '
-        'rollback" >&2',
-        "  durable_failed=yes path=fallback rc=1",
-        "fi",
+        _switch_run("toplevel", "switch"),
+        'case "$switch_exit" in',
+        "  0) ;;",
+        f'  4) if [ "$(systemctl is-active {unit})" = active ]; then',
+        '       echo "switch exit 4: some units failed (systemctl --failed names them); '
+        f'{s.unit} is active" >&2',
+        "     else",
+        f'       echo "switch exit 4 and {s.unit} is not active: the /run override goes '
+        'back, then the rollback" >&2',
+        "       durable_failed=yes path=fallback rc=1",
+        "     fi ;;",
+        '  100) echo "switch exit 100: durable at next boot; reboot to activate (the init '
+        'interface changed); the /run override keeps live right until then" >&2',
+        "       durable_failed=yes path=fallback rc=3 boot_pending=yes ;;",
+        '  *) echo "the switch FAILED (exit ${switch_exit:-none}, see above): the /run '
+        'override goes back, then the rollback" >&2',
+        "     durable_failed=yes path=fallback rc=1 ;;",
+        "esac",
     ]
 
 
@@ -394,17 +427,37 @@ def _rollback(s, scope) -> list[str]:
         L="lock_commit",
         B="base_head",
     )
+    gate = q(commands.memory_gate(s.min_mem_available_gb))
     return [
         '[ "$switched" = yes ] || { echo "nothing was switched: no rollback" >&2; return 0; }',
+        'if [ "${boot_pending:-}" = yes ]; then',
+        '  echo "the new generation is the boot default (switch exit 100): kept" >&2; return 0',
+        "fi",
         f'if [ "$(readlink -f {commands.SYSTEM_PROFILE})" != "$recorded_profile" ]; then',
         f"  {qv(commands.profile_set('@P@'), P='recorded_profile')} "
         "|| echo 'ROLLBACK FAILED: could not set the profile back' >&2",
         "fi",
+        # as --rollback: always the restored generation's switch-to-configuration, so the
+        # boot entry is the recorded generation again; `boot` when nothing else moved or
+        # the memory gate refuses the restart an activation causes
+        "act=boot",
         'if [ "$(readlink -f /run/current-system)" != "$recorded_current" ]; then',
-        f"  {q(commands.memory_gate(s.min_mem_available_gb))} && "
-        f"{qv(commands.activate('@C@'), C='recorded_current')} "
-        "|| echo 'ROLLBACK FAILED: could not activate the recorded generation' >&2",
+        f"  if {gate}; then act=switch; else",
+        "    echo 'not activating the recorded generation (MemAvailable): its boot entry "
+        "is set' >&2",
+        "  fi",
         "fi",
+        'if [ "$act" = switch ] && [ "$recorded_profile" != "$recorded_current" ]; then',
+        f"  {_switch_run('recorded_profile', 'boot')}",
+        '  [ "$switch_exit" = 0 ] || echo "ROLLBACK FAILED: the boot entry" >&2',
+        f"  {_switch_run('recorded_current', 'test')}",
+        'elif [ "$act" = switch ]; then',
+        f"  {_switch_run('recorded_profile', 'switch')}",
+        "else",
+        f"  {_switch_run('recorded_profile', 'boot')}",
+        "fi",
+        'case "${switch_exit:-}" in 0|4) ;; *) echo "ROLLBACK FAILED: switch-to-configuration '
+        '$act of the recorded generation exited ${switch_exit:-none}" >&2 ;; esac',
         'if [ -n "$lock_commit" ]; then',
         f"  as_owner {revert} || echo 'could not revert the lock commit' >&2",
         "fi",

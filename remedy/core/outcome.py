@@ -71,8 +71,13 @@ def outcome(
         if not failed and r.op == "serving.runtime_override_written":
             failed = r.said.get("why") or f"{r.name} failed: see its output above"
     never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
+    boot_pending = _first(results, "boot_pending")  # switch exit 100: a reboot activates it
+    switch_locked = _first(results, "switch_locked")  # another switch held the system
     breaking = [
-        r for r in durable_errors if r.op in ("nix.system_switched", "serving.toolcalling_verified")
+        r
+        for r in durable_errors
+        if r.op in ("nix.system_switched", "serving.toolcalling_verified")
+        and not (boot_pending or switch_locked)
     ]
     rollback_failed = _first(results, "rollback_failed")
     unverified = _first(results, "unverified")
@@ -82,12 +87,16 @@ def outcome(
     if durable_failed and new_rev != old_rev:
         notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
         new_rev = old_rev
-    if plan_path == DURABLE and durable_failed:
+    if plan_path == DURABLE and boot_pending:
+        path = "durable at next boot"
+    elif plan_path == DURABLE and durable_failed:
         path = "durable+fallback"
     else:
         path = plan_path
     if interrupted:
         result = "interrupted"
+    elif switch_locked and not failed:
+        result = "locked"
     elif refused:
         result = "refused"
     elif failed or breaking or host_failed or (fatal and ended):
@@ -134,6 +143,10 @@ def outcome(
         "notes": notes,
         "probe_after": probe_after,
         "changed": [r.name for r in results if r.status == CHANGED],
+        "switch_exit": _first(results, "switch_exit"),
+        "switch_failed_units": _first(results, "switch_failed_units") or [],
+        "switch_locked": switch_locked,
+        "boot_pending": boot_pending,
     }
     return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
 
@@ -144,13 +157,21 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
     parts = [f"path {path}"]
     if d["new_rev"] and d["new_rev"] != d["old_rev"]:
         parts.append(f"{flake_input} {(d['old_rev'] or '?')[:12]} -> {d['new_rev'][:12]}")
-    if d["durable_failed"]:
+    if d["boot_pending"]:
+        parts.append(
+            f"durable at next boot; reboot to activate: {d['boot_pending']} is the boot "
+            "default (switch exit 100: the init interface changed); the /run override keeps "
+            "live right until then"
+        )
+    elif d["durable_failed"]:
         parts.append(f"durable path abandoned: {d['durable_failed']}")
+    if d["switch_failed_units"]:
+        parts.append(f"switch exit 4: failed units {', '.join(d['switch_failed_units'])}")
     if d["rollback_failed"]:
         parts.append(f"ROLLBACK FAILED: {d['rollback_failed']}")
     if d["unverified"]:
         parts.append(f"NOT VERIFIED: {d['unverified']}")
-    if path in ("durable+fallback", FALLBACK):
+    if path in ("durable+fallback", FALLBACK) and not d["switch_locked"]:
         parts.append(
             "VOLATILE: tool calling rests on the /run override until the durable "
             "fix is deployed; a reboot reverts it"

@@ -386,6 +386,14 @@ def _described(p: RestorePlan, sit: Situation) -> RestorePlan:
                     sp.action = f"kept: {s.managed_file.rsplit('/', 1)[-1]} is a person's"
         else:
             p.reasons.append(f"overwrites: {p.managed_conflict} (managed_file_conflict=overwrite)")
+    switching, last = sit.snap.journal.get("switching"), sit.snap.last_switch
+    if switching and last.exit_code is not None and not last.running:
+        # a run that died mid-switch (its SSH session dropped): what systemd recorded
+        p.reasons.append(
+            f"the earlier run {sit.snap.journal.get('run_id', '?')} switched to {switching}: "
+            f"its switch-to-configuration exited {last.exit_code} (systemd's journal of "
+            "nixos-rebuild-switch-to-configuration)"
+        )
     if p.managed_text is not None:
         defs = sit.snap.definitions
         for line in options.overrides(defs, s, sit.scope):

@@ -90,6 +90,11 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         if v.kind == "setting":
             continue  # said above, per managed setting
         problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
+    if failed := snap.last_switch.units_failed:
+        problems.append(
+            f"the last switch-to-configuration exited 4: {', '.join(failed)} failed (systemctl "
+            "status names why); the rest of the system was activated"
+        )
     conflict = managed_conflict(snap, settings)
     if conflict:
         problems.append(f"the next rebuild takes the checkout's value: {conflict}")

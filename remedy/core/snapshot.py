@@ -11,7 +11,7 @@ from typing import Any
 
 from pyinfra.api.exceptions import FactProcessError
 
-from remedy.core import journal, nix, probe, sections
+from remedy.core import journal, nix, probe, sections, switch
 from remedy.core import memory as mem
 from remedy.core.journal import RunJournal
 from remedy.core.sections import Section
@@ -198,6 +198,8 @@ class HostSnapshot:
     # The managed options as the host's configuration defines them without remedy's file
     # (remedy.core.options.OptionDefinitions): a second read, only where it matters.
     definitions: Any = None
+    # nixos-rebuild-ng's transient unit: its last switch in this boot, the failed units
+    last_switch: switch.LastSwitch = field(default_factory=switch.LastSwitch)
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -225,7 +227,14 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         volatile=volatile_entries(serving, memory, gens),
         managed=read_managed(parts),
         journal=read_journal(parts),
+        last_switch=read_last_switch(parts),
     )
+
+
+def read_last_switch(parts: Parts) -> switch.LastSwitch:
+    """Empty when the section is absent (recordings made before it existed)."""
+    found = parts.get("nix.switch")
+    return switch.parse_last_switch(found[0].lines) if found else switch.LastSwitch()
 
 
 def read_journal(parts: Parts) -> RunJournal:

@@ -316,6 +316,9 @@ def plan_steps(
                 **common,
                 "toplevel": plan.finish_switch,
                 "set_profile": not plan.finish_switch,
+                "unit": s.unit,
+                "transient": snap.tools.systemd_run,
+                "lock_wait_s": s.lock_wait_s,
                 "skip": skip_durable(
                     None
                     if plan.rebuild or plan.finish_switch
@@ -368,6 +371,7 @@ def plan_steps(
                 "flake_host": s.flake_host,
                 "base_head": checkout.head,
                 "min_gb": s.min_mem_available_gb,
+                "transient": snap.tools.systemd_run,
                 "skip": None if plan.path == DURABLE else "no switch in this run",
             }
         elif t.op == "memory.hugepages_reduced":

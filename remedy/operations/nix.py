@@ -28,6 +28,7 @@ from remedy.core import commands, desired, options, signers
 from remedy.core import journal as journal_core
 from remedy.core import memory as mem
 from remedy.core import nix as nix_core
+from remedy.core import switch as switch_core
 from remedy.core.plan import Proof
 from remedy.core.settings import Settings
 from remedy.operations import journal
@@ -584,17 +585,33 @@ def _publish(state, host, a: dict, found: dict) -> bool:
 
 @operation(is_idempotent=False)
 def system_switched(
-    journal_path: str, run_id: str, toplevel: str | None, set_profile: bool, skip=None
+    journal_path: str,
+    run_id: str,
+    toplevel: str | None,
+    set_profile: bool,
+    unit: str = "tenstorrent-serving.service",
+    transient: bool = True,
+    lock_wait_s: float = 30.0,
+    skip=None,
 ):
     """Switch to the proven toplevel (TOPLEVEL, or the one the run journal holds), as
-    ``nixos-rebuild switch`` ends: set the system profile to it, then run its
-    ``switch-to-configuration switch`` (boot entry, then activation; restarts the
-    server if its unit changed). What was proven is what runs.
+    ``nixos-rebuild switch`` ends: wait for a switch that another holds (a person's
+    nixos-rebuild), set the system profile, then run its ``switch-to-configuration
+    switch`` in nixos-rebuild-ng's transient unit. What was proven is what runs.
 
-    + journal_path: the run journal (the proven toplevel)
+    Its exit code decides (``remedy.core.switch``): 0 is done; 4 is done if the serving
+    unit is active (the failed units are named), else the fallback takes over; 100 made
+    the new generation the boot default and activated nothing (a reboot activates it):
+    the fallback keeps live right and the rollback keeps the boot entry; a switch held
+    by another changes nothing durable; anything else is rolled back.
+
+    + journal_path: the run journal (the proven toplevel; the switch's exit code)
     + run_id: this run
     + toplevel: the system to activate when it is known beforehand (an unfinished switch)
     + set_profile: set the system profile first (not for an unfinished switch)
+    + unit: the serving unit
+    + transient: run it in the transient unit (the host is booted with systemd)
+    + lock_wait_s: how long to wait for another switch
     + skip: why this host does not need it
     """
     if skip:
@@ -612,21 +629,76 @@ def system_switched(
     yield from _then_fail(found)
 
 
+def switch_holders(wait_s: float) -> list[str]:
+    """Who holds the switch after waiting up to WAIT_S for them to finish (none: free)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        ran = run(host, commands.switch_holders())
+        holders = commands.parse_holders(ran.stdout) if ran.ok else []
+        if not holders or time.monotonic() >= deadline:
+            return holders
+        time.sleep(1)
+
+
 @_guarded
 def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     """A failed switch may have moved the profile or half-activated: the rollback step
     returns to the recorded generation, the fallback restores tool calling."""
+    path, run_id, j = a["journal_path"], a["run_id"], a["j"]
+    if holders := switch_holders(a["lock_wait_s"]):
+        found["why"] = switch_core.locked(holders, a["lock_wait_s"])
+        say(switch_locked=holders)
+        journal.record(path, run_id, j, switch_exit=switch_core.LOCKED)
+        return True
     host.log_styled(f"switching to {toplevel}", fg="blue")
-    journal.record(a["journal_path"], a["run_id"], a["j"], switching=toplevel)
+    journal.record(path, run_id, j, switching=toplevel)
+    before = None
     if a["set_profile"]:
+        before = host.get_fact(SystemGenerations)
         ran = run(host, commands.profile_set(toplevel))
         if not ran.ok:
             found["why"] = f"setting the system profile to {toplevel} failed: {ran.why}"
             return True
-    ran = run(host, commands.activate(toplevel))
-    if not ran.ok:
-        found["why"] = f"switch-to-configuration switch failed: {ran.why}"
-        host.log_styled(f"{found['why']}; the /run override goes back, then the rollback", fg="red")
+    ran = run(host, commands.switch(toplevel, "switch", a["transient"]))
+    code = commands.switch_exit(ran.stdout)
+    said_text = ran.stdout + "\n" + ran.stderr
+    outcome = switch_core.outcome(code, said_text)
+    journal.record(
+        path, run_id, j, switching=toplevel, switch_exit=outcome.code if code is not None else None
+    )
+    say(switch_exit=code, switch_failed_units=list(outcome.failed_units) or None)
+    if outcome.kind == switch_core.LOCKED:
+        # another switch took the lock after the check: put the profile back, as it was
+        if before is not None and before.profile:
+            run(host, commands.profile_set(before.profile))
+        found["why"] = switch_core.locked(outcome.holders or ["another switch"], 0)
+        say(switch_locked=outcome.holders or ["another switch"])
+        journal.record(path, run_id, j, switch_exit=switch_core.LOCKED)
+        return True
+    if outcome.kind == switch_core.DONE:
+        return True
+    if outcome.kind == switch_core.UNITS_FAILED:
+        active = run(host, ["systemctl", "is-active", a["unit"]])
+        serving_ok = active.stdout.strip() == "active" and a["unit"] not in outcome.failed_units
+        if serving_ok:
+            host.log_styled(f"switch exit 4: {', '.join(outcome.failed_units)} failed", fg="yellow")
+            return True
+        found["why"] = (
+            f"switch-to-configuration exited 4: {a['unit']} is not active "
+            f"(failed: {', '.join(outcome.failed_units) or 'not named'}); the fallback takes over"
+        )
+    elif outcome.kind == switch_core.BOOT_PENDING:
+        say(boot_pending=toplevel)
+        found["why"] = (
+            "switch-to-configuration exited 100: the init interface changed, so the new "
+            "generation is the boot default and nothing was activated (a reboot activates "
+            "it); the /run override keeps live right until then"
+        )
+    elif code is None:
+        found["why"] = f"switch-to-configuration switch did not report: {ran.why}"
+    else:
+        found["why"] = f"switch-to-configuration switch exited {code}: {ran.why}"
+    host.log_styled(f"{found['why']}; the /run override goes back, then the rollback", fg="red")
     return True
 
 
@@ -642,15 +714,19 @@ def system_rolled_back(
     flake_host: str,
     base_head: str | None,
     min_gb: float,
+    transient: bool = True,
     skip=None,
 ):
     """After a failed switch or verification, return to exactly the generation recorded
-    before the run (PROFILE, CURRENT_SYSTEM): the profile only if it moved, the
-    activation (memory-gated, it restarts the server) only if /run/current-system
-    moved; and revert the lock commit the journal names. A failed rollback fails this
-    step (ignored): the run goes on to the fallback.
+    before the run (PROFILE, CURRENT_SYSTEM), as ``nixos-rebuild --rollback`` does: the
+    profile back, then always the restored generation's switch-to-configuration, so
+    the boot entry is right again (``boot`` when only it moved, or when the memory gate
+    refuses the restart an activation would cause; ``switch`` when /run/current-system
+    moved); and revert the lock commit the journal names. Not after a switch that
+    exited 100 (the new generation is meant to boot) nor one another switch held. A
+    failed rollback fails this step (ignored): the run goes on to the fallback.
 
-    + journal_path: the run journal (the lock commit)
+    + journal_path: the run journal (the lock commit, the switch's exit code)
     + run_id: this run
     + owner: the checkout's owner
     + home: the owner's home
@@ -660,6 +736,7 @@ def system_rolled_back(
     + flake_host: the host's name in the flake
     + base_head: the checkout's HEAD before the run
     + min_gb: min_mem_available_gb
+    + transient: switch in the transient unit (the host is booted with systemd)
     + skip: why this host does not need it
     """
     if skip:
@@ -672,10 +749,18 @@ def system_rolled_back(
     if now is None:
         yield from gave_up(lost("the system generations"), rollback_failed=lost("them"))
         return
-    lock_commit = journal.read(journal_path, run_id).get("lock_commit")
+    j = journal.read(journal_path, run_id)
+    lock_commit, exit_ = j.get("lock_commit"), j.get("switch_exit")
+    if exit_ == 100:
+        host.noop(
+            "the switch exited 100: the new generation is the boot default, kept (a reboot "
+            "activates it)"
+        )
+        return
+    switched = exit_ not in (None, switch_core.LOCKED)
     moved_profile = bool(profile and now.profile != profile)
     moved_system = bool(current_system and now.current_system != current_system)
-    if not (moved_profile or moved_system or lock_commit):
+    if not (moved_profile or moved_system or lock_commit or switched):
         host.noop("/run/current-system and the profile never moved: nothing to roll back")
         return
     found: dict = {}
@@ -683,28 +768,43 @@ def system_rolled_back(
     yield from _then_fail(found)
 
 
-@_guarded
-def _roll_back(state, host, a: dict, now, found: dict) -> bool:
-    failed = []
-    if a["moved_profile"]:
-        ran = run(host, commands.profile_set(a["profile"]))
-        if ran.ok:
-            note(f"system profile set back to {a['profile']}")
-        else:
-            failed.append(f"setting the profile back failed: {ran.why}")
+def _restore_generation(a: dict, failed: list[str]) -> None:
+    """The recorded generation's switch-to-configuration, as --rollback runs it."""
+    profile, current = a["profile"] or a["current_system"], a["current_system"] or a["profile"]
+    if not profile:
+        return
+    actions = [(profile, "boot")]
     if a["moved_system"]:
         headroom = host.get_fact(MemoryHeadroom)
         why = lost("MemAvailable") if headroom is None else refusal(a["min_gb"], headroom)
         if why:
-            failed.append(f"not activating the old generation: {why}")
+            failed.append(f"not activating the old generation (its boot entry is set): {why}")
+        elif profile == current:
+            actions = [(profile, "switch")]
+        else:  # a person's `nixos-rebuild boot` before the run: boot that, run this
+            actions.append((current, "test"))
+    for toplevel, action in actions:
+        ran = run(host, commands.switch(toplevel, action, a["transient"]))
+        code = commands.switch_exit(ran.stdout)
+        if code == 0:
+            note(f"{toplevel}: switch-to-configuration {action}")
+        elif code == 4:
+            note(f"{toplevel}: switch-to-configuration {action} exited 4 (a unit failed)")
         else:
-            ran = run(host, commands.activate(a["current_system"]))
+            failed.append(f"switch-to-configuration {action} of {toplevel} failed: {ran.why}")
+
+
+@_guarded
+def _roll_back(state, host, a: dict, now, found: dict) -> bool:
+    failed: list[str] = []
+    if a["exit_"] != switch_core.LOCKED:
+        if a["moved_profile"]:
+            ran = run(host, commands.profile_set(a["profile"]))
             if ran.ok:
-                note(f"activated the recorded generation {a['current_system']}")
+                note(f"system profile set back to {a['profile']}")
             else:
-                failed.append(f"activating {a['current_system']} failed: {ran.why}")
-    else:
-        note("/run/current-system never moved: nothing to activate")
+                failed.append(f"setting the profile back failed: {ran.why}")
+        _restore_generation(a, failed)
     if lock_commit := a["lock_commit"]:  # or the next run would bump, switch and fail again
         argv = commands.lock_commit_revert(
             a["flake_dir"], lock_commit, a["flake_host"], a["base_head"]

@@ -104,6 +104,8 @@ def begin_restore(
         defs = read_option_definitions(host, s, snap, scope)
         snap = dataclasses.replace(snap, definitions=defs)
         plan = plan_restore(snap, s, scope)
+    if (plan.rebuild or plan.finish_switch) and snap.tools.systemd_run:
+        _wait_for_other_switch(project, runbook, s)
     allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
         allowed = _allowed_signers(project, runbook, s.trusted_signers)
@@ -124,6 +126,30 @@ def begin_restore(
         _watch_signals()
         state.add_callback_handler(_StepJournal())
     return r
+
+
+def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
+    """A switch that another holds (a person's nixos-rebuild, its transient unit): wait
+    up to lock_wait_s, then stop before anything changes (exit 5, naming it)."""
+    from remedy.core import switch as switch_core
+    from remedy.operations.nix import switch_holders
+
+    if _dry_run():
+        if holders := switch_holders(0):
+            logger.warning(
+                f"{host.name}: {switch_core.locked(holders, 0)} (a run waits up to "
+                f"lock_wait_s={s.lock_wait_s:g} s for it, then exits {EXIT_LOCKED})"
+            )
+        return
+    holders = switch_holders(0)
+    if holders:
+        logger.warning(f"{host.name}: waiting up to {s.lock_wait_s:g} s for: {'; '.join(holders)}")
+        holders = switch_holders(s.lock_wait_s)
+    if holders:
+        why = switch_core.locked(holders, s.lock_wait_s)
+        logger.error(f"remedy: {host.name}: {why}")
+        _record_early(project, runbook, "locked", why)
+        raise SystemExit(EXIT_LOCKED)
 
 
 def _preview_bump(r: Restore, allowed: str | None) -> None:

@@ -146,6 +146,26 @@ def record_evaluation_errors(twin, tag: str) -> None:
     twin.exec(as_ops("git", "-C", "/etc/nixos", "rm", "-qf", MANAGED))
 
 
+PROFILE = "/nix/var/nix/profiles/system"
+
+
+def record_switch_outcomes(twin, old: str, new: str) -> None:
+    """What a switch in nixos-rebuild-ng's transient unit prints when a unit fails
+    (exit 4), and what systemd's journal of that unit then says (the snapshot's
+    nix.switch section), after exit 4 and after exit 0."""
+    from facts import _remote
+
+    twin.exec(["mkdir", "-p", "/etc/nixos-twin"])
+    twin.exec(["tee", "/etc/nixos-twin/fail-units"], input="tenstorrent-serving.service\n")
+    ran = twin.exec(commands.switch(old, "test", True), check=False)
+    record_raw("switch.exit_4.txt", ran.stdout + ran.stderr)
+    record_raw("switch.last_exit_4.txt", twin.exec(["sh", "-c", _remote.SWITCH]).stdout)
+    twin.exec(["rm", "/etc/nixos-twin/fail-units"])
+    twin.exec(commands.switch(new, "test", True))
+    record_raw("switch.last_exit_0.txt", twin.exec(["sh", "-c", _remote.SWITCH]).stdout)
+    machine.wait_serving(twin)
+
+
 def record_definitions(twin, case: str, **options: str) -> None:
     from remedy.core.settings import MANAGED_OPTIONS
 
@@ -311,6 +331,11 @@ def main() -> int:
         twin.exec([f"{toplevel}/bin/switch-to-configuration", "switch"])
         machine.wait_serving(twin)
         record_state(twin, "durable")
+        record_switch_outcomes(
+            twin,
+            old=twin.exec(["readlink", "-f", f"{PROFILE}-1-link"]).stdout.strip(),
+            new=toplevel,
+        )
         record(twin, "nix", facts.nix.FlakeCheckout, "dirty_lock")
         # nixos-rebuild test: current-system differs from what the profile boots
         twin.exec(["nixos-rebuild", "switch", "--rollback"])

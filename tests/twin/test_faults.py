@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from remedy.core import hostlock
-from tests.conftest import PROJECT, probe_inside, run_restore, unit_props
+from tests.conftest import PROJECT, converge_json, probe_inside, run_restore, unit_props
 
 pytestmark = pytest.mark.twin
 
@@ -106,14 +106,6 @@ def test_a_run_waiting_for_the_host_lock_says_on_whom_and_for_how_long(twin, tmp
     assert audit(tmp_path / "a.jsonl")[-1]["result"] == "locked"
 
 
-def _converge_json(*argv: str):
-    proc = subprocess.run(
-        ["remedy", "converge", "inventory/twin.py", "--json", *argv],
-        capture_output=True, text=True, cwd=PROJECT, timeout=900,
-    )  # fmt: skip
-    return proc.returncode, json.loads(proc.stdout)
-
-
 def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_twin, tmp_path):
     from remedy.twin import fixtures
     from tests.conftest import owner_git, run_deploy
@@ -130,7 +122,7 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     owner_git(twin, *person, "commit", "-q", "-am", "cfx-llm2: two hugepages per card")
     head = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
 
-    code, doc = _converge_json("--check", "--limit", twin.name)
+    code, doc = converge_json("--check", "--limit", twin.name)
     host = doc["hosts"][0]
     assert code == 3, host["verdict"]
     assert "differs from host data" in host["verdict"]
@@ -140,7 +132,7 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     actions = {s["setting"]: s["action"] for s in host["settings"]}
     assert actions["hugepages"].startswith("kept: remedy.nix is a person's")
 
-    code, doc = _converge_json("--limit", twin.name)
+    code, doc = converge_json("--limit", twin.name)
     assert code == 3, doc["hosts"][0]["verdict"]
     assert owner_git(twin, "rev-parse", "HEAD").stdout.strip() == head  # not overwritten
     assert twin.exec(["cat", managed]).stdout == theirs

@@ -1,0 +1,121 @@
+"""What a switch-to-configuration's exit code means, and what remedy does on each.
+
+Checked against switch-to-configuration-ng (``src/main.rs``) and nixos-rebuild-ng
+(``nixos_rebuild/nix.py``, ``services.py``):
+
+====  =====================================================  ===============================
+exit  what happened                                          remedy
+====  =====================================================  ===============================
+0     the boot entry is installed and the system activated   verify
+4     activated, but some units (or a user's activation)     serving unit active: done, the
+      failed                                                 failed units named; else the
+                                                             fallback, and the rollback
+100   the init interface changed: the boot entry is          the /run override keeps live
+      installed, nothing is activated; a reboot is needed    right; the boot entry is kept:
+                                                             "durable at next boot"
+lock  another switch holds /run/nixos/switch-to-             change nothing durable (the
+      configuration.lock (or its transient unit runs)        profile goes back); wait
+                                                             lock_wait_s, then give up
+else  the activation script failed (2), the boot loader      roll back: the profile, then the
+      could not be installed, a pre-switch check failed, …   restored generation's switch-
+                                                             to-configuration (boot entry)
+====  =====================================================  ===============================
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+DONE, UNITS_FAILED, BOOT_PENDING, LOCKED, FAILED = (
+    "done",
+    "units failed",
+    "boot pending",
+    "locked",
+    "failed",
+)
+
+_LOCK_SAID = re.compile(
+    r"Could not acquire lock|nixos-rebuild-switch-to-configuration\.service "
+    r"(was already loaded|already exists)|Unit nixos-rebuild-switch-to-configuration\S* "
+    r"(was already loaded|already exists)"
+)
+_FAILED_UNITS = re.compile(r"the following units failed: (.+)")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str
+    code: int | None
+    failed_units: tuple[str, ...] = ()
+    holders: tuple[str, ...] = ()
+
+
+def outcome(code: int | None, said: str) -> Outcome:
+    """The outcome of a switch that exited CODE (None: no exit code came back) and
+    printed SAID."""
+    if code == 0:
+        return Outcome(DONE, 0)
+    if code == 4:
+        units: list[str] = []
+        for m in _FAILED_UNITS.finditer(said):
+            units += [u.strip() for u in m.group(1).split(",") if u.strip()]
+        return Outcome(UNITS_FAILED, 4, tuple(dict.fromkeys(units)))
+    if code == 100:
+        return Outcome(BOOT_PENDING, 100)
+    if code is not None and _LOCK_SAID.search(said):
+        return Outcome(LOCKED, code)
+    return Outcome(FAILED, code)
+
+
+def locked(holders, waited_s: float) -> str:
+    """Why a switch did not run: another holds it."""
+    wait = f" after waiting {waited_s:g} s (lock_wait_s)" if waited_s else ""
+    return (
+        f"another switch holds the system{wait}: {'; '.join(holders)}; nothing durable "
+        "changed: let it finish, then run again"
+    )
+
+
+@dataclass(frozen=True)
+class LastSwitch:
+    """The transient unit's last switch in this boot, as systemd recorded it."""
+
+    running: bool = False  # a switch is running now (a person's, or a dropped run's)
+    exit_code: int | None = None  # of the last one that ended (None: none this boot)
+    failed_units: tuple[str, ...] = field(default_factory=tuple)  # failed now
+
+    @property
+    def units_failed(self) -> tuple[str, ...]:
+        """The units still failed after a switch that exited 4."""
+        return self.failed_units if self.exit_code == 4 else ()
+
+
+def parse_last_switch(lines: list[str]) -> LastSwitch:
+    """The ``nix.switch`` section: ``state``, ``journal <json>`` and ``failed`` lines."""
+    state, code, failed = "", None, []
+    for line in lines:
+        word, _, rest = line.partition(" ")
+        if word == "state":
+            state = rest.strip()
+        elif word == "failed" and rest.strip():
+            failed.append(rest.strip())
+        elif word == "journal":
+            try:
+                entry = json.loads(rest)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            message = str(entry.get("MESSAGE") or "")
+            if entry.get("EXIT_STATUS") not in (None, ""):
+                try:
+                    code = int(entry["EXIT_STATUS"])
+                except (TypeError, ValueError):
+                    pass
+            elif re.search(r"Deactivated successfully|^Succeeded", message):
+                code = 0
+            elif message.startswith("Started ") or message.startswith("Starting "):
+                code = None  # a later start: its end decides
+    return LastSwitch(state in ("active", "activating", "deactivating"), code, tuple(failed))
