@@ -69,7 +69,9 @@ class SystemGenerations(FactBase[nix.SystemGenerations]):
 OPTIONS_SH = r"""
 echo "@@remedy:section nix.options"
 "$@" 2>&1
-echo "@@remedy:exit $?"
+rc=$?
+echo  # Nix 2.8's `nix eval --json` ends without a newline
+echo "@@remedy:exit $rc"
 echo '@END@'
 """.replace("@END@", sections.END)
 

@@ -13,7 +13,7 @@ export PATH="$PWD/$VENV/bin:$PATH"
 
 status=0
 echo "== unit tests and twin tests on trixie (Nix 2.26)" >&2
-REMEDY_TWIN_SUITE=trixie "$VENV/bin/python" -m pytest -ra "$@" || status=1
+REMEDY_TWIN_SUITE=trixie "$VENV/bin/python" -m pytest -ra --durations=20 "$@" || status=1
 echo "== twin tests that depend on Nix's CLI, on bookworm (Nix 2.8)" >&2
-REMEDY_TWIN_SUITE=bookworm "$VENV/bin/python" -m pytest -ra -m "twin and nix_cli" "$@" || status=1
+REMEDY_TWIN_SUITE=bookworm "$VENV/bin/python" -m pytest -ra --durations=10 -m "twin and nix_cli" "$@" || status=1
 exit "$status"

@@ -363,6 +363,27 @@ def activate(toplevel: str) -> list[str]:
     return [f"{toplevel}/bin/switch-to-configuration", "switch"]
 
 
+# What a switch from $1 (the running system) to $2 changes for the boot: the targets of
+# each system's kernel, initrd and kernel modules, and both kernel command lines.
+SYSTEM_BOOT_SH = r"""
+target() { if [ -e "$1" ]; then readlink -f "$1"; else echo -; fi; }
+for f in kernel initrd kernel-modules; do
+  printf 'file %s %s %s\n' "$f" "$(target "$1/$f")" "$(target "$2/$f")"
+done
+printf 'params-old %s\n' "$(cat "$1/kernel-params" 2>/dev/null)"
+printf 'params-new %s\n' "$(cat "$2/kernel-params" 2>/dev/null)"
+"""
+
+
+def system_boot(current: str, new: str) -> list[str]:
+    return ["sh", "-c", SYSTEM_BOOT_SH, "sh", current, new]
+
+
+def diff_closures(current: str, new: str) -> list[str]:
+    """The packages whose versions differ between two systems (Nix 2.4 and later)."""
+    return nix("store", "diff-closures", current, new)
+
+
 SWITCH_UNIT = "nixos-rebuild-switch-to-configuration"  # nixos-rebuild-ng's transient unit
 SWITCH_LOCK = "/run/nixos/switch-to-configuration.lock"
 SWITCH_EXIT = "@@remedy:switch-exit"

@@ -104,8 +104,11 @@ def parse(lines: list[str], paths: dict[str, str]) -> OptionDefinitions:
     the options (managed_options); empty: every name the evaluation answered for."""
     rc, body = None, []
     for line in lines:
-        if line.startswith("@@remedy:exit "):
-            rc = int(line.split()[1])
+        text, marker, code = line.partition("@@remedy:exit ")
+        if marker:  # also glued to an answer that ended without a newline
+            rc = int(code.split()[0]) if code.split() and code.split()[0].isdigit() else 1
+            if text:
+                body.append(text)
         else:
             body.append(line)
     if rc is None:

@@ -147,6 +147,7 @@ def outcome(
         "switch_failed_units": _first(results, "switch_failed_units") or [],
         "switch_locked": switch_locked,
         "boot_pending": boot_pending,
+        "switch_changes": _first(results, "switch_changes"),
     }
     return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
 
@@ -165,6 +166,8 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
         )
     elif d["durable_failed"]:
         parts.append(f"durable path abandoned: {d['durable_failed']}")
+    if (changes := d["switch_changes"]) and changes.get("reboot_for"):
+        parts.append(f"the new generation needs a reboot for: {', '.join(changes['reboot_for'])}")
     if d["switch_failed_units"]:
         parts.append(f"switch exit 4: failed units {', '.join(d['switch_failed_units'])}")
     if d["rollback_failed"]:

@@ -359,6 +359,8 @@ def plan_restore(
         plan = _noop(sit)
     elif not snap.unit.found:
         plan = _not_loaded(sit)
+    elif unfinished and not sit.rebuild and _boot_pending(snap) and not sit.serving_lacks:
+        plan = _awaiting_reboot(sit)
     elif not sit.rebuild and sit.restart and unfinished and s.durable:
         plan = _finish_switch(sit)
     elif not sit.rebuild:
@@ -435,6 +437,28 @@ def _not_loaded(sit: Situation) -> RestorePlan:
         [],
         [f"{sit.s.unit} is not loaded (LoadState={unit.load_state}); nothing to restore"],
         **{**sit.base, "release_hugepages": False},
+    )
+
+
+def _boot_pending(snap: HostSnapshot) -> bool:
+    """The profile's switch exited 100 in this boot: the init interface changed, so it
+    is the boot default and a reboot activates it (another switch would exit 100
+    again)."""
+    return snap.last_switch.exit_code == 100 and not snap.last_switch.running
+
+
+def _awaiting_reboot(sit: Situation) -> RestorePlan:
+    """Durable at next boot; live is right (on the /run override): nothing to do but
+    wait for the reboot that activates it, with no restart."""
+    g = sit.snap.generations
+    return RestorePlan(
+        NOOP,
+        [
+            f"durable at next boot; reboot to activate: {g.profile} is the boot default (its "
+            "switch-to-configuration exited 100: the init interface changed); live is right "
+            "until then, so nothing restarts"
+        ],
+        **sit.base,
     )
 
 

@@ -259,6 +259,7 @@ def plan_steps(
             "nix_label": snap.nix.label if snap.nix else "Nix",
             "new_derivation_cli": bool(snap.nix and nix_core.derivation_show_is_new(snap.nix)),
             "systemd_run": snap.tools.systemd_run,
+            "current_system": snap.generations.current_system,
             "skip": skip_durable(resuming or (None if plan.rebuild else "nothing was bumped")),
         }
 

@@ -24,6 +24,7 @@ from pyinfra.api.exceptions import FactProcessError
 from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
+from remedy.core import changes as changes_core
 from remedy.core import commands, desired, options, signers
 from remedy.core import journal as journal_core
 from remedy.core import memory as mem
@@ -315,6 +316,7 @@ def fix_proven(
     nix_label: str,
     new_derivation_cli: bool,
     systemd_run: bool,
+    current_system: str | None = None,
     skip=None,
 ):
     """Ask Nix what the scratch clone's configuration needs (``--dry-run``): derivations
@@ -332,6 +334,7 @@ def fix_proven(
     + nix_label: the host's Nix, for messages
     + new_derivation_cli: the host's Nix has `nix derivation show`
     + systemd_run: the host has systemd-run (the owner's nix runs bounded)
+    + current_system: the running system, to say what the switch changes beyond the settings
     + skip: why this host does not need it
     """
     if skip:
@@ -340,7 +343,8 @@ def fix_proven(
     if not state.is_executing:  # the build adds the new system and its proof: a change
         host.log_styled(
             "will ask Nix what the bump builds, then build the bumped configuration "
-            "and read its start script",
+            "and read its start script; what the switch changes beyond the managed "
+            "settings (kernel, kernel parameters, package versions) is known after the build",
             fg="blue",
         )
     found: dict = {}
@@ -367,7 +371,8 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     bound, why = _gated_bound(s, "evaluating")
     if why:
         found["why"] = why
-        say(refused=why)
+        if not why.startswith(LOST):  # the memory gate refused, not a lost connection
+            say(refused=why)
         return True
     heavy, problem = _local_builds(as_owner, a, scratch, bound)
     if problem:
@@ -386,7 +391,8 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     bound, why = _gated_bound(s, "building")
     if why:
         found["why"] = why
-        say(refused=why)
+        if not why.startswith(LOST):  # the memory gate refused, not a lost connection
+            say(refused=why)
         return True
     attr = commands.toplevel_attr(scratch, s.flake_host)
     host.log_styled(
@@ -428,6 +434,8 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     held = ", ".join(desired.BY_KEY[k].label for k in a["prove"])
     host.log_styled(f"proven: {toplevel} holds {held}", fg="green")
     say(toplevel=toplevel)
+    if current := a.get("current_system"):
+        _say_changes(current, toplevel)
     head = run(host, as_owner(commands.head(scratch)))
     return journal.record(
         a["journal_path"],
@@ -435,6 +443,33 @@ def _prove(state, host, a: dict, found: dict) -> bool:
         j,
         toplevel=toplevel,
         proven_head=head.stdout.strip() if head.ok else None,
+    )
+
+
+def _say_changes(current: str, toplevel: str) -> None:
+    """What the switch from CURRENT to TOPLEVEL changes beyond the managed settings: a
+    new kernel, initrd or kernel modules, the kernel parameters (each needs a reboot),
+    and the packages whose versions change."""
+    boot = run(host, commands.system_boot(current, toplevel))
+    files, removed, added = changes_core.parse_boot(boot.stdout.splitlines())
+    diff = run(host, commands.diff_closures(current, toplevel))
+    found = changes_core.SystemChanges(
+        files,
+        removed,
+        added,
+        changes_core.parse_diff_closures(diff.stdout) if diff.ok else (),
+        None if diff.ok else f"nix store diff-closures failed: {diff.why}",
+    )
+    for line in found.summary():
+        host.log_styled(line, fg="blue")
+    say(
+        switch_changes={
+            "reboot_for": found.reboot_for,
+            "kernel_params_removed": list(found.params_removed),
+            "kernel_params_added": list(found.params_added),
+            "packages": list(found.packages),
+            "packages_unread": found.unread,
+        }
     )
 
 
@@ -456,6 +491,9 @@ def _bound_hit(ran, what: str, bound: int | None) -> str | None:
         "the host cannot spare more above min_mem_available_gb; free memory (a reboot "
         "reclaims the tenstorrent pinned-page leak) or raise nix_memory_max_gb"
     )
+
+
+LOST = "cannot read"  # how said.lost() begins: a lost connection is not a refusal
 
 
 def _gated_bound(s: Settings, doing: str) -> tuple[int | None, str | None]:
@@ -654,7 +692,8 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     journal.record(path, run_id, j, switching=toplevel)
     before = None
     if a["set_profile"]:
-        before = host.get_fact(SystemGenerations)
+        was = run(host, ["readlink", "-f", commands.SYSTEM_PROFILE])
+        before = was.stdout.strip() if was.ok else None
         ran = run(host, commands.profile_set(toplevel))
         if not ran.ok:
             found["why"] = f"setting the system profile to {toplevel} failed: {ran.why}"
@@ -669,8 +708,8 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     say(switch_exit=code, switch_failed_units=list(outcome.failed_units) or None)
     if outcome.kind == switch_core.LOCKED:
         # another switch took the lock after the check: put the profile back, as it was
-        if before is not None and before.profile:
-            run(host, commands.profile_set(before.profile))
+        if before:
+            run(host, commands.profile_set(before))
         found["why"] = switch_core.locked(outcome.holders or ["another switch"], 0)
         say(switch_locked=outcome.holders or ["another switch"])
         journal.record(path, run_id, j, switch_exit=switch_core.LOCKED)

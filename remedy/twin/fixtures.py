@@ -248,6 +248,7 @@ builtins.derivation {
 }
 """
 VLLM_VERSION = "0.9.2"
+HEAVY_VLLM_VERSION = "0.9.3"  # heavy_package_commit's: a new version of the fork
 VLLM_PATCHES = ["0001-tt-backend", "0012-qwen3-xml-tool-parser", "0020-sdpa-streaming"]
 
 HOST_MODULE = r"""# tenstorrent-host: hugepages for the Tenstorrent cards (kernel parameters).
@@ -304,8 +305,8 @@ def _serving(
     )
 
 
-def _vllm_tt(patches: list[str]) -> str:
-    return VLLM_TT_PACKAGE.replace("@VLLM_VERSION@", VLLM_VERSION).replace(
+def _vllm_tt(patches: list[str], version: str = VLLM_VERSION) -> str:
+    return VLLM_TT_PACKAGE.replace("@VLLM_VERSION@", version).replace(
         "@PATCHES@", " ".join(patches)
     )
 
@@ -362,9 +363,13 @@ def heavy_package_commit() -> Commit:
     ``preferLocalBuild`` under "will be built": a compile on the serving host.
     """
     return Commit(
-        "vllm: rebuild with patch 0021 (paged attention on two cards)\n\n"
+        "vllm: 0.9.3 with patch 0021 (paged attention on two cards)\n\n"
         "Touches the vLLM fork itself: every host rebuilds it from source.",
-        {"packages/vllm-tt.nix": _vllm_tt([*VLLM_PATCHES, "0021-paged-attention-2cards"])},
+        {
+            "packages/vllm-tt.nix": _vllm_tt(
+                [*VLLM_PATCHES, "0021-paged-attention-2cards"], HEAVY_VLLM_VERSION
+            )
+        },
         "2026-09-25T11:00:00+02:00",
     )
 

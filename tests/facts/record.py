@@ -119,7 +119,14 @@ def record_nix_version(suite: str) -> None:
         drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
         show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
         record_raw(f"{tag}.derivation_show_strict_shell.json", twin.exec(as_ops(*show)).stdout)
+        # what a switch to it would change: the fork's new version (built only now: the
+        # dry runs above must still see it as a compile)
+        heavy = build_toplevel(twin)
+        current = twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip()
+        diff = twin.exec(commands.diff_closures(current, heavy))
+        record_raw(f"{tag}.diff_closures_heavy.txt", diff.stdout + diff.stderr)
         record_evaluation_errors(twin, tag)
+        record_definitions(twin, tag)
     finally:
         machine.down(name, progress=print)
 

@@ -50,6 +50,9 @@ def test_converge_from_the_emergency_override_is_durable_and_survives_a_reboot(m
     assert (
         "overrides: configuration.nix sets hugepagesPerCard = 2; remedy.nix forces 1 (tt-stack#49)"
     ) in said, out_of(proc)[-4000:]
+    # what the switch changes beyond the settings: the kernel command line, after a reboot
+    assert "the new generation needs a reboot to take full effect: the kernel parameters" in said
+    assert "kernel parameters: -hugepages=4 +hugepages=2" in said
     code, after = status_settings(twin)
     assert code == 0 and out_of_sync(after) == set(), after
     # the person's configuration.nix is unchanged: remedy.nix is a module that forces 1

@@ -87,7 +87,7 @@ def test_bootloader_failure_keeps_production_parsed_and_the_system_as_before(mak
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     out = out_of(proc)
     assert proc.returncode != 0, out[-4000:]
-    assert "switch-to-configuration switch failed" in out
+    assert "switch-to-configuration switch exited 1" in out
     assert "Failed to install bootloader" in out
     assert probe_inside(twin).outcome == "parsed"
     assert exists(twin, DROPIN) and exists(twin, SCRIPT)
@@ -116,6 +116,13 @@ def test_a_bump_that_would_compile_on_the_host_is_blocked_unless_allowed(twin, t
     allowed = run_restore(twin, "--data", "allow_local_build=true", audit_log=tmp_path / "a.jsonl")
     assert allowed.returncode == 0, out_of(allowed)[-4000:]
     assert "max-jobs 1, cores 2" in out_of(allowed)
+    # what the switch changes beyond the settings: the fork's new version, by name
+    said = " ".join(out_of(allowed).split())
+    assert f"package vllm-tt: {fixtures.VLLM_VERSION} → {fixtures.HEAVY_VLLM_VERSION}" in said, (
+        said[-3000:]
+    )
+    changes = audit(tmp_path / "a.jsonl")[-1]["details"]["switch_changes"]
+    assert any(p.startswith("vllm-tt: ") for p in changes["packages"]), changes
     assert audit(tmp_path / "a.jsonl")[-1]["path"] == "durable"
     assert not exists(twin, DROPIN) and probe_inside(twin).outcome == "parsed"
     assert not_owned_by_owner(twin) == []

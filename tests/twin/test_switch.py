@@ -94,6 +94,15 @@ def test_exit_100_is_durable_at_next_boot_and_a_reboot_activates_it(make_twin, t
     assert code == 3  # the running system is the old one, on the override
     assert settings["tool_call_parser"]["next_boot"] == "qwen3_xml"
 
+    # a run before the reboot switches nothing again (it would exit 100 again) and
+    # restarts nothing: it waits for the reboot
+    pid = unit_props(twin)["MainPID"]
+    again = run_deploy(twin, "converge", audit_log=log)
+    said = out_of(again)
+    assert again.returncode == 0 and "path noop" in said, said[-3000:]
+    assert "durable at next boot; reboot to activate" in said
+    assert unit_props(twin)["MainPID"] == pid and systems(twin) == after
+
     knob(twin, "init-interface-changed", None)
     machine.reboot(twin.name, progress=lambda _m: None)
     code, settings = status_settings(twin)

@@ -18,6 +18,7 @@ from pyinfra.api.exceptions import FactProcessError
 import facts.serving
 from remedy.core import commands, memory, nix, systemd
 from remedy.core.serving import next_boot_dropins
+from remedy.twin.fixtures import HEAVY_VLLM_VERSION
 
 FACTS = Path(__file__).parent.parent / "facts"
 RAW = FACTS / "raw"
@@ -36,7 +37,9 @@ def test_a_strict_shell_start_script_is_a_text_file_and_vllm_still_compiles(vers
     assert script.env.get("preferLocalBuild") != "1", "the trap: it looks like a package"
     assert script.text_file and not script.compiles
     heavy = nix.local_build_derivations(text)
-    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == ["vllm-tt-0.9.2.drv"]
+    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == [
+        f"vllm-tt-{HEAVY_VLLM_VERSION}.drv"
+    ]
 
 
 def test_a_run_command_that_is_not_a_text_file_still_compiles():
@@ -58,7 +61,7 @@ def test_every_derivation_show_shape_gives_the_same_answer(version):
     text = (DOCUMENTED / f"{version}.derivation_show.json").read_text()
     drvs = nix.parse_derivation_show(text, "Nix 2.34.0")
     assert all(d.path.startswith("/nix/store/") for d in drvs)
-    assert [d.name for d in drvs if d.compiles] == ["vllm-tt-0.9.2"]
+    assert [d.name for d in drvs if d.compiles] == ["vllm-tt-0.9.2"]  # as documented
     (top,) = [d for d in drvs if d.name == "nixos-system-cfx-llm2"]
     assert len(top.input_drvs) == 2 and top.config
 

@@ -140,3 +140,15 @@ def test_the_plan_that_writes_the_file_names_what_it_overrides():
     # nothing read: nothing named, and the plan is the same otherwise
     bare = plan.plan_restore(snapshot("emergency_override"), s, desired.ALL)
     assert [r for r in p.reasons if not r.startswith("overrides: ")] == bare.reasons
+
+
+def test_each_nixs_answer_is_read_and_an_answer_without_a_newline_too():
+    for tag in ("nix_2_26", "nix_2_8"):
+        defs = recorded_definitions(tag)
+        assert defs.error is None and defs.options["hugepagesPerCard"].highest_prio == 100, tag
+    # Nix 2.8 ends `nix eval --json` without a newline: the exit marker follows on the line
+    glued = (
+        '{"hugepagesPerCard":{"definitions":[],"exists":true,"highestPrio":1500}}@@remedy:exit 0'
+    )
+    found = options.parse([glued], {"hugepagesPerCard": "a.b"})
+    assert found.error is None and found.options["hugepagesPerCard"].exists

@@ -17,6 +17,7 @@ import facts.serving
 from remedy.core import commands, nix, probe, startscript
 from remedy.core.settings import from_host_data
 from remedy.errors import ConfigError
+from remedy.twin.fixtures import HEAVY_VLLM_VERSION
 
 FIXTURES = Path(__file__).parent.parent / "facts"
 RAW = FIXTURES / "raw"
@@ -44,7 +45,9 @@ def test_a_bump_that_compiles_is_told_apart_by_prefer_local_build(version):
     dry = nix.parse_dry_run((RAW / f"{version}.dry_run_compiles.txt").read_text().splitlines())
     assert any("vllm-tt" in d for d in dry.built)
     heavy = nix.local_build_derivations((RAW / f"{version}.derivation_show.json").read_text())
-    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == ["vllm-tt-0.9.2.drv"]
+    assert [h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy] == [
+        f"vllm-tt-{HEAVY_VLLM_VERSION}.drv"
+    ]
 
 
 def test_derivation_show_garbage_is_a_clear_error():
