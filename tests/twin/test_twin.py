@@ -298,7 +298,7 @@ def test_a_bump_of_the_heavy_package_would_compile_on_the_host(twin):
     machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
     owner_bump(twin)
     built = prefers_local_build(twin, dry_run_builds(twin))
-    assert built.pop(f"vllm-tt-{fixtures.VLLM_VERSION}") is False  # a compile on the host
+    assert built.pop(f"vllm-tt-{fixtures.HEAVY_VLLM_VERSION}") is False  # a compile on the host
     assert set(built.values()) == {True}
     assert not_owned_by_owner(twin) == []
 
