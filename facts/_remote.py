@@ -72,6 +72,42 @@ for f in "$frag" $dropins "$next" "$next.d/"*.conf; do
 done | sort -u | catscripts
 """
 
+# Runtime state a reboot reverts beyond the managed settings (remedy.core.volatile):
+# every file and link under /run/systemd/system(.control), the serving process's argv
+# and environment (its vLLM child when the main process is not vLLM), and systemd's own
+# environment. NULs become newlines and newlines spaces, one argument a line.
+RUNTIME = r"""
+echo "@@remedy:section volatile.links"
+for d in /run/systemd/system /run/systemd/system.control; do
+  [ -d "$d" ] && find "$d" -mindepth 1 -type l 2>/dev/null | sort | while read -r f; do
+    printf 'link %s %s\n' "$f" "$(readlink -- "$f")"
+  done
+done
+echo "@@remedy:section volatile.files"
+for d in /run/systemd/system /run/systemd/system.control; do
+  [ -d "$d" ] && find "$d" -mindepth 1 -type f 2>/dev/null | sort | while read -r f; do
+    catfile "$f"
+  done
+done
+echo "@@remedy:section volatile.process"
+pid=$(systemctl show -P MainPID "$REMEDY_UNIT" 2>/dev/null)
+if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/cmdline" ]; then
+  if ! tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qx serve; then
+    for c in $(cat "/proc/$pid/task/$pid/children" 2>/dev/null); do
+      tr '\0' '\n' 2>/dev/null <"/proc/$c/cmdline" | grep -qx serve && { pid=$c; break; }
+    done
+  fi
+  echo "pid $pid"
+  tr '\0\n' '\n ' 2>/dev/null <"/proc/$pid/cmdline" | sed 's/^/arg /'
+  if env=$(tr '\0\n' '\n ' 2>/dev/null <"/proc/$pid/environ"); then
+    printf '%s\n' "$env" | sed '/^$/d; s/^/env /'
+  else
+    echo "unreadable"
+  fi
+fi
+systemctl show-environment 2>/dev/null | sed 's/^/manager /'
+"""
+
 MEMORY = r"""
 echo "@@remedy:section memory.meminfo"
 cat /proc/meminfo 2>&1

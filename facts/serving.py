@@ -16,11 +16,18 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 
 from facts import _remote
-from remedy.core import journal, probe, sections
+from remedy.core import journal, probe, sections, volatile
 from remedy.core.journal import path as journal_path
 from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
+from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot as Snapshot
-from remedy.core.snapshot import read_generations, read_memory, read_probe, read_snapshot
+from remedy.core.snapshot import (
+    read_generations,
+    read_memory,
+    read_probe,
+    read_runtime,
+    read_snapshot,
+)
 
 DEFAULT_UNIT = "tenstorrent-serving.service"
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
@@ -74,18 +81,29 @@ class ToolCallProbe(FactBase[probe.ProbeResult]):
 
 
 class VolatileState(FactBase[list[VolatileEntry]]):
-    """What a reboot would change: runtime drop-ins and files of the serving unit, settings
-    that differ after a reboot, live hugepages that differ from the next boot's kernel
-    parameters, and a current-system that is not what the profile boots."""
+    """What a reboot would change: the /run override of the serving unit, settings that
+    differ after a reboot, live hugepages that differ from the next boot's kernel
+    parameters, a current-system that is not what the profile boots; and the unmanaged
+    volatile state (``remedy.core.volatile``) judged against the default settings: any
+    file under /run/systemd/system, the serving process against the next boot's unit,
+    the kernel command line against the next boot's kernel-params."""
 
     def command(self, unit: str = DEFAULT_UNIT):
         return _remote.command(
-            [_remote.UNIT, _remote.MEMORY, _remote.GENERATIONS], {"REMEDY_UNIT": unit}
+            [_remote.UNIT, _remote.RUNTIME, _remote.MEMORY, _remote.GENERATIONS],
+            {"REMEDY_UNIT": unit},
         )
 
     def process(self, output):
         parts = sections.split(output, "VolatileState")
-        return volatile_entries(read_unit(parts), read_memory(parts), read_generations(parts))
+        unit, memory = read_unit(parts), read_memory(parts)
+        found = volatile_entries(unit, memory, read_generations(parts))
+        others = volatile.unmanaged_state(
+            unit, memory, read_runtime(parts), Settings(unit=unit.unit)
+        )
+        return found + [
+            VolatileEntry(e.kind, e.subject, e.now_text, e.after_reboot) for e in others
+        ]
 
 
 class HostSnapshot(FactBase[Snapshot]):
@@ -112,6 +130,7 @@ class HostSnapshot(FactBase[Snapshot]):
         return _remote.command(
             [
                 _remote.UNIT,
+                _remote.RUNTIME,
                 _remote.MEMORY,
                 _remote.NIX_VERSION,
                 _remote.FLAKE,

@@ -27,6 +27,8 @@ class HostMetrics:
     mem_available_bytes: int | None = None
     bump_blocked: str | None = None  # the reason a bump may not run, if one is needed
     switch_failed_units: int = 0  # units still failed after a switch that exited 4
+    # runtime state beyond the managed settings a reboot reverts, per kind (not ignored)
+    unmanaged_volatile: dict[str, int] = field(default_factory=dict)
 
 
 def check_writable(path: str) -> Path:
@@ -83,6 +85,12 @@ def write(
         "Units still failed after the last switch-to-configuration exited 4",
         ("host",),
     )
+    unmanaged = gauge(
+        "remedy_unmanaged_volatile",
+        "Runtime state beyond the managed settings that a reboot reverts (ignore_volatile "
+        "not counted)",
+        ("host", "kind"),
+    )
     for h in hosts:
         up.labels(h.host).set(1 if h.up else 0)
         if not h.up:
@@ -97,6 +105,8 @@ def write(
         if h.bump_blocked:
             blocked.labels(h.host, h.bump_blocked).set(1)
         switch_failed.labels(h.host).set(h.switch_failed_units)
+        for kind, n in h.unmanaged_volatile.items():
+            unmanaged.labels(h.host, kind).set(n)
     gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
     gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
         1 if success else 0

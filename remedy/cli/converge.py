@@ -23,10 +23,12 @@ from rich.table import Table
 
 from remedy import fleet, metrics
 from remedy import inventory as inventory_mod
+from remedy.cli.status import UNMANAGED_TITLE
 from remedy.console import console, err_console
-from remedy.core import desired
+from remedy.core import desired, volatile
 from remedy.core.plan import bump_blocked, plan_restore
 from remedy.core.report import host_status
+from remedy.core.volatile import Unmanaged
 from remedy.errors import EXIT_ERROR, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
 
 EXIT_LOCKED = 5
@@ -153,6 +155,8 @@ def _report(
         bump_blocked=plan.bump_blocked,
         problems=problems,
         notes=status.notes,
+        unmanaged_volatile=[e.to_json() for e in status.unmanaged],
+        ignored_volatile=status.ignored,
         settings=[
             {
                 "setting": d.key,
@@ -221,6 +225,11 @@ def _metrics(read: fleet.HostRead, unattended: bool = False) -> metrics.HostMetr
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
         bump_blocked=bump_blocked(s) if needs_bump else None,
         switch_failed_units=len(read.snapshot.last_switch.units_failed),
+        unmanaged_volatile=volatile.counts(
+            volatile.split_ignored(
+                volatile.unmanaged(read.snapshot, read.settings), read.settings.ignore_volatile
+            )[0]
+        ),
     )
 
 
@@ -257,6 +266,20 @@ def _print(rep: dict) -> None:
             markup=False,
             highlight=False,
         )
+    if entries := rep.get("unmanaged_volatile"):
+        console.print("  " + UNMANAGED_TITLE, style="yellow", width=80)
+        for e in entries:
+            console.print(
+                textwrap.fill(
+                    Unmanaged(**{**e, "details": tuple(e["details"])}).text(),
+                    80,
+                    initial_indent="    • ",
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                ),
+                markup=False,
+                highlight=False,
+            )
     apply = rep.get("apply")
     if apply and apply["exit_code"] != 0 and apply.get("tail"):
         console.print(f"  deploy exit {apply['exit_code']}; its last lines:", style="red")

@@ -74,8 +74,13 @@ def _print(r) -> None:
                 )
     if r.notes:
         _bullets(console, "notes:", r.notes)
+    if r.unmanaged:
+        _bullets(console, UNMANAGED_TITLE, r.unmanaged_lines, "yellow")
     if r.problems:
         _bullets(console, "problems:", r.problems, "red")
+
+
+UNMANAGED_TITLE = "unmanaged volatile state (a reboot reverts it):"
 
 
 def _bullets(console, title: str, items: list[str], style: str | None = None) -> None:

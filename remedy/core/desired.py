@@ -217,9 +217,14 @@ def override_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
     """Runtime drop-ins that belong to a tool-calling override: the managed one, or any
     /run drop-in that sets ExecStart. Others (e.g. `set-property --runtime` limits) are
     reported as volatile but never removed."""
+    return runtime_overrides(snap.unit, s)
+
+
+def runtime_overrides(unit, s: Settings) -> list[str]:
+    """``override_dropins`` of one serving unit's state."""
     return [
         d.path
-        for d in snap.unit.runtime_dropins
+        for d in unit.runtime_dropins
         if d.path == s.override_dropin or re.search(r"(?m)^\s*ExecStart=", d.content)
     ]
 

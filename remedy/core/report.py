@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from remedy.core import desired, options
+from remedy.core import desired, options, volatile
 from remedy.core import memory as mem
 from remedy.core.plan import managed_conflict
 from remedy.core.settings import Settings
@@ -41,8 +41,19 @@ class HostStatus:
     drifts: list = field(default_factory=list)  # desired.Drift per managed setting
     # what remedy's forced values win over in the host's configuration, and the like
     notes: list[str] = field(default_factory=list)
+    # runtime state beyond the managed settings that a reboot reverts (remedy.core.volatile)
+    unmanaged: list = field(default_factory=list)
+    ignored: int = 0  # unmanaged entries host data ignore_volatile silences
+
+    @property
+    def unmanaged_lines(self) -> list[str]:
+        return [e.text() for e in self.unmanaged]
 
     def to_json(self) -> dict:
+        snapshot = dataclasses.asdict(self.snapshot) if self.snapshot else None
+        process = (snapshot or {}).get("runtime", {}).get("process") or {}
+        if process.get("environ"):  # the server's environment may hold secrets: names only
+            process["environ"] = sorted(process["environ"])
         return {
             "host": self.host,
             "exit_code": self.exit_code,
@@ -51,7 +62,9 @@ class HostStatus:
             "notes": self.notes,
             "rows": [dataclasses.asdict(r) for r in self.rows],
             "settings": [dataclasses.asdict(d) for d in self.drifts],
-            "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
+            "unmanaged_volatile": [e.to_json() for e in self.unmanaged],
+            "ignored_volatile": self.ignored,
+            "snapshot": snapshot,
         }
 
 
@@ -83,7 +96,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         problems.append(f"{settings.unit}: LoadState={snap.unit.load_state or 'unknown'}")
     drift_list = desired.drifts(snap, settings)
     rows = _setting_rows(snap, settings, drift_list, problems)
-    rows += _unit_rows(snap)
+    rows += _unit_rows(snap, settings)
     rows += _memory_rows(snap, settings, problems)
     rows += _nix_rows(snap, settings)
     for v in snap.volatile:
@@ -99,8 +112,26 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     if conflict:
         problems.append(f"the next rebuild takes the checkout's value: {conflict}")
     notes = _definition_notes(snap, settings, problems)
+    kept, ignored = volatile.split_ignored(
+        volatile.unmanaged(snap, settings), settings.ignore_volatile
+    )
+    proc = snap.runtime.process
+    if proc is not None and proc.environ is None:
+        notes.append(
+            f"the server's environment (/proc/{proc.pid}/environ) is not readable by this "
+            "user: its variables are not compared with the next boot's (connect as root)"
+        )
+    if ignored:
+        notes.append(
+            f"{len(ignored)} unmanaged volatile {'entry' if len(ignored) == 1 else 'entries'} "
+            "ignored (host data ignore_volatile)"
+        )
     code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
-    return HostStatus(host, code, verdict, rows, problems, snap, drift_list, notes)
+    if kept and code == EXIT_OK:
+        code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
+    return HostStatus(
+        host, code, verdict, rows, problems, snap, drift_list, notes, kept, len(ignored)
+    )
 
 
 def _definition_notes(snap, settings, problems: list[str]) -> list[str]:
@@ -153,7 +184,7 @@ def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:
     return rows
 
 
-def _unit_rows(snap) -> list[Row]:
+def _unit_rows(snap, settings) -> list[Row]:
     """The unit's drop-ins by origin, and its state."""
     unit = snap.unit
 
@@ -170,7 +201,9 @@ def _unit_rows(snap) -> list[Row]:
             "drop-ins",
             dropins({"runtime", "admin", "vendor"}),
             dropins({"admin", "vendor"}),
-            bool(unit.runtime_dropins),
+            # a /run override is the managed setting's; any other runtime drop-in is
+            # unmanaged volatile state, said (or ignored, by host data) there
+            bool(desired.override_dropins(snap, settings)),
             [
                 "\n".join([f"now, {o}:", *(d.path for d in unit.dropins if d.origin == o)])
                 for o in ("runtime", "admin", "vendor")

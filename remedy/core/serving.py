@@ -7,6 +7,7 @@ the next boot's unit from the system profile, and the start scripts they name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pyinfra.api.exceptions import FactProcessError
@@ -205,10 +206,13 @@ WATCHED_ENV = ("QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
 def volatile_entries(
     unit: ServingUnitState, memory: mem.MemoryHeadroom | None, gens: nix.SystemGenerations | None
 ) -> list[VolatileEntry]:
-    """Everything production-affecting that a reboot would change."""
+    """What a reboot would change of the managed settings' state: the /run overrides (a
+    runtime drop-in that sets ExecStart, an ExecStart in /run), the serving settings, the
+    hugepage pools, the generation. Any other runtime state is remedy.core.volatile's."""
     out = []
     for d in unit.runtime_dropins:
-        out.append(VolatileEntry("runtime-file", d.path, "present", "gone (/run is wiped)"))
+        if re.search(r"(?m)^\s*ExecStart=", d.content):
+            out.append(VolatileEntry("runtime-file", d.path, "present", "gone (/run is wiped)"))
     exec_now = unit.now.exec_start
     if exec_now and exec_now.startswith("/run/"):
         out.append(

@@ -11,7 +11,7 @@ from typing import Any
 
 from pyinfra.api.exceptions import FactProcessError
 
-from remedy.core import journal, nix, probe, sections, switch
+from remedy.core import journal, nix, probe, runtime, sections, switch
 from remedy.core import memory as mem
 from remedy.core.journal import RunJournal
 from remedy.core.sections import Section
@@ -200,6 +200,8 @@ class HostSnapshot:
     definitions: Any = None
     # nixos-rebuild-ng's transient unit: its last switch in this boot, the failed units
     last_switch: switch.LastSwitch = field(default_factory=switch.LastSwitch)
+    # /run/systemd files, the serving process, systemd's environment (remedy.core.volatile)
+    runtime: runtime.RuntimeState = field(default_factory=runtime.RuntimeState)
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -228,7 +230,18 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         managed=read_managed(parts),
         journal=read_journal(parts),
         last_switch=read_last_switch(parts),
+        runtime=read_runtime(parts),
     )
+
+
+def read_runtime(parts: Parts) -> runtime.RuntimeState:
+    """Empty (``read`` False) when the sections are absent (recordings made before them)."""
+    if "volatile.process" not in parts:
+        return runtime.RuntimeState()
+    lines = [ln for name in ("volatile.links", "volatile.process") for sec in parts.get(name, [])
+             for ln in sec.lines]  # fmt: skip
+    files = [b for sec in parts.get("volatile.files", []) for b in sec.files]
+    return runtime.parse(lines, files)
 
 
 def read_last_switch(parts: Parts) -> switch.LastSwitch:

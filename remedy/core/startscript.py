@@ -22,6 +22,7 @@ class StartScript:
     parser_flag_count: int = 0
     text: str = ""
     execs: str | None = None  # the store script this one execs (NixOS `script =` units)
+    argv: list[str] = field(default_factory=list)  # vLLM's words after `serve`, as written
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -75,6 +76,7 @@ def parse(path: str, text: str) -> StartScript:
     if not words:
         return script
     after = words[words.index("serve") + 1 :]
+    script.argv = list(after)
     i = 0
     while i < len(after):
         word = after[i]

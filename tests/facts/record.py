@@ -127,11 +127,27 @@ def record_nix_version(suite: str) -> None:
         record_raw(f"{tag}.diff_closures_heavy.txt", diff.stdout + diff.stderr)
         record_evaluation_errors(twin, tag)
         record_definitions(twin, tag)
+        record_flake_checks(twin, tag, bump)
     finally:
         machine.down(name, progress=print)
 
 
 MANAGED = "hosts/cfx-llm2/remedy.nix"
+CHECK = "tt-stack#checks.x86_64-linux.tenstorrent-serving"
+
+
+def record_flake_checks(twin, tag: str, bump: list[str]) -> None:
+    """What Nix prints for a flake check that tt-stack does not have, and for one whose
+    builder fails (Phase 2a on by default)."""
+    absent = twin.exec(as_ops(*commands.flake_check("/etc/nixos", CHECK, dry=True)), check=False)
+    assert absent.returncode != 0, "the check exists before checked_commit"
+    record_raw(f"{tag}.check_absent.txt", absent.stderr + absent.stdout)
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.checked_commit())
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.phase2a_default_commit())
+    twin.exec(as_ops(*bump))
+    failed = twin.exec(as_ops(*commands.flake_check("/etc/nixos", CHECK, False)), check=False)
+    assert failed.returncode != 0, "the check passed with Phase 2a on by default"
+    record_raw(f"{tag}.check_failed.txt", failed.stderr + failed.stdout)
 
 
 def record_evaluation_errors(twin, tag: str) -> None:
@@ -204,6 +220,40 @@ def record_state(twin, case: str):
     )
     record(twin, "nix", facts.nix.SystemGenerations, case)
     record(twin, "nix", facts.nix.FlakeInput, case)
+
+
+DEBUG_DROPIN = "/run/systemd/system/tenstorrent-serving.service.d/zz-debug.conf"
+SSH_DROPIN = "/run/systemd/system/ssh.service.d/zz-debug.conf"
+
+
+def record_runtime_state(twin):
+    """What an on-call person leaves in /run: a drop-in for the server (and a restart), one
+    for another unit, a unit enabled at runtime, a kernel parameter; then it is undone."""
+    twin.exec(["mkdir", "-p", DEBUG_DROPIN.rsplit("/", 1)[0], SSH_DROPIN.rsplit("/", 1)[0]])
+    twin.exec(["tee", DEBUG_DROPIN], input="[Service]\nEnvironment=VLLM_LOGGING_LEVEL=DEBUG\n")
+    twin.exec(["tee", SSH_DROPIN], input="[Service]\nEnvironment=SSHD_OPTS=-d\n")
+    twin.exec(["systemctl", "enable", "--runtime", "twin-hugepages.path"])
+    cmdline = "/run/twin-kernel/cmdline"
+    before = twin.exec(["cat", cmdline]).stdout
+    twin.exec(["tee", cmdline], input=before.rstrip("\n") + " mitigations=off\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    machine.wait_serving(twin)
+    record(
+        twin,
+        "serving",
+        facts.serving.HostSnapshot,
+        "runtime_debug",
+        server_url=twin.server_url,
+        managed_file="hosts/cfx-llm2/remedy.nix",
+    )
+    record(twin, "serving", facts.serving.VolatileState, "runtime_debug")
+    twin.exec(["tee", cmdline], input=before)
+    twin.exec(["systemctl", "disable", "--runtime", "twin-hugepages.path"])
+    twin.exec(["rm", "-rf", DEBUG_DROPIN, SSH_DROPIN.rsplit("/", 1)[0]])
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    machine.wait_serving(twin)
 
 
 FOLLOWS_FLAKE = """{
@@ -338,6 +388,7 @@ def main() -> int:
         twin.exec([f"{toplevel}/bin/switch-to-configuration", "switch"])
         machine.wait_serving(twin)
         record_state(twin, "durable")
+        record_runtime_state(twin)
         record_switch_outcomes(
             twin,
             old=twin.exec(["readlink", "-f", f"{PROFILE}-1-link"]).stdout.strip(),

@@ -11,7 +11,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from remedy.twin import machine
-from tests.conftest import PROJECT, out_of_sync, probe_inside, server_starts, unit_props
+from tests.conftest import (
+    PROJECT,
+    out_of_sync,
+    probe_inside,
+    server_starts,
+    twin_inventory,
+    unit_props,
+)
 
 pytestmark = pytest.mark.twin
 
@@ -58,6 +65,10 @@ def test_check_reports_the_seed_state_and_changes_nothing(make_twin):
     assert unit_props(twin)["MainPID"] == pid  # nothing restarted
 
 
+DEBUG = "/run/systemd/system/tenstorrent-serving.service.d/zz-debug.conf"
+SSH = "/run/systemd/system/ssh.service.d/zz-debug.conf"
+
+
 def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     prom = tmp_path / "remedy.prom"
     code, doc = converge("--limit", twin.name, "--textfile", str(prom))
@@ -73,6 +84,38 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     drift = [v for (name, _), v in values.items() if name == "remedy_setting_drift"]
     assert len(drift) == 6 and set(drift) == {0}
     assert values[("remedy_last_run_success", ())] == 1
+    unmanaged = [v for (name, _), v in values.items() if name == "remedy_unmanaged_volatile"]
+    assert len(unmanaged) == 3 and set(unmanaged) == {0}
+
+    # issue 17: what a person leaves in /run tonight, beyond the managed settings
+    twin.exec(["mkdir", "-p", DEBUG.rsplit("/", 1)[0], SSH.rsplit("/", 1)[0]])
+    twin.exec(["tee", DEBUG], input="[Service]\nEnvironment=VLLM_LOGGING_LEVEL=DEBUG\n")
+    twin.exec(["tee", SSH], input="[Service]\nEnvironment=SSHD_OPTS=-d\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    machine.wait_serving(twin)
+    code, doc = converge("--check", "--limit", twin.name, "--textfile", str(prom))
+    (host,) = doc["hosts"]
+    entries = {e["subject"]: e for e in host["unmanaged_volatile"]}
+    assert code == 3 and set(entries) == {DEBUG, SSH}, host["unmanaged_volatile"]
+    assert {e["after_reboot"] for e in entries.values()} == {"gone"}
+    assert entries[DEBUG]["details"] == ["the server runs with VLLM_LOGGING_LEVEL=DEBUG"]
+    kinds = {dict(labels)["kind"]: v for (name, labels), v in samples(prom).items()
+             if name == "remedy_unmanaged_volatile"}  # fmt: skip
+    assert kinds == {"runtime-unit": 2, "process": 0, "kernel-param": 0}
+    text = subprocess.run(["remedy", "converge", "inventory/twin.py", "--check", "--limit",
+                           twin.name], capture_output=True, text=True, cwd=PROJECT)  # fmt: skip
+    assert text.returncode == 3 and "VLLM_LOGGING_LEVEL=DEBUG" in text.stdout
+    assert " ".join(text.stdout.split()).count("after reboot: gone") == 2, text.stdout
+    assert max(map(len, text.stdout.splitlines())) <= 80
+    # a person accepts both: silenced, and counted
+    accepted = [DEBUG, "/run/systemd/system/ssh.service.d/*"]
+    accepted = twin_inventory(tmp_path / "accepted.py", twin, ignore_volatile=accepted)
+    code, doc = converge("--check", inventory=str(accepted))
+    (host,) = doc["hosts"]
+    assert code == 0 and host["unmanaged_volatile"] == [], host["verdict"]
+    assert host["ignored_volatile"] == 2
+    assert "2 unmanaged volatile entries ignored (host data ignore_volatile)" in host["notes"]
 
 
 def test_an_unwritable_textfile_is_a_clear_error_before_any_work(twin):

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import facts.serving
-from remedy.core import plan, probe
+from remedy.core import plan, probe, volatile
+from remedy.core.runtime import RuntimeFile, RuntimeState
 from remedy.core.serving import DropIn, volatile_entries
 from remedy.core.settings import from_host_data
 
@@ -93,7 +94,14 @@ def test_an_unrelated_runtime_dropin_is_not_an_override():
     snap = with_runtime_dropin(snapshot("durable"), control)
     assert plan.override_dropins(snap, settings()) == []
     assert plan.plan_restore(snap, settings()).path == "noop"
-    assert control.path in {e.subject for e in volatile_entries(snap.unit, None, None)}
+    # not a managed setting's state: unmanaged volatile state, reported with what it sets
+    snap = dataclasses.replace(
+        snap, runtime=RuntimeState([RuntimeFile(control.path, None, control.content)], read=True)
+    )
+    assert [e.text() for e in volatile.unmanaged(snap, settings())] == [
+        f"{control.path}: MemoryMax=60G; after reboot: gone"
+    ]
+    assert control.path not in {e.subject for e in volatile_entries(snap.unit, None, None)}
 
 
 def test_a_busy_server_with_a_correct_configuration_is_not_restarted():

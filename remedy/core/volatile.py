@@ -1,0 +1,288 @@
+"""Unmanaged volatile state: what a reboot would revert beyond the managed settings.
+
+Production was held together by ``/run`` state nobody had listed (tt-stack#49).
+Three places hold such state, all read in the snapshot's one round trip:
+
+- ``/run/systemd/system`` (and ``system.control``): drop-ins ``systemctl edit
+  --runtime`` writes, unit files, ``*.wants``/``*.requires`` links ``systemctl
+  enable --runtime`` makes, for any unit (transient units live elsewhere, in
+  ``/run/systemd/transient``);
+- the serving process itself (``/proc/<MainPID>/cmdline`` and ``environ``)
+  against what the next boot's unit would start;
+- the live kernel command line against the next boot's ``kernel-params``.
+
+The managed settings (the parser, SDPA streaming, the merge guard, Phase 2a,
+the hugepage pool, remedy's own ``/run`` override) are reported per setting and
+left out here. Host data ``ignore_volatile`` silences what a person accepted.
+
+    found = unmanaged(snapshot, settings)
+    kept, ignored = split_ignored(found, settings.ignore_volatile)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+
+from remedy.core import desired
+from remedy.core.runtime import RuntimeFile, RuntimeState
+from remedy.core.settings import Settings
+from remedy.core.snapshot import HostSnapshot
+
+RUNTIME_UNIT, PROCESS, KERNEL_PARAM = "runtime-unit", "process", "kernel-param"
+KINDS = (RUNTIME_UNIT, PROCESS, KERNEL_PARAM)
+GONE = "gone"
+
+# What systemd, the shell and the kernel add to every service's environment: not state.
+PROVIDED_ENV = {
+    "CACHE_DIRECTORY", "CONFIGURATION_DIRECTORY", "CREDENTIALS_DIRECTORY", "EXIT_CODE",
+    "EXIT_STATUS", "FDSTORE", "HOME", "INVOCATION_ID", "JOURNAL_STREAM", "LISTEN_FDNAMES",
+    "LISTEN_FDS", "LISTEN_PID", "LOGNAME", "LOGS_DIRECTORY", "MAINPID", "MANAGERPID",
+    "MEMORY_PRESSURE_WATCH", "MEMORY_PRESSURE_WRITE", "MONITOR_EXIT_CODE",
+    "MONITOR_EXIT_STATUS", "MONITOR_INVOCATION_ID", "MONITOR_SERVICE_RESULT",
+    "MONITOR_UNIT", "NOTIFY_SOCKET", "OLDPWD", "PIDFILE", "PWD", "RUNTIME_DIRECTORY",
+    "SERVICE_RESULT", "SHELL", "SHLVL", "STATE_DIRECTORY", "SYSTEMD_EXEC_PID", "TERM",
+    "TRIGGER_PATH", "TRIGGER_TIMER_MONOTONIC_USEC", "TRIGGER_TIMER_REALTIME_USEC",
+    "TRIGGER_UNIT", "USER", "WATCHDOG_PID", "WATCHDOG_USEC", "_",
+}  # fmt: skip
+# The bootloader's and NixOS's own words on the kernel command line (not kernel-params).
+BOOT_WORDS = ("BOOT_IMAGE", "init", "initrd")
+# The hugepage pool is a managed setting (its pools are compared live and at next boot).
+HUGEPAGE_PARAMS = ("hugepagesz", "hugepages", "default_hugepagesz")
+# Flags the managed settings own: the parser, and Phase 2a (prefix caching brings
+# --no-async-scheduling with it).
+MANAGED_FLAGS = (
+    "--tool-call-parser",
+    "--enable-auto-tool-choice",
+    *desired.PHASE2A_FLAGS,
+    "--no-async-scheduling",
+)
+SECRET_RE = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL", re.I)
+
+
+@dataclass(frozen=True)
+class Unmanaged:
+    kind: str  # RUNTIME_UNIT | PROCESS | KERNEL_PARAM
+    subject: str  # a path, a flag, an environment variable or a kernel parameter
+    now: str
+    after_reboot: str
+    details: tuple[str, ...] = ()  # what of the server this runtime file explains
+
+    @property
+    def now_text(self) -> str:
+        """NOW with what of the server this runtime file explains."""
+        return self.now + (f" ({'; '.join(self.details)})" if self.details else "")
+
+    def text(self) -> str:
+        return f"{self.subject}: {self.now_text}; after reboot: {self.after_reboot}"
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "now": self.now,
+            "after_reboot": self.after_reboot,
+            "details": list(self.details),
+        }
+
+
+def shown(key: str, value: str) -> str:
+    """KEY=VALUE for a report; a secret's value is never printed."""
+    return f"{key}=…" if SECRET_RE.search(key) else f"{key}={value}"
+
+
+def flag_map(words: list[str]) -> tuple[str | None, dict[str, str | None]]:
+    """(the model, {flag: value or None}) of vLLM's words after ``serve``."""
+    model, flags = None, {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            name, sep, value = word.partition("=")
+            if sep:
+                flags[name] = value
+            elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+                flags[name], i = words[i + 1], i + 1
+            else:
+                flags[name] = None
+        elif model is None and not flags:
+            model = word
+        i += 1
+    return model, flags
+
+
+def _after_serve(argv: list[str]) -> list[str] | None:
+    return argv[argv.index("serve") + 1 :] if "serve" in argv else None
+
+
+def _flag(name: str, value: str | None) -> str:
+    return name if value is None else f"{name} {value}"
+
+
+def _dropin_summary(text: str) -> str:
+    """A drop-in's directives on one line: ``Environment=X=1; LimitNOFILE=4096``."""
+    words = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.strip().startswith(("#", ";", "["))
+    ]
+    line = "; ".join(words) or "empty"
+    return line if len(line) <= 60 else line[:59] + "…"
+
+
+def _describe(f: RuntimeFile) -> str:
+    rel = f.path.split("/run/systemd/", 1)[-1]
+    parent, _, name = rel.rpartition("/")
+    if f.link is not None:
+        holder = parent.rsplit("/", 1)[-1]
+        if holder.endswith((".wants", ".requires")):
+            target, kind = holder.rsplit(".", 1)
+            return f"{name} enabled at runtime ({kind} of {target})"
+        return f"a link to {f.link}"
+    if parent.endswith(".d"):
+        return _dropin_summary(f.text)
+    return "a unit file at runtime"
+
+
+@dataclass
+class _Difference:
+    text: str  # what the server runs that the next boot would not
+    after: str  # what a reboot does to it
+    subject: str
+    source: str | None  # the live file that gives it, if the live unit shows one
+
+
+def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Difference]:
+    """The serving process against the next boot's unit and start script."""
+    proc, out = runtime.process, []
+    nxt, now = unit.after_reboot, unit.now
+    words, next_words = (
+        _after_serve(proc.argv),
+        (nxt.script.argv if nxt.script and nxt.script.argv else None),
+    )
+    if words is not None and next_words is not None:
+        model, flags = flag_map(words)
+        next_model, next_flags = flag_map(next_words)
+        live_src = now.script.path if now.script else None
+        live_flags = flag_map(now.script.argv)[1] if now.script and now.script.argv else {}
+        if next_model is not None and "$" not in next_model and model != next_model:
+            out.append(
+                _Difference(f"the server serves {model}", f"{model} → {next_model}", "model", None)
+            )
+        for name in sorted(set(flags) | set(next_flags)):
+            if name in MANAGED_FLAGS:
+                continue
+            a, b = flags.get(name, ...), next_flags.get(name, ...)
+            if a == b or (isinstance(b, str) and "$" in b):
+                continue
+            src = live_src if live_flags.get(name, ...) == a and a is not ... else None
+            if b is ...:
+                d = _Difference(f"the server runs {_flag(name, a)}", f"{name} gone", name, src)
+            elif a is ...:
+                d = _Difference(
+                    f"the server runs without {name}", f"{_flag(name, b)} added", name, None
+                )
+            else:
+                d = _Difference(f"the server runs {_flag(name, a)}", f"{name} {a} → {b}", name, src)
+            out.append(d)
+    if proc.environ is not None:
+        env = proc.environ
+        want = {k: v.value for k, v in nxt.environment.items() if v.value is not None}
+        for key in sorted(set(env) | set(want)):
+            if key in PROVIDED_ENV or key in s.required_env:
+                continue
+            a, b = env.get(key), want.get(key)
+            if a == b or (b is not None and "$" in b):
+                continue
+            if b is None and runtime.manager_env.get(key) == a:
+                continue  # systemd's own environment (DefaultEnvironment=, locale.conf)
+            live = now.environment.get(key)
+            src = live.source if live is not None and live.value == a else None
+            if b is None:
+                d = _Difference(f"the server runs with {shown(key, a)}", f"{key} gone", key, src)
+            elif a is None:
+                d = _Difference(f"the server runs without {key}", shown(key, b), key, None)
+            else:
+                shown_b = shown(key, b).split("=", 1)[1]
+                d = _Difference(
+                    f"the server runs with {shown(key, a)}", f"{key} → {shown_b}", key, src
+                )
+            out.append(d)
+    return out
+
+
+def _kernel_params(text: str, skip: tuple[str, ...]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for word in text.split():
+        name = word.split("=", 1)[0]
+        if name not in skip and word != "--":
+            out.setdefault(name, []).append(word)
+    return out
+
+
+def _kernel_differences(memory) -> list[Unmanaged]:
+    if memory is None or memory.next_boot_params is None or not memory.booted_params:
+        return []
+    skip = (*BOOT_WORDS, *HUGEPAGE_PARAMS)
+    live = _kernel_params(memory.booted_params.split(" -- ")[0], skip)
+    nxt = _kernel_params(memory.next_boot_params, skip)
+    out = []
+    for name in sorted(set(live) | set(nxt)):
+        a, b = live.get(name), nxt.get(name)
+        if a == b:
+            continue
+        now = " ".join(a) if a else "not on the kernel command line"
+        after = f"{' '.join(a)} → {' '.join(b)}" if a and b else " ".join(b) if b else GONE
+        out.append(Unmanaged(KERNEL_PARAM, name, now, after))
+    return out
+
+
+def unmanaged(snap: HostSnapshot, s: Settings) -> list[Unmanaged]:
+    """Everything a reboot would change that no managed setting covers."""
+    return unmanaged_state(snap.unit, snap.memory, snap.runtime, s)
+
+
+def unmanaged_state(unit, memory, runtime: RuntimeState, s: Settings) -> list[Unmanaged]:
+    """``unmanaged`` from the parts of a snapshot: the serving unit, memory (None: the
+    kernel command line is not compared), the runtime readings."""
+    managed = set(desired.runtime_overrides(unit, s))
+    if unit.now.exec_start and unit.now.exec_start.startswith("/run/"):
+        managed.add(unit.now.exec_start)
+    if unit.now.script and unit.now.script.path.startswith("/run/"):
+        managed.add(unit.now.script.path)
+    entries: dict[str, Unmanaged] = {}
+    for f in runtime.files:
+        if f.path not in managed:
+            entries[f.path] = Unmanaged(RUNTIME_UNIT, f.path, _describe(f), GONE)
+    loose = []
+    if runtime.process is not None:
+        for d in _process_differences(unit, runtime, s):
+            if d.source in managed:
+                continue  # remedy's /run override: the runtime_override setting says it
+            if d.source in entries:  # explained by that runtime file: said with it
+                e = entries[d.source]
+                entries[d.source] = Unmanaged(
+                    e.kind, e.subject, e.now, e.after_reboot, (*e.details, d.text)
+                )
+                continue
+            where = f" (from {d.source})" if d.source else ""
+            loose.append(Unmanaged(PROCESS, d.subject, d.text + where, d.after))
+    return [*entries.values(), *loose, *_kernel_differences(memory)]
+
+
+def split_ignored(
+    entries: list[Unmanaged], patterns: tuple[str, ...]
+) -> tuple[list[Unmanaged], list[Unmanaged]]:
+    """(kept, ignored): an entry is ignored when a pattern of host data ``ignore_volatile``
+    matches its subject (a path glob, a flag, a variable or a kernel parameter name)."""
+    kept, ignored = [], []
+    for e in entries:
+        hit = any(fnmatch.fnmatchcase(e.subject, p) for p in patterns)
+        (ignored if hit else kept).append(e)
+    return kept, ignored
+
+
+def counts(entries: list[Unmanaged]) -> dict[str, int]:
+    """Per kind, for the metric remedy_unmanaged_volatile{host,kind} (every kind listed)."""
+    return {k: sum(1 for e in entries if e.kind == k) for k in KINDS}
