@@ -93,6 +93,37 @@ def dry_run_toplevel(flake_dir: str, flake_host: str) -> list[str]:
     return nix("build", "--dry-run", "--no-link", toplevel_attr(flake_dir, flake_host))
 
 
+# A flake output of host data flake_checks, for the bumped lock: NAME#ATTR is the output
+# ATTR of the host flake's input NAME (as its flake.lock locks it), or of the host flake
+# itself for self#ATTR. Constant text: the names come from the environment (--impure).
+CHECK_ABSENT = "remedy: no such flake output"
+CHECK_EXPR = r"""
+let
+  env = builtins.getEnv;
+  flake = builtins.getFlake (env "REMEDY_FLAKE_DIR");
+  name = env "REMEDY_CHECK_INPUT";
+  root = if name == "self" then flake else flake.inputs.${name} or null;
+  found = builtins.foldl'
+    (acc: n: if builtins.isAttrs acc && acc ? ${n} then acc.${n} else null)
+    root (builtins.filter builtins.isString (builtins.split "\\." (env "REMEDY_CHECK_ATTR")));
+in if found == null then throw "@ABSENT@" else found
+""".replace("@ABSENT@", CHECK_ABSENT)
+
+
+def flake_check(flake_dir: str, check: str, dry: bool, max_jobs: int = 1, cores: int = 2):
+    """Build (or with DRY, only plan) the flake output CHECK (``NAME#attr.path``) of the
+    host flake at FLAKE_DIR, with its lock as it is there."""
+    name, _, attr = check.partition("#")
+    how = ["--dry-run"] if dry else ["--json", *build_limits(max_jobs, cores)]
+    return [
+        "env",
+        f"REMEDY_FLAKE_DIR={flake_dir}",
+        f"REMEDY_CHECK_INPUT={name}",
+        f"REMEDY_CHECK_ATTR={attr}",
+        *nix("build", "--no-link", *how, "--impure", "--expr", CHECK_EXPR),
+    ]
+
+
 def show_derivations(new_cli: bool, drvs: list[str]) -> list[str]:
     """The derivations as JSON (``nix derivation show`` from 2.15, ``show-derivation``
     before), to read their ``preferLocalBuild``."""

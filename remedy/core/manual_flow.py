@@ -249,19 +249,24 @@ def _prove(s, scope) -> list[str]:
         '  abandon "the new configuration does not evaluate: '
         '$(printf "%s" "$dry" | tail -n 1)"; return 0',
         "fi",
-        """drvs=$(printf '%s\\n' "$dry" | awk '/will be built/ {b = 1; next} """
+        # heavy_in DRY: the derivations of a dry run that would compile on the host
+        "heavy_in() {",
+        """  drvs=$(printf '%s\\n' "$1" | awk '/will be built/ {b = 1; next} """
         """/^[[:space:]]+\\/nix\\/store\\// {if (b) print $1; next} {b = 0}')""",
-        "heavy=",
-        "for d in $drvs; do",
-        f"  if nix_at_least 2 15; then j=$(as_owner {show_new}); else j=$(as_owner {show_old}); fi",
+        "  heavy=",
+        "  for d in $drvs; do",
+        f"    if nix_at_least 2 15; then j=$(as_owner {show_new}); "
+        f"else j=$(as_owner {show_old}); fi",
         # a config derivation (preferLocalBuild) or a text file (writeTextFile's family,
         # writeShellApplication included) is no compile; anything else is
-        """  printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' && continue""",
-        """  printf '%s' "$j" | grep -q '"passAsFile": *"[^"]*text' \\""",
-        """    && printf '%s' "$j" | grep -q '"destination":' \\""",
-        """    && printf '%s' "$j" | grep -qF '$textPath' && continue""",
-        '  heavy="$heavy ${d##*/}"',
-        "done",
+        """    printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' && continue""",
+        """    printf '%s' "$j" | grep -q '"passAsFile": *"[^"]*text' \\""",
+        """      && printf '%s' "$j" | grep -q '"destination":' \\""",
+        """      && printf '%s' "$j" | grep -qF '$textPath' && continue""",
+        '    heavy="$heavy ${d##*/}"',
+        "  done",
+        "}",
+        'heavy_in "$dry"',
         f'if [ -n "$heavy" ] && [ {allow} = no ]; then',
         '  abandon "the bump needs compiling on the serving host:$heavy (set '
         'allow_local_build=true, or push binaries to a cache)"; return 0',
@@ -275,10 +280,47 @@ def _prove(s, scope) -> list[str]:
         'if ! lacks=$(system_holds "$built"); then',
         '  abandon "the built system lacks $lacks (the fix is not in)"; return 0',
         "fi",
+        *_flake_checks(s, gate, allow),
         f"toplevel=$built proven_head=$(as_owner {qv(commands.head('@S@'), S='scratch')})",
         "journal_write",
         'echo "proven: $toplevel holds the desired state" >&2',
     ]
+
+
+def _flake_checks(s, gate: str, allow: str) -> list[str]:
+    """Host data's flake_checks for the bumped lock, as the deploy builds them: an absent
+    output is said, a check that compiles is refused unless allowed, a failure abandons
+    the durable path with the log's last line."""
+    from remedy.core.commands import CHECK_ABSENT, flake_check
+
+    checks, _default = s.checks
+    lines = []
+    for check in checks:
+        what = shlex.quote(f"flake check {check}")
+        dry = qv(flake_check("@S@", check, dry=True), S="scratch")
+        build = qv(flake_check("@S@", check, False, s.build_max_jobs, s.build_cores), S="scratch")
+        lines += [
+            f"if ! dry=$(as_owner {dry} 2>&1); then",
+            f"  if printf '%s' \"$dry\" | grep -qF {shlex.quote(CHECK_ABSENT)}; then",
+            f'    echo {what}": no such output, not built" >&2',
+            "  else",
+            f'    abandon {what}" does not evaluate: $(printf "%s" "$dry" | tail -n 1)"; return 0',
+            "  fi",
+            "else",
+            '  heavy_in "$dry"',
+            f'  if [ -n "$heavy" ] && [ {allow} = no ]; then',
+            f'    abandon {what}" needs compiling on the serving host:$heavy"; return 0',
+            "  fi",
+            f'  {gate} || fail "MemAvailable below {s.min_mem_available_gb:g} GB: not building '
+            'on the host; see runbook 004"',
+            f"  if ! said=$(as_owner {build} 2>&1); then",
+            f'    abandon {what}" failed: $(printf "%s\\n" "$said" '
+            """| sed -n 's/^[[:space:]]*> //p' | tail -n 1)"; return 0""",
+            "  fi",
+            f'  echo {what}": passed" >&2',
+            "fi",
+        ]
+    return lines
 
 
 def _commit(s, scope) -> list[str]:

@@ -148,6 +148,7 @@ def outcome(
         "switch_locked": switch_locked,
         "boot_pending": boot_pending,
         "switch_changes": _first(results, "switch_changes"),
+        "flake_checks": _first(results, "flake_checks") or [],
     }
     return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
 

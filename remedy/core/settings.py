@@ -48,6 +48,13 @@ nix_memory_max_gb      MemAvailable - min_mem_available_gb     MemoryMax of the 
 ready_timeout_s        300                                     wait for readiness
 lock_wait_s            30                                      wait for another run's
                                                                host lock (then exit 5)
+ignore_volatile        none                                    unmanaged volatile state a
+                                                               person accepted: path
+                                                               globs, flags, variables,
+                                                               kernel parameter names
+flake_checks           tt-stack#checks.x86_64-linux.           flake outputs built before
+                       tenstorrent-serving, if it exists       a switch (INPUT#attr or
+                                                               self#attr); [] for none
 audit_log              the user's state dir                    audit log path
 remedy_environment     none                                    production | staging | twin
 =====================  ======================================  ==========================
@@ -86,6 +93,14 @@ URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/[A-Za-z0-9._~/-]*)?
 PAGE_SIZE_RE = re.compile(r"^(2M|1G)$")
 # A NixOS option path: Nix identifiers joined by dots (no quoted names).
 OPTION_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_'-]*(\.[A-Za-z_][A-Za-z0-9_'-]*)*$")
+# What tt-stack's own NixOS check of the durable settings is called (seed).
+DEFAULT_CHECK = "checks.x86_64-linux.tenstorrent-serving"
+# A flake output of flake_checks: an input of the host flake (or self), then an attr path.
+FLAKE_CHECK_RE = re.compile(
+    r"^[A-Za-z0-9_-]+#[A-Za-z_][A-Za-z0-9_'-]*(\.[A-Za-z_][A-Za-z0-9_'-]*)*$"
+)
+# A pattern of ignore_volatile: a path glob, a flag, a variable or a parameter name.
+IGNORE_RE = re.compile(r"^[A-Za-z0-9_./*?\[\]!@:+=-]+$")
 NIX_KEYWORDS = {"assert", "else", "if", "in", "inherit", "let", "or", "rec", "then", "with"}
 # The values remedy's managed file carries, and the options tt-stack declares for them
 # (as the twin's fixture does; the README says how to check them against tt-stack).
@@ -136,6 +151,12 @@ class Settings:
     # The memory bound of the owner's nix evaluation and build client (None: what the
     # host can spare above the memory gate's threshold at the time).
     nix_memory_max_gb: float | None = None
+    # Unmanaged volatile state a person accepted (remedy.core.volatile): fnmatch globs of
+    # /run/systemd paths, vLLM flags, environment variables or kernel parameter names.
+    ignore_volatile: tuple[str, ...] = ()
+    # Flake outputs built for the bumped lock before a switch, each INPUT#attr.path (an
+    # input of the host flake) or self#attr.path (the host flake). None: the default check.
+    flake_checks: tuple[str, ...] | None = None
     audit_log: str | None = None
     remedy_environment: str | None = None
 
@@ -168,6 +189,14 @@ class Settings:
     def managed_file(self) -> str:
         """remedy's Nix file, relative to flake_dir, next to the host's configuration."""
         return f"hosts/{self.flake_host}/remedy.nix"
+
+    @property
+    def checks(self) -> tuple[tuple[str, ...], bool]:
+        """(the flake checks to build, whether they are the default one: built only when
+        the output exists, and said as "no check" otherwise)."""
+        if self.flake_checks is None:
+            return (f"{self.flake_input}#{DEFAULT_CHECK}",), True
+        return self.flake_checks, False
 
     @property
     def override_script(self) -> str:
@@ -296,6 +325,22 @@ def _option_map(host, key, value):
     return out
 
 
+def _string_list(pattern, what, example):
+    def check(host, key, value):
+        if isinstance(value, str):  # --data on the command line: JSON, or one item
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise _fail(host, key, f"must be a list like {example}")
+        for i, item in enumerate(value):
+            _string(host, f"{key}[{i}]", item, pattern, what)
+        return tuple(value)
+
+    return check
+
+
 # Every key's check, in one table: (host, key, value) -> the typed value or ConfigError.
 CHECKS = {
     "unit": _pattern(UNIT_RE, "a unit name like tenstorrent-serving.service"),
@@ -329,6 +374,17 @@ CHECKS = {
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,
     "nix_memory_max_gb": _optional(lambda h, k, v: _positive(h, k, v)),
+    "ignore_volatile": _string_list(
+        IGNORE_RE,
+        "a path glob, a flag, a variable or a kernel parameter name",
+        '["/run/systemd/system/ssh.service.d/*", "VLLM_LOGGING_LEVEL"]',
+    ),
+    "flake_checks": _string_list(
+        FLAKE_CHECK_RE,
+        "a flake output like tt-stack#checks.x86_64-linux.tenstorrent-serving "
+        "(an input of the host flake, or self, then #attr.path)",
+        f'["tt-stack#{DEFAULT_CHECK}"]',
+    ),
     "audit_log": _pattern(PATH_RE, "an absolute path of plain characters"),
     "remedy_environment": _choice(ENVIRONMENTS),
 }

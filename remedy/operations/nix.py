@@ -25,6 +25,7 @@ from facts.memory import MemoryHeadroom
 from facts.nix import FlakeInput, SystemGenerations
 from facts.serving import BuiltService
 from remedy.core import changes as changes_core
+from remedy.core import checks as checks_core
 from remedy.core import commands, desired, options, signers
 from remedy.core import journal as journal_core
 from remedy.core import memory as mem
@@ -341,10 +342,14 @@ def fix_proven(
         host.noop(skip)
         return
     if not state.is_executing:  # the build adds the new system and its proof: a change
+        checks, default = settings.checks
+        named = ", ".join(checks) + (" if it exists" if default else "")
         host.log_styled(
             "will ask Nix what the bump builds, then build the bumped configuration "
-            "and read its start script; what the switch changes beyond the managed "
-            "settings (kernel, kernel parameters, package versions) is known after the build",
+            "and read its start script, then build the flake checks "
+            f"({named or 'none: flake_checks is empty'}); what the switch changes beyond "
+            "the managed settings (kernel, kernel parameters, package versions) is known "
+            "after the build",
             fg="blue",
         )
     found: dict = {}
@@ -374,19 +379,14 @@ def _prove(state, host, a: dict, found: dict) -> bool:
         if not why.startswith(LOST):  # the memory gate refused, not a lost connection
             say(refused=why)
         return True
-    heavy, problem = _local_builds(as_owner, a, scratch, bound)
+    dry = commands.dry_run_toplevel(scratch, s.flake_host)
+    heavy, problem = _local_builds(as_owner, a, dry, bound)
     if problem:
         found["why"] = problem
         return True
     say(local_builds=heavy)
     if heavy and not s.allow_local_build:
-        names = ", ".join(h.rsplit("/", 1)[-1] for h in heavy[:5])
-        found["why"] = (
-            f"the bump needs {len(heavy)} derivation(s) compiled on the serving host "
-            f"({names}): a build competes with the model server for memory; push "
-            "binaries to a cache the host substitutes from, or set allow_local_build=true "
-            "(bounded by build_max_jobs/build_cores)"
-        )
+        found["why"] = _compile_refused(heavy, "the bump")
         return True
     bound, why = _gated_bound(s, "building")
     if why:
@@ -433,9 +433,12 @@ def _prove(state, host, a: dict, found: dict) -> bool:
         return True
     held = ", ".join(desired.BY_KEY[k].label for k in a["prove"])
     host.log_styled(f"proven: {toplevel} holds {held}", fg="green")
-    say(toplevel=toplevel)
     if current := a.get("current_system"):
         _say_changes(current, toplevel)
+    if why := _flake_checks(as_owner, a, scratch):
+        found["why"] = why
+        return True
+    say(toplevel=toplevel)
     head = run(host, as_owner(commands.head(scratch)))
     return journal.record(
         a["journal_path"],
@@ -508,20 +511,19 @@ def _gated_bound(s: Settings, doing: str) -> tuple[int | None, str | None]:
     return mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb), None
 
 
-def _local_builds(as_owner, a: dict, scratch: str, bound) -> tuple[list[str], str | None]:
-    """(derivations Nix would compile on the host, why it could not tell)."""
+def _local_builds(
+    as_owner, a: dict, dry_argv: list[str], bound, what: str = "the new configuration", dry=None
+) -> tuple[list[str], str | None]:
+    """(derivations Nix would compile on the host for DRY_ARGV, a ``--dry-run`` (DRY: its
+    result when it already ran); why it could not tell)."""
     s: Settings = a["settings"]
-    dry = run(
-        host,
-        _owner_nix(as_owner, a, commands.dry_run_toplevel(scratch, s.flake_host), "eval", bound),
-    )
+    if dry is None:
+        dry = run(host, _owner_nix(as_owner, a, dry_argv, "eval", bound))
     if not dry.ok:
         if hit := _bound_hit(dry, "evaluation", bound):
             return [], hit
         said = dry.stderr + "\n" + dry.stdout
-        return [], options.evaluation_blocker(said, s) or (
-            f"the new configuration does not evaluate: {dry.why}"
-        )
+        return [], options.evaluation_blocker(said, s) or (f"{what} does not evaluate: {dry.why}")
     planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
     if not planned.built:
         return [], None
@@ -532,6 +534,72 @@ def _local_builds(as_owner, a: dict, scratch: str, bound) -> tuple[list[str], st
         return nix_core.local_build_derivations(shown.stdout, a["nix_label"]), None
     except FactProcessError as exc:  # names the Nix whose answer it could not read
         return [], str(exc)
+
+
+def _compile_refused(heavy: list[str], what: str) -> str:
+    names = ", ".join(h.rsplit("/", 1)[-1] for h in heavy[:5])
+    return (
+        f"{what} needs {len(heavy)} derivation(s) compiled on the serving host "
+        f"({names}): a build competes with the model server for memory; push "
+        "binaries to a cache the host substitutes from, or set allow_local_build=true "
+        "(bounded by build_max_jobs/build_cores)"
+    )
+
+
+def _flake_checks(as_owner, a: dict, scratch: str) -> str | None:
+    """Build each of host data's flake_checks for the bumped lock (the same dry-run guard
+    and memory gate as the system's build): why the durable path must stop, or None.
+    An absent output is said and skipped."""
+    s: Settings = a["settings"]
+    checks, default = s.checks
+    results: list[checks_core.CheckResult] = []
+    why = None
+    for check in checks:
+        what = f"flake check {check}"
+        bound, why = _gated_bound(s, f"evaluating {what}")
+        if why:
+            if not why.startswith(LOST):  # the memory gate refused
+                say(refused=why)
+            break
+        argv = commands.flake_check(scratch, check, dry=True)
+        dry = run(host, _owner_nix(as_owner, a, argv, "eval", bound))
+        if not dry.ok and checks_core.absent(dry.stderr + dry.stdout):
+            results.append(checks_core.CheckResult(check, checks_core.ABSENT))
+            continue
+        heavy, why = _local_builds(as_owner, a, argv, bound, what, dry)
+        if why:
+            break
+        if heavy and not s.allow_local_build:
+            why = _compile_refused(heavy, what)
+            break
+        bound, why = _gated_bound(s, f"building {what}")
+        if why:
+            if not why.startswith(LOST):
+                say(refused=why)
+            break
+        host.log_styled(f"building {what}", fg="blue")
+        argv = commands.flake_check(scratch, check, False, s.build_max_jobs, s.build_cores)
+        built = run(host, _owner_nix(as_owner, a, argv, "check", bound))
+        if built.ok:
+            results.append(checks_core.CheckResult(check, checks_core.PASSED))
+            continue
+        if hit := _bound_hit(built, what, bound):
+            why = hit
+            break
+        tail = checks_core.log_tail(built.stderr + "\n" + built.stdout)
+        results.append(checks_core.CheckResult(check, checks_core.FAILED, " / ".join(tail)))
+        why = (
+            f"{what} failed for {s.flake_input} at the bumped rev: {tail[-1] if tail else '?'} "
+            "(the switch would deploy what the check rejects)"
+        )
+        break
+    for r in results:
+        quiet = default and r.result == checks_core.ABSENT
+        host.log_styled(
+            r.line(), fg="blue" if quiet else "green" if r.result == "passed" else "red"
+        )
+    say(flake_checks=[r.to_json() for r in results])
+    return why
 
 
 def _fix_ancestry(as_owner, s: Settings, new_rev: str | None, url: str | None) -> str | None:

@@ -305,6 +305,44 @@ def _serving(
     )
 
 
+# tt-stack's own check of the durable settings, as checked_commit() adds it. Upstream's
+# is a NixOS test; the twin's is a cheap derivation that reads the modules' defaults
+# (built locally, as runCommandLocal marks it) and fails naming the first that is wrong.
+SERVING_CHECK = r"""# checks.x86_64-linux.tenstorrent-serving: the modules' defaults hold the fixes.
+{ }:
+builtins.derivation {
+  name = "tenstorrent-serving-check";
+  system = "x86_64-linux";
+  builder = "/bin/sh";
+  PATH = "/usr/bin:/bin";
+  serving = ../modules/tenstorrent-serving.nix;
+  host = ../modules/tenstorrent-host.nix;
+  args = [ "-c" ''
+    fail() { echo "FAIL: $*"; exit 1; }
+    echo "checking the defaults of tenstorrent-serving and tenstorrent-host"
+    grep -q 'default = "qwen3_xml"' "$serving" \
+      || fail "toolCallParser is not qwen3_xml by default (#34)"
+    for o in deviceResident enablePrefixCaching; do
+      grep -A2 "$o = lib.mkOption" "$serving" | grep -q 'default = false;' \
+        || fail "$o is on by default: the Phase 2a options must stay off (#52)"
+    done
+    grep -q 'QWEN36_SDPA_STREAMING=1' "$serving" \
+      || fail "SDPA streaming is not exported (#44)"
+    grep -q 'default = 1;' "$host" || fail "hugepagesPerCard is not 1 by default (#49)"
+    echo "all defaults hold"
+    echo ok > $out
+  '' ];
+  preferLocalBuild = true;
+  allowSubstitutes = false;
+}
+"""
+CHECKED_FLAKE = TT_STACK_FLAKE.replace(
+    "    packages.x86_64-linux.vllm-tt",
+    "    checks.x86_64-linux.tenstorrent-serving = import ./checks/tenstorrent-serving.nix { };\n"
+    "    packages.x86_64-linux.vllm-tt",
+)
+
+
 def _vllm_tt(patches: list[str], version: str = VLLM_VERSION) -> str:
     return VLLM_TT_PACKAGE.replace("@VLLM_VERSION@", version).replace(
         "@PATCHES@", " ".join(patches)
@@ -371,6 +409,43 @@ def heavy_package_commit() -> Commit:
             )
         },
         "2026-09-25T11:00:00+02:00",
+    )
+
+
+def checked_commit() -> Commit:
+    """A tt-stack commit on top of #44 that adds its own check of the durable settings,
+    ``checks.x86_64-linux.tenstorrent-serving`` (the defaults hold: it passes)."""
+    return Commit(
+        "checks: tenstorrent-serving, the durable settings' defaults\n\n"
+        "Fails when a module default loses #34, #44, #49 or turns Phase 2a (#52) on.",
+        {"flake.nix": CHECKED_FLAKE, "checks/tenstorrent-serving.nix": SERVING_CHECK},
+        "2026-09-28T09:00:00+02:00",
+    )
+
+
+def phase2a_default_commit() -> Commit:
+    """A commit on top of checked_commit() that turns deviceResident on by default: the
+    check fails (remedy's file still forces it off, so the system itself would prove)."""
+    serving = _serving("qwen3_xml", FIX_EXPORTS).replace(
+        'type = lib.types.bool;\n      default = false;\n      description = "Phase 2a (#52): '
+        'must stay off.";',
+        'type = lib.types.bool;\n      default = true;\n      description = "Phase 2a (#52): '
+        'device-resident decode.";',
+    )
+    assert serving != _serving("qwen3_xml", FIX_EXPORTS), "the deviceResident default moved"
+    return Commit(
+        "serve: device-resident decode on by default (Phase 2a)\n\nFaster decode on n300 cards.",
+        {"modules/tenstorrent-serving.nix": serving},
+        "2026-09-29T09:00:00+02:00",
+    )
+
+
+def phase2a_reverted_commit() -> Commit:
+    """A commit on top of phase2a_default_commit() that turns it off again (#52)."""
+    return Commit(
+        'Revert "serve: device-resident decode on by default" (#52)',
+        {"modules/tenstorrent-serving.nix": _serving("qwen3_xml", FIX_EXPORTS)},
+        "2026-09-30T09:00:00+02:00",
     )
 
 
