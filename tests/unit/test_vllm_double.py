@@ -465,3 +465,50 @@ def test_parse_hermes_fails_on_xml_and_accepts_json():
     assert content is None and CALL_ID.match(call["id"])
     assert call["function"]["name"] == "get_weather"
     assert json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
+
+
+def running_gauge(double) -> str:
+    status, headers, body = double.request("/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    text = body.decode()
+    assert 'vllm:num_requests_waiting{model_name="' + MODEL + '"} 0.0' in text
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("vllm:num_requests_running{")]
+    return line.rsplit(" ", 1)[1]
+
+
+def test_metrics_count_a_held_request_and_a_sigterm_cuts_it(start_double):
+    import threading
+
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    assert running_gauge(double) == "0.0"
+    outcome = {}
+
+    def held():
+        try:
+            outcome["status"] = double.request(
+                "/v1/chat/completions", {**WEATHER_REQUEST, "remedy_double_hold_s": 30}
+            )[0]
+        except Exception as exc:  # the connection the restart cuts
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=held)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while running_gauge(double) != "1.0":
+        assert time.monotonic() < deadline, "the held request never counted"
+        time.sleep(0.05)
+    double.proc.send_signal(signal.SIGTERM)
+    thread.join(timeout=10)
+    assert "error" in outcome and "status" not in outcome  # cut, never answered
+    error = outcome["error"]
+    reason = getattr(error, "reason", error)
+    assert not isinstance(reason, TimeoutError), error  # cut by the exit, not timed out
+
+
+def test_a_short_hold_answers_and_the_gauge_returns_to_zero(start_double):
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    status, body = double.json(
+        "/v1/chat/completions", {**WEATHER_REQUEST, "remedy_double_hold_s": 0.2}
+    )
+    assert status == 200 and message_of(body)[0]["tool_calls"]
+    assert running_gauge(double) == "0.0"

@@ -22,6 +22,13 @@ The test knob ``/var/lib/vllm-double/mode`` (``VLLM_DOUBLE_MODE_FILE``), read on
 every request, overrides that: ``prose`` answers every such request in prose,
 ``tools`` never does, ``normal`` (or no file) is the rotation above.
 
+``/metrics`` serves vLLM's Prometheus gauges ``vllm:num_requests_running`` (the
+chat completions being answered now) and ``vllm:num_requests_waiting`` (always
+0: nothing queues), labelled ``model_name``, as a drain before a restart reads
+them. A request may hold itself open: the double's own field
+``"remedy_double_hold_s": N`` answers it N seconds late, so a test can keep one
+in flight; a SIGTERM meanwhile cuts it, as a restart does.
+
 Also mimicked: ``vllm serve MODEL ...`` command line (unknown vLLM flags are
 accepted and recorded), ``--served-model-name`` (the only id /v1/models lists and
 requests may name; another gets vLLM's 404), tool-call ids
@@ -32,6 +39,7 @@ Standard library only; runs on a bare python3.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -258,8 +266,27 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"object": "list", "data": [self.cfg["card"]]})
         elif path == "/debug/config":
             self._send(200, self.cfg["debug"])
+        elif path == "/metrics":
+            self._metrics()
         else:
             self._send(404, ApiError(404, f"Not Found: {path}", "NotFoundError").body())
+
+    def _metrics(self):
+        name = self.cfg["served_model"]
+        running = self.server.in_flight
+        body = "".join(
+            f"# HELP vllm:{g} {doc}\n# TYPE vllm:{g} gauge\n"
+            f'vllm:{g}{{model_name="{name}"}} {float(v)}\n'
+            for g, doc, v in (
+                ("num_requests_running", "Number of requests in model execution batches.", running),
+                ("num_requests_waiting", "Number of requests waiting to be processed.", 0),
+            )
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -274,7 +301,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, f"Invalid JSON body: {exc}") from None
             if not isinstance(request, dict):
                 raise ApiError(400, "Request body must be a JSON object")
-            self._send(200, self.chat_completion(request))
+            with self.server.serving():
+                answer = self.chat_completion(request)
+                hold = request.get("remedy_double_hold_s")
+                if isinstance(hold, (int, float)) and hold > 0:
+                    time.sleep(min(hold, 3600))
+            self._send(200, answer)
         except ApiError as err:
             self._send(err.status, err.body())
 
@@ -366,6 +398,18 @@ class Server(ThreadingHTTPServer):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self._turns, self._turns_lock = 0, threading.Lock()
+        self.in_flight = 0
+
+    @contextlib.contextmanager
+    def serving(self):
+        """One chat completion in flight (vllm:num_requests_running) while inside."""
+        with self._turns_lock:
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            with self._turns_lock:
+                self.in_flight -= 1
 
     def next_turn(self):
         """1, 2, 3, ...: the number of this tool request since the server started."""
