@@ -129,6 +129,12 @@ echo "@@remedy:section memory.tenstorrent"
 cat /sys/module/tenstorrent/refcnt 2>/dev/null
 """
 
+# The host's local time with its UTC offset: restart windows are in the serving host's time.
+CLOCK = r"""
+echo "@@remedy:section clock"
+date '+%Y-%m-%dT%H:%M:%S%z'
+"""
+
 NIX_VERSION = r"""
 echo "@@remedy:section nix.version"
 if command -v nix >/dev/null 2>&1; then nix --version 2>&1; fi

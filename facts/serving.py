@@ -132,6 +132,7 @@ class HostSnapshot(FactBase[Snapshot]):
                 _remote.UNIT,
                 _remote.RUNTIME,
                 _remote.MEMORY,
+                _remote.CLOCK,
                 _remote.NIX_VERSION,
                 _remote.FLAKE,
                 _remote.GENERATIONS,

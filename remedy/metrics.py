@@ -29,6 +29,10 @@ class HostMetrics:
     switch_failed_units: int = 0  # units still failed after a switch that exited 4
     # runtime state beyond the managed settings a reboot reverts, per kind (not ignored)
     unmanaged_volatile: dict[str, int] = field(default_factory=dict)
+    boot_pending: bool = False  # the boot default holds every setting but is not running
+    restart_pending: dict[str, bool] = field(default_factory=dict)  # setting -> it waits
+    last_run_restarts: int | None = None  # of the run this converge applied (None: none)
+    last_run_requests_cut: int | None = None
 
 
 def check_writable(path: str) -> Path:
@@ -91,6 +95,24 @@ def write(
         "not counted)",
         ("host", "kind"),
     )
+    boot_pending = gauge(
+        "remedy_boot_pending",
+        "1 if the boot default holds every setting but the host runs the old generation",
+        ("host",),
+    )
+    restart_pending = gauge(
+        "remedy_restart_pending",
+        "1 if the setting waits for a restart window or the next boot",
+        ("host", "setting"),
+    )
+    restarts = gauge(
+        "remedy_last_run_restarts", "Server restarts in the last applied run", ("host",)
+    )
+    cut = gauge(
+        "remedy_last_run_requests_cut",
+        "Requests in flight that the last applied run's restart cut (drain_timeout_s passed)",
+        ("host",),
+    )
     for h in hosts:
         up.labels(h.host).set(1 if h.up else 0)
         if not h.up:
@@ -107,6 +129,12 @@ def write(
         switch_failed.labels(h.host).set(h.switch_failed_units)
         for kind, n in h.unmanaged_volatile.items():
             unmanaged.labels(h.host, kind).set(n)
+        boot_pending.labels(h.host).set(1 if h.boot_pending else 0)
+        for setting, waits in h.restart_pending.items():
+            restart_pending.labels(h.host, setting).set(1 if waits else 0)
+        if h.last_run_restarts is not None:
+            restarts.labels(h.host).set(h.last_run_restarts)
+            cut.labels(h.host).set(h.last_run_requests_cut or 0)
     gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
     gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
         1 if success else 0

@@ -215,11 +215,18 @@ def not_owned_by_owner(twin: machine.Twin) -> list[str]:
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_restore(twin: machine.Twin, *extra: str, audit_log=None, debug: bool = False):
+# Tests of what a run does (the switch, crash safety, the bump) take its restart now,
+# as a person's `--restart now` does; the restart policy's own tests pass restart=None.
+RESTART_NOW = ["--data", "restart=now"]
+
+
+def run_restore(
+    twin: machine.Twin, *extra: str, audit_log=None, debug: bool = False, restart="now"
+):
     """``pyinfra inventory/twin.py deploys/restore_toolcalling.py -y`` on one twin."""
     import subprocess
 
-    argv = ["pyinfra", "-y", "--limit", twin.name, *extra]
+    argv = ["pyinfra", "-y", "--limit", twin.name, *_restart(restart), *extra]
     if debug:
         argv.append("--debug")
     argv += ["inventory/twin.py", "deploys/restore_toolcalling.py"]
@@ -270,11 +277,16 @@ def twin_inventory(path, twin: machine.Twin, **data):
     return path
 
 
-def run_deploy(twin: machine.Twin, deploy: str, *extra: str, audit_log=None):
-    """``pyinfra -y --limit NAME inventory/twin.py DEPLOY`` (``deploys/DEPLOY.py``)."""
+def _restart(restart: str | None) -> list[str]:
+    return ["--data", f"restart={restart}"] if restart else []
+
+
+def run_deploy(twin: machine.Twin, deploy: str, *extra: str, audit_log=None, restart="now"):
+    """``pyinfra -y --limit NAME inventory/twin.py DEPLOY`` (``deploys/DEPLOY.py``), with
+    ``--data restart=RESTART`` (None: the host's own restart policy)."""
     import subprocess
 
-    argv = ["pyinfra", "-y", "--limit", twin.name, *extra, "inventory/twin.py"]
+    argv = ["pyinfra", "-y", "--limit", twin.name, *_restart(restart), *extra, "inventory/twin.py"]
     argv.append(f"deploys/{deploy}.py")
     env = dict(os.environ)
     if audit_log is not None:
@@ -307,3 +319,51 @@ def out_of_sync(settings: dict[str, dict]) -> set[str]:
 def hugepages_1g(twin: machine.Twin) -> int:
     pool = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
     return int(twin.exec(["cat", pool]).stdout.strip())
+
+
+class HeldRequest:
+    """One chat completion the vLLM double holds open for HOLD_S seconds (its own field
+    remedy_double_hold_s), sent from inside the twin with curl; ``status`` is its HTTP
+    code once it ended ("000": the connection was cut)."""
+
+    def __init__(self, twin: machine.Twin, hold_s: float):
+        import json
+        import subprocess
+        import threading
+
+        self.twin, self.status = twin, None
+        body = json.dumps({
+            "model": served_model(twin),
+            "messages": [{"role": "user", "content": "Say hello."}],
+            "remedy_double_hold_s": hold_s,
+        })  # fmt: skip
+        url = f"{twin.server_url}/v1/chat/completions"
+        argv = [*twin.ssh_argv(), "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                "-H", "'Content-Type: application/json'", "-d", f"'{body}'", url]  # fmt: skip
+
+        def send() -> None:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=hold_s + 120)
+            self.status = done.stdout.strip() or "000"
+
+        self.thread = threading.Thread(target=send)
+        self.thread.start()
+        self.wait_running()
+
+    def running(self) -> int:
+        out = self.twin.exec(["curl", "-s", f"{self.twin.server_url}/metrics"], check=False)
+        for line in out.stdout.splitlines():
+            if line.startswith("vllm:num_requests_running{"):
+                return int(float(line.rsplit(" ", 1)[1]))
+        return 0
+
+    def wait_running(self, timeout: float = 30) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.running() < 1:
+            assert time.monotonic() < deadline, "the held request never reached the server"
+            time.sleep(0.2)
+
+    def result(self, timeout: float = 300) -> str:
+        self.thread.join(timeout)
+        return self.status

@@ -66,8 +66,16 @@ def worst(codes: list[int]) -> int:
     help="A run no person watches (the schedule's service passes it): no bump to an "
     "unverified latest.",
 )
+@click.option(
+    "--restart",
+    "restart",
+    type=click.Choice(["now", "window", "never"]),
+    default=None,
+    help="This run only: restart now, as the host's restart_window allows, or never for "
+    "settings that can wait (host data restart_window otherwise).",
+)
 @wait_option
-def converge(inventory, check, as_json, textfile, limit, wait_s, unattended):
+def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, restart):
     """Converge every managed setting (deploys/converge.py) on each host in parallel,
     then report per host and setting: desired, live, next boot, and the action."""
     started = time.monotonic()
@@ -85,9 +93,18 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended):
         data = {"lock_wait_s": f"{wait_s:g}"}
         if unattended:
             data["unattended"] = "true"
+        if restart:
+            data["restart"] = restart
         runs = fleet.deploy_each(inventory, hosts, "converge.py", data, say)
         applied = {r.host: r for r in runs}
     reads = fleet.read_hosts(inventory, hosts, say)
+    if restart:  # --check plans with it too
+        reads = [
+            dataclasses.replace(r, settings=dataclasses.replace(r.settings, restart=restart))
+            if r.settings is not None
+            else r
+            for r in reads
+        ]
     if applied:
         _audit_unreached(host_data, applied, {r.name: r.error for r in reads})
     reports = [_report(r, applied.get(r.name), check, unattended) for r in reads]
@@ -95,7 +112,7 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended):
     if textfile:
         metrics.write(
             textfile,
-            [_metrics(r, unattended) for r in reads],
+            [_metrics(r, unattended, applied.get(r.name), host_data.get(r.name)) for r in reads],
             time.time(),
             time.monotonic() - started,
             code == EXIT_OK,
@@ -140,6 +157,7 @@ def _report(
     settings = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
     plan = plan_restore(read.snapshot, settings, desired.ALL)
     actions = {sp.drift.key: sp.action for sp in plan.settings}
+    effects = {sp.drift.key: sp.takes_effect for sp in plan.settings}
     code, verdict = status.exit_code, status.verdict
     if run is not None and run.returncode == EXIT_LOCKED:
         code, verdict = EXIT_LOCKED, "another run holds the host lock: " + _lock_line(run)
@@ -167,6 +185,7 @@ def _report(
                 "next_boot": d.next_boot,
                 "state": d.state,
                 "durable_in": d.durable,
+                "takes_effect": effects.get(d.key) or None,
                 "action": actions[d.key]
                 if actions[d.key].startswith("kept:")  # a person's commit: said even in sync
                 else "none"
@@ -209,9 +228,22 @@ def _lock_line(run: fleet.DeployRun) -> str:
     return lines[-1].strip() if lines else run.tail(3)
 
 
-def _metrics(read: fleet.HostRead, unattended: bool = False) -> metrics.HostMetrics:
+def _metrics(
+    read: fleet.HostRead, unattended: bool = False, run=None, data: dict | None = None
+) -> metrics.HostMetrics:
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
+    from remedy import audit
+    from remedy.core.report import host_status
+
+    status = host_status(read.name, read.settings, read.snapshot)
+    last = None
+    if run is not None:  # the run this converge applied: its audit line
+        try:
+            records = audit.read(audit.log_path_for(dict(data or {})), read.name)
+            last = records[-1].details if records else None
+        except Exception:  # metrics never hide the report
+            last = None
     drifts = desired.drifts(read.snapshot, read.settings)
     s = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
     needs_bump = bool(desired.missing(desired.next_boot(read.snapshot, s), s, desired.ALL,
@@ -225,6 +257,10 @@ def _metrics(read: fleet.HostRead, unattended: bool = False) -> metrics.HostMetr
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
         bump_blocked=bump_blocked(s) if needs_bump else None,
         switch_failed_units=len(read.snapshot.last_switch.units_failed),
+        boot_pending=status.boot_pending is not None,
+        restart_pending={k: k in status.pending for k in desired.ALL},
+        last_run_restarts=int(last.get("restarts") or 0) if last else None,
+        last_run_requests_cut=int(last.get("requests_cut") or 0) if last else None,
         unmanaged_volatile=volatile.counts(
             volatile.split_ignored(
                 volatile.unmanaged(read.snapshot, read.settings), read.settings.ignore_volatile

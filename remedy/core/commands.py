@@ -479,6 +479,37 @@ def parse_holders(stdout: str) -> list[str]:
     return [ln[len("holder ") :].strip() for ln in stdout.splitlines() if ln.startswith("holder ")]
 
 
+# Wait for an idle server: poll vLLM's /metrics once a second until the gauges
+# vllm:num_requests_running and vllm:num_requests_waiting (summed over model_name) are
+# both 0, or TIMEOUT seconds passed. The last line says how it ended (restarts.parse_drain).
+DRAIN_SH = r"""
+url=$1 timeout=$2
+end=$(( $(date +%s) + timeout ))
+while :; do
+  page=$(curl -sS --max-time 5 -w '\n@@remedy:http %{http_code}\n' "$url/metrics" 2>/dev/null)
+  code=$(printf '%s\n' "$page" | sed -n 's/^@@remedy:http //p')
+  case "$code" in
+    200) ;;
+    404) echo "no-metrics 404"; exit 0 ;;
+    000|"") echo "unreachable ${code:-000}"; exit 0 ;;
+    *) echo "unreachable $code"; exit 0 ;;
+  esac
+  set -- $(printf '%s\n' "$page" | awk '
+    /^vllm:num_requests_running[{ ]/ { r += $NF }
+    /^vllm:num_requests_waiting[{ ]/ { w += $NF }
+    END { printf "%d %d\n", r, w }')
+  if [ "$1" = 0 ] && [ "$2" = 0 ]; then echo idle; exit 0; fi
+  if [ "$(date +%s)" -ge "$end" ]; then echo "busy $1 $2"; exit 0; fi
+  printf 'waiting: %s running, %s waiting\n' "$1" "$2"
+  sleep 1
+done
+"""
+
+
+def drain(server_url: str, timeout_s: int) -> list[str]:
+    return ["sh", "-c", DRAIN_SH, "sh", server_url, str(int(timeout_s))]
+
+
 def daemon_reload() -> list[str]:
     return ["systemctl", "daemon-reload"]
 

@@ -354,6 +354,25 @@ def _gate(s, scope) -> list[str]:
     ]
 
 
+def _drain(s, scope) -> list[str]:
+    """Wait for an idle server (vLLM's /metrics) before a restart. A person runs this
+    script: past drain_timeout_s it says how many requests the restart will cut, and goes
+    on."""
+    drain = q(commands.drain(s.server_url, s.drain_timeout_s))
+    return [
+        f'echo "waiting up to {s.drain_timeout_s}s for an idle server '
+        f'({s.server_url}/metrics)" >&2',
+        f"drained=$({drain} | tail -n 1)",
+        'case "$drained" in',
+        '  idle) echo "the server is idle" >&2 ;;',
+        '  no-metrics*) echo "no /metrics (HTTP 404): treated as idle" >&2 ;;',
+        '  unreachable*) echo "the server does not answer: nothing to drain" >&2 ;;',
+        "  busy*) set -- $drained",
+        '    echo "still $2 running, $3 waiting: the restart cuts them" >&2 ;;',
+        "esac",
+    ]
+
+
 def _remove_override(s, scope) -> list[str]:
     argv = commands.runtime_overrides_removed(s.unit, s.override_dropin, s.override_script)
     return [
@@ -582,6 +601,7 @@ RENDERERS = {
     "nix.flake_lock_committed": _commit,
     "memory.hugepages_reduced": _hugepages,
     "memory.headroom_gated": _gate,
+    "serving.drained": _drain,
     "serving.runtime_override_removed": _remove_override,
     "nix.system_switched": _switch,
     "serving.restarted": _restart,

@@ -149,6 +149,12 @@ def outcome(
         "boot_pending": boot_pending,
         "switch_changes": _first(results, "switch_changes"),
         "flake_checks": _first(results, "flake_checks") or [],
+        "boot_pending_reason": _first(results, "boot_pending_reason"),
+        "restart_reasons": [
+            r.said["restart_reason"] for r in results if r.said.get("restart_reason")
+        ],  # fmt: skip
+        "requests_cut": sum(int(r.said.get("requests_cut") or 0) for r in results),
+        "restart_postponed": _first(results, "restart_postponed"),
     }
     return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
 
@@ -159,7 +165,13 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
     parts = [f"path {path}"]
     if d["new_rev"] and d["new_rev"] != d["old_rev"]:
         parts.append(f"{flake_input} {(d['old_rev'] or '?')[:12]} -> {d['new_rev'][:12]}")
-    if d["boot_pending"]:
+    if d["boot_pending"] and d.get("boot_pending_reason") == "restart policy":
+        parts.append(
+            f"durable at next boot; running the old generation until a reboot or a "
+            f"restart window: {d['boot_pending']} is the boot default"
+            + ("; the /run override keeps live right until then" if path else "")
+        )
+    elif d["boot_pending"]:
         parts.append(
             f"durable at next boot; reboot to activate: {d['boot_pending']} is the boot "
             "default (switch exit 100: the init interface changed); the /run override keeps "
@@ -180,6 +192,10 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
             "VOLATILE: tool calling rests on the /run override until the durable "
             "fix is deployed; a reboot reverts it"
         )
+    if d.get("restart_postponed"):
+        parts.append(f"restart postponed: {d['restart_postponed']}")
     parts.append(f"restarts {d['restarts']}")
+    if d.get("requests_cut"):
+        parts.append(f"requests cut {d['requests_cut']}")
     parts += d["notes"]
     return "; ".join(parts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from remedy.core import desired, options
+from remedy.core import desired, options, restarts
 from remedy.core import memory as mem
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
@@ -24,6 +24,8 @@ class SettingPlan:
 
     drift: desired.Drift
     action: str
+    # when live takes the desired value: "now", "in the next window, …", "at next boot"
+    takes_effect: str = ""
 
 
 @dataclass
@@ -46,6 +48,23 @@ class RestorePlan:
     managed_conflict: str | None = None
     # why the bump may not run (an unattended run with nothing to verify it by)
     bump_blocked: str | None = None
+    # the restart policy's decision (remedy.core.restarts): may this run restart, and
+    # when the settings that wait take effect
+    restart: restarts.RestartDecision | None = None
+    # switch-to-configuration boot: durable at next boot, nothing activated, no restart
+    boot_only: bool = False
+
+    @property
+    def deferred(self) -> tuple[str, ...]:
+        """The settings this run leaves for a window or the next boot (the verification
+        does not require them live)."""
+        return tuple(self.restart.pending) if self.restart and not self.restart.allowed else ()
+
+    @property
+    def urgent(self) -> bool:
+        """A restart this run makes is for a setting that cannot wait (a drain past its
+        bound restarts anyway; a window restart is postponed instead)."""
+        return bool(self.restart and self.restart.urgent and self.restart.when == "now")
 
     def summary(self, host: str) -> str:
         """The plan for people, at most 80 columns wide: the path, why, and per setting
@@ -69,10 +88,12 @@ class RestorePlan:
         if self.path != NOOP:
             lines += bullet(
                 "-",
-                "the server WILL restart (memory-gated)"
+                "the server WILL restart (memory-gated, after waiting for an idle server)"
                 if self.restart_expected
                 else "the server will not restart",
             )
+        if self.restart and self.restart.pending:
+            lines += bullet("-", self.restart.why)
         for sp in self.settings:
             d = sp.drift
             lines += bullet(
@@ -81,6 +102,8 @@ class RestorePlan:
             )
             if not d.in_sync:
                 lines += bullet("->", sp.action, 6)
+                if sp.takes_effect:
+                    lines += bullet("  ", f"takes effect {sp.takes_effect}", 6)
         return "\n".join(lines)
 
 
@@ -94,10 +117,12 @@ def override_present(snap: HostSnapshot, s: Settings) -> bool:
 SERVING_PARSER_ENV = ("tool_call_parser", "QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
 
 
-def serving_lacks(view, s: Settings) -> list[str]:
+def serving_lacks(view, s: Settings, deferred=()) -> list[str]:
     """What a running configuration lacks of the parser and environment (desired's
-    judgement; the verification and the override check share it)."""
-    return desired.missing(desired.serving(view), s, SERVING_PARSER_ENV)
+    judgement; the verification and the override check share it), but for the DEFERRED
+    settings (the restart policy leaves them for a window or the next boot)."""
+    scope = tuple(k for k in SERVING_PARSER_ENV if k not in deferred)
+    return desired.missing(desired.serving(view), s, scope)
 
 
 def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
@@ -285,6 +310,7 @@ class Situation:
     restart: bool
     rebuild: bool
     base: dict  # what every path's RestorePlan carries
+    decision: restarts.RestartDecision | None = None  # may this run restart
 
 
 def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situation:
@@ -328,6 +354,15 @@ def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situat
         else None,
         bump_blocked=bump_blocked(s) if input_lacks else None,
     )
+    needs = {k: s.urgency(k) for k in serving_scope if not desired.BY_KEY[k].holds(now, s)}
+    if override and "runtime_override" in scope:
+        needs.setdefault("runtime_override", s.urgency("runtime_override"))
+    if not probe_fine:
+        needs[f"tool calls {snap.probe.outcome}"] = restarts.NOW
+    if "hugepages" in scope and not desired.BY_KEY["hugepages"].holds(now, s) and not release:
+        needs["hugepages"] = s.urgency("hugepages")
+    decision = restarts.decide(needs, s.window, s.restart, snap.clock)
+    base["restart"] = decision
     return Situation(
         snap,
         s,
@@ -345,6 +380,7 @@ def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situat
         restart=bool(serving_lacks) or override or not probe_fine,
         rebuild=bool(input_lacks) or (bool(managed_lacks) and imported),
         base=base,
+        decision=decision,
     )
 
 
@@ -362,7 +398,7 @@ def plan_restore(
     elif unfinished and not sit.rebuild and _boot_pending(snap) and not sit.serving_lacks:
         plan = _awaiting_reboot(sit)
     elif not sit.rebuild and sit.restart and unfinished and s.durable:
-        plan = _finish_switch(sit)
+        plan = _finish_switch(sit) if sit.decision.allowed else _boot_pending_wait(sit)
     elif not sit.rebuild:
         plan = _clean_up(sit)
     elif not (blockers := _rebuild_blockers(sit)):
@@ -376,6 +412,10 @@ def _described(p: RestorePlan, sit: Situation) -> RestorePlan:
     """P with, per setting, what the run does about it, and the managed file's conflict."""
     s = sit.s
     _actions(p, sit.snap, s, sit.import_note)
+    if p.boot_only:
+        for sp in p.settings:
+            sp.action = sp.action.replace(", switch", ", make it the boot default")
+    _takes_effect(p)
     if p.managed_conflict:
         if sit.keep:
             p.reasons.append(
@@ -408,6 +448,28 @@ def _described(p: RestorePlan, sit: Situation) -> RestorePlan:
         if defs is not None and defs.error:
             p.reasons.append(f"what remedy's file overrides: {defs.error}")
     return p
+
+
+def _takes_effect(p: RestorePlan) -> None:
+    """Per drifted setting, when live takes its desired value (the restart policy)."""
+    decision = p.restart
+    for sp in p.settings:
+        d = sp.drift
+        if d.in_sync:
+            continue
+        live_ok = d.live == d.desired or d.state == desired.VOLATILE
+        if d.key == "runtime_override":
+            live_ok = False  # gone at the next restart (or reboot)
+        if live_ok and d.key != "runtime_override":
+            sp.takes_effect = "at next boot (live is right now)" if p.rebuild else ""
+        elif d.key == "hugepages":
+            sp.takes_effect = "now (free pages)" if p.release_hugepages else "at next boot"
+        elif decision is None or decision.allowed and p.restart_expected:
+            sp.takes_effect = "now (one restart)"
+        elif decision.pending and d.key in decision.pending:
+            sp.takes_effect = decision.when
+        elif p.path == NOOP and decision.pending:
+            sp.takes_effect = decision.when
 
 
 def _noop(sit: Situation) -> RestorePlan:
@@ -477,11 +539,34 @@ def _finish_switch(sit: Situation) -> RestorePlan:
     )
 
 
+def _boot_pending_wait(sit: Situation) -> RestorePlan:
+    """The profile the host boots holds every setting (remedy's own pending generation,
+    or a person's `nixos-rebuild boot`), live needs nothing now: wait for a reboot or a
+    restart window; release free hugepages meanwhile."""
+    g = sit.snap.generations
+    reasons = [
+        f"boot pending: the system profile ({g.profile}) holds every setting in scope; "
+        "running the old generation until a reboot or a restart window",
+        sit.decision.why,
+    ]
+    if sit.release:
+        reasons.append("release free hugepages above the target")
+        return RestorePlan(DURABLE, reasons, [], False, False, False, **sit.base)
+    return RestorePlan(NOOP, reasons, **sit.base)
+
+
 def _clean_up(sit: Situation) -> RestorePlan:
     """The durable configuration is deployed: cleaning up needs no Nix and no checkout."""
     reasons = ["the deployed configuration holds every setting in scope; no rebuild"]
     if sit.import_note:
         reasons.append(sit.import_note)
+    if sit.restart and not sit.decision.allowed:
+        reasons.append(sit.decision.why)
+        if sit.override:
+            reasons.append("the /run override stays until then (it keeps live right)")
+        if sit.release:
+            reasons.append("release free hugepages above the target")
+        return RestorePlan(DURABLE, reasons, [], False, False, False, **sit.base)
     if sit.override:
         reasons.append(
             "remove the stale /run override, daemon-reload, restart onto the durable configuration"
@@ -547,15 +632,42 @@ def _rebuild(sit: Situation) -> RestorePlan:
             "remove the stale /run override before switching, so the server restarts once"
         )
     nxt = desired.next_boot(snap, s)
+    restart = sit.restart or bool(desired.missing(nxt, s, sit.serving_scope))
+    managed_text = desired.managed_nix(s, sit.scope) if sit.write_managed else None
+    if restart and not sit.decision.allowed:
+        # Nothing live needs a restart now: make the proven generation the boot default
+        # (switch-to-configuration boot) and keep the /run override until a reboot or a
+        # restart window activates it.
+        reasons[0] = reasons[0].replace(
+            "switch to the proven system",
+            "make the proven system the boot default (switch-to-configuration boot), "
+            "activating nothing",
+        )
+        reasons = [r for r in reasons if "remove the stale /run override" not in r]
+        reasons.append(
+            "durable at next boot; running the old generation until a reboot or a restart window"
+        )
+        return RestorePlan(
+            DURABLE,
+            reasons,
+            [],
+            True,
+            False,
+            False,
+            update_input=bool(sit.input_lacks),
+            managed_text=managed_text,
+            boot_only=True,
+            **sit.base,
+        )
     return RestorePlan(
         DURABLE,
         reasons,
         [],
         True,
         sit.override,
-        sit.restart or bool(desired.missing(nxt, s, sit.serving_scope)),
+        restart,
         update_input=bool(sit.input_lacks),
-        managed_text=desired.managed_nix(s, sit.scope) if sit.write_managed else None,
+        managed_text=managed_text,
         **sit.base,
     )
 
@@ -566,6 +678,14 @@ def _fallback(sit: Situation, blockers: list[str]) -> RestorePlan:
     fallback_restart = sit.restart and not (
         override_in_place(snap, s) and (snap.probe.parsed or snap.probe.inconclusive)
     )
+    if fallback_restart and not sit.decision.allowed:
+        reasons = [
+            f"the running server lacks {'; '.join(sit.serving_lacks)}: no restart now "
+            f"({sit.decision.why}); the running /run override stays"
+        ]
+        return RestorePlan(
+            FALLBACK, _released(reasons, sit), blockers, False, False, False, **sit.base
+        )
     if not needs_override or not fallback_restart:
         reasons = (
             [
@@ -575,16 +695,21 @@ def _fallback(sit: Situation, blockers: list[str]) -> RestorePlan:
             if sit.override
             else ["the server runs the wanted configuration; nothing to rewrite"]
         )
-        if sit.release:
-            reasons.append("release free hugepages above the target")
-        return RestorePlan(FALLBACK, reasons, blockers, False, False, False, **sit.base)
+        return RestorePlan(
+            FALLBACK, _released(reasons, sit), blockers, False, False, False, **sit.base
+        )
     reasons = [
         f"write {s.override_script} and {s.override_dropin} from the store start "
         f"script with --tool-call-parser {s.tool_call_parser}, daemon-reload, restart"
     ]
+    return RestorePlan(FALLBACK, _released(reasons, sit), blockers, False, False, True, **sit.base)
+
+
+def _released(reasons: list[str], sit: Situation) -> list[str]:
+    """REASONS, and the release of free hugepages when the run makes one."""
     if sit.release:
         reasons.append("release free hugepages above the target")
-    return RestorePlan(FALLBACK, reasons, blockers, False, False, True, **sit.base)
+    return reasons
 
 
 @dataclass

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from remedy.core import desired, options, volatile
 from remedy.core import memory as mem
-from remedy.core.plan import managed_conflict
+from remedy.core.plan import managed_conflict, plan_restore
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
 from remedy.errors import EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
@@ -44,6 +44,10 @@ class HostStatus:
     # runtime state beyond the managed settings that a reboot reverts (remedy.core.volatile)
     unmanaged: list = field(default_factory=list)
     ignored: int = 0  # unmanaged entries host data ignore_volatile silences
+    # the system profile holds every setting but is not running (a reboot or a restart
+    # window activates it), and when each setting that waits takes effect
+    boot_pending: str | None = None
+    pending: dict[str, str] = field(default_factory=dict)
 
     @property
     def unmanaged_lines(self) -> list[str]:
@@ -64,6 +68,8 @@ class HostStatus:
             "settings": [dataclasses.asdict(d) for d in self.drifts],
             "unmanaged_volatile": [e.to_json() for e in self.unmanaged],
             "ignored_volatile": self.ignored,
+            "boot_pending": self.boot_pending,
+            "pending": self.pending,
             "snapshot": snapshot,
         }
 
@@ -129,9 +135,37 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
     if kept and code == EXIT_OK:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
+    pending, boot = _pending(snap, settings, drift_list)
+    if boot and code == EXIT_VOLATILE:
+        verdict = (
+            "boot pending: durable at next boot; running the old generation until a "
+            "reboot or a restart window"
+        )
+    for key, when in pending.items():
+        notes.append(f"pending: {desired.BY_KEY[key].label} takes effect {when}")
     return HostStatus(
-        host, code, verdict, rows, problems, snap, drift_list, notes, kept, len(ignored)
-    )
+        host, code, verdict, rows, problems, snap, drift_list, notes, kept, len(ignored),
+        boot, pending,
+    )  # fmt: skip
+
+
+def _pending(snap, settings, drift_list) -> tuple[dict[str, str], str | None]:
+    """({setting: when it takes effect} for the drifted settings the restart policy makes
+    wait, the pending generation when the profile that boots holds every setting)."""
+    g = snap.generations
+    boot = None
+    if g.profile and g.current_system and g.profile != g.current_system:
+        nxt = desired.next_boot(snap, settings)
+        if not desired.missing(nxt, settings, desired.ALL):
+            boot = g.profile
+    p = plan_restore(snap, settings, desired.ALL)
+    waiting = p.restart.pending if p.restart and not p.restart.allowed else []
+    out = {
+        sp.drift.key: sp.takes_effect
+        for sp in p.settings
+        if sp.drift.key in waiting and sp.takes_effect
+    }
+    return out, boot
 
 
 def _definition_notes(snap, settings, problems: list[str]) -> list[str]:

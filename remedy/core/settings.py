@@ -48,6 +48,16 @@ nix_memory_max_gb      MemAvailable - min_mem_available_gb     MemoryMax of the 
 ready_timeout_s        300                                     wait for readiness
 lock_wait_s            30                                      wait for another run's
                                                                host lock (then exit 5)
+restart_window         never                                   when a `window` restart
+                                                               may run: always | never |
+                                                               "Mon..Fri 02:00-04:00" |
+                                                               "02:00-04:00" (host time)
+restart_urgency        see remedy/core/restarts.py             {setting: now|window|
+                                                               reboot} overrides
+restart                none                                    this run only (--restart):
+                                                               now | window | never
+drain_timeout_s        300                                     wait for an idle server
+                                                               before a restart
 ignore_volatile        none                                    unmanaged volatile state a
                                                                person accepted: path
                                                                globs, flags, variables,
@@ -151,6 +161,15 @@ class Settings:
     # The memory bound of the owner's nix evaluation and build client (None: what the
     # host can spare above the memory gate's threshold at the time).
     nix_memory_max_gb: float | None = None
+    # When a `window` restart may run (remedy.core.restarts): always, never, or a window
+    # of the serving host's local time ("Mon..Fri 02:00-04:00", "02:00-04:00").
+    restart_window: str = "never"
+    # What a setting's live drift justifies, over restarts.DEFAULT_URGENCY.
+    restart_urgency: dict[str, str] = field(default_factory=dict)
+    # This run only (remedy converge --restart, pyinfra --data restart=): now | window | never
+    restart: str | None = None
+    # How long to wait for vLLM's /metrics to show no request in flight before a restart.
+    drain_timeout_s: int = 300
     # Unmanaged volatile state a person accepted (remedy.core.volatile): fnmatch globs of
     # /run/systemd paths, vLLM flags, environment variables or kernel parameter names.
     ignore_volatile: tuple[str, ...] = ()
@@ -189,6 +208,18 @@ class Settings:
     def managed_file(self) -> str:
         """remedy's Nix file, relative to flake_dir, next to the host's configuration."""
         return f"hosts/{self.flake_host}/remedy.nix"
+
+    def urgency(self, key: str) -> str:
+        """What KEY's live drift justifies: host data's restart_urgency, else the default."""
+        from remedy.core.restarts import DEFAULT_URGENCY, NOW
+
+        return self.restart_urgency.get(key) or DEFAULT_URGENCY.get(key, NOW)
+
+    @property
+    def window(self):
+        from remedy.core.restarts import parse_window
+
+        return parse_window(self.restart_window)
 
     @property
     def checks(self) -> tuple[tuple[str, ...], bool]:
@@ -301,8 +332,8 @@ def _pool_map(host, key, value):
     return out
 
 
-def _option_map(host, key, value):
-    example = '{"hugepagesPerCard": "hardware.tenstorrent.hugepagesPerCard"}'
+def _mapping(host, key, value, example: str) -> dict:
+    """VALUE as a mapping: as given in an inventory, or JSON from --data."""
     if isinstance(value, str):  # --data on the command line
         try:
             value = json.loads(value)
@@ -310,6 +341,13 @@ def _option_map(host, key, value):
             pass
     if not isinstance(value, dict):
         raise _fail(host, key, f"must be a mapping like {example}")
+    return value
+
+
+def _option_map(host, key, value):
+    value = _mapping(
+        host, key, value, '{"hugepagesPerCard": "hardware.tenstorrent.hugepagesPerCard"}'
+    )
     out = dict(MANAGED_OPTIONS)
     for name, path in value.items():
         if name not in MANAGED_OPTIONS:
@@ -339,6 +377,34 @@ def _string_list(pattern, what, example):
         return tuple(value)
 
     return check
+
+
+def _window(host, key, value):
+    from remedy.core.restarts import WindowError, parse_window
+
+    if not isinstance(value, str):
+        raise _fail(host, key, f"must be a string, not {value!r}")
+    try:
+        parse_window(value)
+    except WindowError as exc:
+        raise _fail(host, key, f"{exc} (got {value!r})") from None
+    return value.strip()
+
+
+def _urgency_map(host, key, value):
+    from remedy.core.restarts import DEFAULT_URGENCY, URGENCIES
+
+    value = _mapping(host, key, value, '{"QWEN36_MERGE_BATCH_GUARD": "now"}')
+    for name, urgency in value.items():
+        if name not in DEFAULT_URGENCY:
+            raise _fail(
+                host, f"{key}.{name}", f"is not a managed setting: use {', '.join(DEFAULT_URGENCY)}"
+            )
+        if urgency not in URGENCIES:
+            raise _fail(
+                host, f"{key}.{name}", f"must be one of {', '.join(URGENCIES)} (got {urgency!r})"
+            )
+    return dict(value)
 
 
 # Every key's check, in one table: (host, key, value) -> the typed value or ConfigError.
@@ -374,6 +440,10 @@ CHECKS = {
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,
     "nix_memory_max_gb": _optional(lambda h, k, v: _positive(h, k, v)),
+    "restart_window": _window,
+    "restart_urgency": _urgency_map,
+    "restart": _optional(_choice(("now", "window", "never"))),
+    "drain_timeout_s": lambda h, k, v: _number(h, k, v, int),
     "ignore_volatile": _string_list(
         IGNORE_RE,
         "a path glob, a flag, a variable or a kernel parameter name",

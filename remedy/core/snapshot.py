@@ -7,6 +7,7 @@ typed value of one fact; ``HostSnapshot`` is all of them together.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pyinfra.api.exceptions import FactProcessError
@@ -202,6 +203,8 @@ class HostSnapshot:
     last_switch: switch.LastSwitch = field(default_factory=switch.LastSwitch)
     # /run/systemd files, the serving process, systemd's environment (remedy.core.volatile)
     runtime: runtime.RuntimeState = field(default_factory=runtime.RuntimeState)
+    # the host's local time when it was read (restart windows); None: not read
+    clock: datetime | None = None
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -231,7 +234,17 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         journal=read_journal(parts),
         last_switch=read_last_switch(parts),
         runtime=read_runtime(parts),
+        clock=read_clock(parts),
     )
+
+
+def read_clock(parts: Parts) -> datetime | None:
+    found = parts.get("clock")
+    text = found[0].lines[0].strip() if found and found[0].lines else ""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
 
 
 def read_runtime(parts: Parts) -> runtime.RuntimeState:

@@ -61,6 +61,8 @@ TEMPLATES: tuple[StepTemplate, ...] = (
                  D, ignorable=True),
     StepTemplate("memory.hugepages_reduced", "Release free hugepages", D, ignorable=True),
     StepTemplate("memory.headroom_gated", "Memory gate before the switch", D),
+    StepTemplate("serving.drained", "Wait for an idle server before the restart", D,
+                 "tt-stack#49", ignorable=True),
     StepTemplate("serving.runtime_override_removed", "Remove the stale /run override", D,
                  ignorable=True),
     StepTemplate("nix.system_switched", "Switch to the proven system", D, ignorable=True),
@@ -74,6 +76,8 @@ TEMPLATES: tuple[StepTemplate, ...] = (
                  ignorable=True),
     StepTemplate("memory.hugepages_reduced", "Release free hugepages for the fallback", F),
     StepTemplate("memory.headroom_gated", "Memory gate before the fallback", F),
+    StepTemplate("serving.drained", "Wait for an idle server before the fallback restart", F,
+                 "tt-stack#49", ignorable=True),
     StepTemplate("serving.restarted", "Restart onto the /run override", F),
     StepTemplate("serving.toolcalling_verified", "Verify the fallback", F),
     StepTemplate("nix.scratch_removed", "Remove the scratch clone", A),
@@ -303,8 +307,27 @@ def plan_steps(
                 None if restart_ahead else "no restart ahead",
                 durable_skip,
             )
+        elif t.op == "serving.drained":
+            own = None
+            if t.stage == D and not restart_ahead:
+                own = (
+                    "no restart ahead: durable at next boot"
+                    if plan.boot_only
+                    else "no restart ahead"
+                )
+            elif t.stage == F and not (contingent or plan.restart_expected):
+                own = "no restart ahead"
+            args = {
+                **common,
+                "server_url": s.server_url,
+                "timeout_s": s.drain_timeout_s,
+                "urgent": plan.urgent,
+                "contingent": contingent and t.stage == F,
+                "skip": (durable_skip if t.stage == D else fallback_skip) or own,
+            }
         elif t.op == "serving.runtime_override_removed":
             args = {
+                **common,
                 "unit": s.unit,
                 "dropin": s.override_dropin,
                 "scripts": scripts,
@@ -315,6 +338,7 @@ def plan_steps(
         elif t.op == "nix.system_switched":
             args = {
                 **common,
+                "action": "boot" if plan.boot_only else "switch",
                 "toplevel": plan.finish_switch,
                 "set_profile": not plan.finish_switch,
                 "unit": s.unit,
@@ -328,7 +352,9 @@ def plan_steps(
             }
         elif t.op == "serving.restarted":
             own = None
-            if t.stage == D and not restart_ahead:
+            if t.stage == D and plan.boot_only:
+                own = f"durable at next boot, no restart now: {plan.restart.why}"
+            elif t.stage == D and not restart_ahead:
                 own = "the effective ExecStart did not change"
             args = {
                 **common,
@@ -338,10 +364,14 @@ def plan_steps(
                 "override_ran_before": ran_override_before,
                 "min_gb": s.min_mem_available_gb,
                 "contingent": contingent and t.stage == F,
+                "may_restart": bool(plan.restart is None or plan.restart.allowed),
+                "reason": plan.restart.why if plan.restart else "",
                 "skip": (durable_skip if t.stage == D else fallback_skip) or own,
             }
         elif t.op == "serving.toolcalling_verified":
             args = {
+                **common,
+                "deferred": list(plan.deferred),
                 "settings": s,
                 "stage": t.stage,
                 "pid_before": unit.main_pid,
@@ -356,6 +386,7 @@ def plan_steps(
             args = {
                 **common,
                 "settings": s,
+                "deferred": list(plan.deferred),
                 "store_script": store.path if store else None,
                 "problem": override_problem,
                 "contingent": contingent,

@@ -695,6 +695,7 @@ def system_switched(
     run_id: str,
     toplevel: str | None,
     set_profile: bool,
+    action: str = "switch",
     unit: str = "tenstorrent-serving.service",
     transient: bool = True,
     lock_wait_s: float = 30.0,
@@ -715,6 +716,9 @@ def system_switched(
     + run_id: this run
     + toplevel: the system to activate when it is known beforehand (an unfinished switch)
     + set_profile: set the system profile first (not for an unfinished switch)
+    + action: "switch", or "boot" where the restart policy allows no restart now: the
+      proven system becomes the boot default and nothing is activated (also when the
+      drain postponed the restart)
     + unit: the serving unit
     + transient: run it in the transient unit (the host is booted with systemd)
     + lock_wait_s: how long to wait for another switch
@@ -766,7 +770,11 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
         if not ran.ok:
             found["why"] = f"setting the system profile to {toplevel} failed: {ran.why}"
             return True
-    ran = run(host, commands.switch(toplevel, "switch", a["transient"]))
+    action = a["action"]
+    if action == "switch" and (postponed := j.get("restart_postponed")):
+        host.log_styled(f"{postponed}: making {toplevel} the boot default only", fg="yellow")
+        action = "boot"
+    ran = run(host, commands.switch(toplevel, action, a["transient"]))
     code = commands.switch_exit(ran.stdout)
     said_text = ran.stdout + "\n" + ran.stderr
     outcome = switch_core.outcome(code, said_text)
@@ -781,6 +789,14 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
         found["why"] = switch_core.locked(outcome.holders or ["another switch"], 0)
         say(switch_locked=outcome.holders or ["another switch"])
         journal.record(path, run_id, j, switch_exit=switch_core.LOCKED)
+        return True
+    if outcome.kind == switch_core.DONE and action == "boot":
+        host.log_styled(
+            f"durable at next boot: {toplevel} is the boot default; running the old "
+            "generation until a reboot or a restart window",
+            fg="green",
+        )
+        say(boot_pending=toplevel, boot_pending_reason="restart policy")
         return True
     if outcome.kind == switch_core.DONE:
         return True

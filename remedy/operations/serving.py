@@ -15,10 +15,10 @@ from pyinfra.api import operation
 
 from facts.memory import MemoryHeadroom
 from facts.serving import ServingUnit, ToolCallProbe
-from remedy.core import commands, plan, probe
+from remedy.core import commands, plan, probe, restarts
 from remedy.core.settings import Settings
 from remedy.operations import journal
-from remedy.operations.argv import command
+from remedy.operations.argv import command, run
 from remedy.operations.memory import CONTINGENT, refusal
 from remedy.operations.said import gave_up, interrupted, lost, say
 
@@ -26,11 +26,16 @@ PROSE_ROUNDS = 3  # probe facts in a row that stay in prose (each asks DEFAULT_T
 
 
 @operation(is_idempotent=False)
-def runtime_override_removed(unit: str, dropin: str, scripts: list[str], skip=None):
+def runtime_override_removed(
+    journal_path: str, run_id: str, unit: str, dropin: str, scripts: list[str], skip=None
+):
     """Remove the stale /run override (the managed drop-in, every /run drop-in of UNIT
     that sets ExecStart, and SCRIPTS) and daemon-reload, before the switch, so the
-    durable configuration takes over with a single restart.
+    durable configuration takes over with a single restart. Not when the drain
+    postponed the restart: the override keeps live right until then.
 
+    + journal_path: the run journal (a postponed restart)
+    + run_id: this run
     + unit: the serving unit
     + dropin: the managed /run drop-in
     + scripts: the /run start scripts the overrides ran
@@ -39,17 +44,99 @@ def runtime_override_removed(unit: str, dropin: str, scripts: list[str], skip=No
     if skip:
         host.noop(skip)
         return
+    if state.is_executing and (why := _postponed(journal_path, run_id)):
+        host.noop(f"kept: {why}")
+        return
     # The same command as the manual script: the managed drop-in and every /run drop-in
     # of the unit that sets ExecStart (never other runtime drop-ins), and their scripts.
     yield command(commands.runtime_overrides_removed(unit, dropin, *scripts))
     yield command(commands.daemon_reload())
 
 
-def _in_place(view, s: Settings) -> bool:
-    """What systemd runs is a /run override with the wanted parser and environment
-    (judged by effect: a hand-made override that works is left alone)."""
+def _postponed(journal_path: str, run_id: str) -> str | None:
+    """Why this run's restart was postponed (the drain), or None."""
+    return journal.read(journal_path, run_id).get("restart_postponed")
+
+
+@operation()
+def drained(
+    journal_path: str,
+    run_id: str,
+    server_url: str,
+    timeout_s: int,
+    urgent: bool,
+    contingent: bool = False,
+    skip=None,
+):
+    """Wait for an idle server before the restart: poll vLLM's /metrics until
+    vllm:num_requests_running and vllm:num_requests_waiting are both 0, bounded by
+    TIMEOUT_S. Past the bound an URGENT restart goes ahead and says how many requests
+    it cuts; a window restart is postponed (the run journal says so: no override goes,
+    the switch only sets the boot default, nothing restarts). A server without /metrics
+    (404) is treated as idle, and said. A check: it changes nothing.
+
+    + journal_path: the run journal (a postponed restart goes there)
+    + run_id: this run
+    + server_url: the server, as the host sees it
+    + timeout_s: drain_timeout_s
+    + urgent: the restart is for a setting that cannot wait
+    + contingent: part of the fallback of a durable plan
+    + skip: why this host does not need it
+    """
+    if skip:
+        host.noop(skip)
+        return
+    if not state.is_executing:
+        host.noop(
+            CONTINGENT
+            if contingent
+            else f"will wait up to {timeout_s}s for no request in flight ({server_url}/metrics)"
+        )
+        return
+    if why := _postponed(journal_path, run_id):
+        host.noop(f"restart postponed already: {why}")
+        return
+    host.log_styled(
+        f"waiting up to {timeout_s}s for an idle server ({server_url}/metrics)", fg="blue"
+    )
+    ran = run(host, commands.drain(server_url, timeout_s))
+    found = restarts.parse_drain(ran.stdout if ran.ok else "")
+    if found.outcome == "idle":
+        host.noop("the server is idle: no request in flight")
+    elif found.outcome == "no-metrics":
+        note_ = f"{server_url}/metrics answers 404: no request count, treated as idle"
+        host.log_styled(note_, fg="yellow")
+        say(notes=[note_])
+        host.noop(note_)
+    elif found.outcome == "unreachable":
+        host.noop(f"the server does not answer ({found.detail or ran.why}): nothing to drain")
+    elif urgent:
+        cut = found.in_flight
+        message = (
+            f"still {found.running} running, {found.waiting} waiting after {timeout_s}s: "
+            f"restarting anyway (a setting that cannot wait), cutting {cut} request(s)"
+        )
+        host.log_styled(message, fg="yellow")
+        say(requests_cut=cut)
+        host.noop(message)
+    else:
+        why = (
+            f"{found.in_flight} request(s) still in flight after drain_timeout_s="
+            f"{timeout_s}: the window restart is postponed to the next run"
+        )
+        host.log_styled(why, fg="yellow")
+        journal.record(journal_path, run_id, None, restart_postponed=why)
+        say(restart_postponed=why)
+        host.noop(why)
+    yield from ()  # a check: every answer above is a noop with its reason
+
+
+def _in_place(view, s: Settings, deferred=()) -> bool:
+    """What systemd runs is a /run override with the wanted parser and environment, but
+    for the DEFERRED settings (judged by effect: a hand-made override that works is left
+    alone)."""
     running = view.exec_start or ""
-    return running.startswith("/run/") and not plan.serving_lacks(view, s)
+    return running.startswith("/run/") and not plan.serving_lacks(view, s, deferred)
 
 
 @operation(is_idempotent=False)
@@ -60,6 +147,7 @@ def runtime_override_written(
     store_script: str | None,
     problem: str | None = None,
     contingent: bool = False,
+    deferred: list[str] | None = None,
     skip=None,
 ):
     """Write the fallback: the override start script (STORE_SCRIPT with the wanted parser
@@ -73,6 +161,8 @@ def runtime_override_written(
     + store_script: the start script in the store the override derives from
     + problem: why no override can be derived from it
     + contingent: part of the fallback of a durable plan
+    + deferred: settings the restart policy leaves for later (an override without them
+      that runs the wanted parser is kept)
     + skip: why this host does not need it
     """
     s = settings
@@ -94,7 +184,7 @@ def runtime_override_written(
     if unit is None:
         yield from gave_up(lost(s.unit), failed=lost(s.unit))
         return
-    if _in_place(unit.now, s):
+    if _in_place(unit.now, s, tuple(deferred or ())):
         host.noop(f"the /run override is already in place with {s.tool_call_parser}")
         return
     if state.is_executing and not stopping:
@@ -149,11 +239,14 @@ def restarted(
     override_ran_before: bool,
     min_gb: float,
     contingent: bool = False,
+    may_restart: bool = True,
+    reason: str = "",
     skip=None,
 ):
     """Restart UNIT unless something restarted it already in this run (the switch, or
     the rollback onto the override), or it still runs an override that was parsed
-    before the run. Memory-gated: a refusal fails the step.
+    before the run, or the drain postponed the restart. Memory-gated: a refusal fails
+    the step.
 
     + journal_path: the run journal (the MainPID the override took)
     + run_id: this run
@@ -163,6 +256,9 @@ def restarted(
     + override_ran_before: the /run override ran and was parsed before the run
     + min_gb: min_mem_available_gb
     + contingent: part of the fallback of a durable plan
+    + may_restart: the restart policy allows a restart in this run (a fallback after a
+      failed durable path restarts only then, or onto an override it wrote)
+    + reason: why the policy allows it (for the audit)
     + skip: why this host does not need it
     """
     if skip:
@@ -172,6 +268,9 @@ def restarted(
         host.noop(CONTINGENT)
         return
     if state.is_executing:
+        if why := _postponed(journal_path, run_id):
+            host.noop(f"not restarting: {why}")
+            return
         now = host.get_fact(ServingUnit, unit=unit)
         if now is None:
             yield from gave_up(lost(unit), failed=lost(unit))
@@ -191,13 +290,16 @@ def restarted(
                     "(parsed then); not restarting"
                 )
                 return
+            if not may_restart and not at_override:
+                host.noop("the restart policy allows no restart now; nothing new to run")
+                return
         if stage == "durable" and running and now.main_pid != pid_before:
             message = (
                 f"already restarted (pid {pid_before} -> {now.main_pid}) by "
                 "nixos-rebuild switch; not restarting again"
             )
             host.log_styled(message, fg="blue")
-            say(restarts=1)
+            say(restarts=1, restart_reason=f"the switch activated the proven system; {reason}")
             host.noop(message)
             return
         headroom = host.get_fact(MemoryHeadroom)
@@ -208,28 +310,34 @@ def restarted(
             yield from gave_up(why, refused=why)
             return
         host.log_styled(f"restarting {unit}", fg="blue")
-        say(restarts=1)
+        say(restarts=1, restart_reason=f"{stage}: {reason}")
     yield command(commands.restart(unit))
 
 
 @operation()
 def toolcalling_verified(
+    journal_path: str,
+    run_id: str,
     settings: Settings,
     stage: str,
     pid_before: int | None,
     parsed_before: bool,
     contingent: bool = False,
+    deferred: list[str] | None = None,
     skip=None,
 ):
     """Wait (bounded by ``ready_timeout_s``) for the server, then require the effective
     parser to be the wanted one and the tool-call probe to be ``parsed``. A check: it
     changes nothing. In the durable stage a failure gives up the durable path.
 
+    + journal_path: the run journal (a postponed restart)
+    + run_id: this run
     + settings: the host's settings (the server, the model, the parser, timeouts)
     + stage: "durable" or "fallback"
     + pid_before: MainPID when the run read the host
     + parsed_before: the probe was parsed when the run read the host
     + contingent: part of the fallback of a durable plan
+    + deferred: settings the restart policy leaves for a window or the next boot
     + skip: why this host does not need it
     """
     if skip:
@@ -238,15 +346,17 @@ def toolcalling_verified(
     if not state.is_executing:
         host.noop(CONTINGENT if contingent else "will wait for the server, then send a tool call")
         return
-    s = settings
+    s, later = settings, tuple(deferred or ())
     now = host.get_fact(ServingUnit, unit=s.unit)
     if now is None:
         yield from gave_up(lost(s.unit), failed=lost(s.unit))
         return
-    if parsed_before and now.main_pid == pid_before and not plan.serving_lacks(now.now, s):
+    if _postponed(journal_path, run_id):  # live waits for the postponed restart
+        later = later + tuple(k for k in plan.SERVING_PARSER_ENV if s.urgency(k) != "now")
+    if parsed_before and now.main_pid == pid_before and not plan.serving_lacks(now.now, s, later):
         host.noop("nothing was restarted and the probe was parsed before the run")
         return
-    why, unverified = _wait_until_parsed(s)
+    why, unverified = _wait_until_parsed(s, later)
     if why is None and unverified:
         host.log_styled(f"NOT VERIFIED: {unverified}", fg="yellow")
         say(unverified=unverified)
@@ -261,7 +371,7 @@ def toolcalling_verified(
         yield from gave_up(reason, failed=reason, verification=why)
 
 
-def _wait_until_parsed(s: Settings) -> tuple[str | None, str | None]:
+def _wait_until_parsed(s: Settings, deferred=()) -> tuple[str | None, str | None]:
     """Poll the probe (bounded by ready_timeout_s): (None, None) once parsed with the
     wanted parser and environment, (None, why) if the configuration is right and the
     model keeps answering in prose, else (why not, None)."""
@@ -280,7 +390,7 @@ def _wait_until_parsed(s: Settings) -> tuple[str | None, str | None]:
             unit = host.get_fact(ServingUnit, unit=s.unit)
             if unit is None:
                 return lost(s.unit), None
-            lacking = plan.serving_lacks(unit.now, s)
+            lacking = plan.serving_lacks(unit.now, s, deferred)
             say(probe_after=result.outcome)
             if lacking:
                 return (

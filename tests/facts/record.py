@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyinfra_testing.facts import _to_jsonable
+from pyinfra_testing.facts import _json_default, _to_jsonable
 from pyinfra_testing.util import get_command_string
 
 import facts.memory
@@ -46,7 +46,9 @@ def record(twin, module: str, fact_cls, case: str, expect_error: bool = False, *
     if expect_error:
         folder = HERE / "errors" / f"{module}.{fact_cls.__name__}"
     else:
-        data["fact"] = json.loads(json.dumps(_to_jsonable(fact_cls().process(lines)), default=str))
+        data["fact"] = json.loads(
+            json.dumps(_to_jsonable(fact_cls().process(lines)), default=_json_default)
+        )
         folder = HERE / f"{module}.{fact_cls.__name__}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{case}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -283,7 +285,7 @@ def reparse() -> int:
         fact_cls = getattr(modules[module], fact_name)
         data["command"] = get_command_string(fact_cls().command(**data["arg"]))
         data["fact"] = json.loads(
-            json.dumps(_to_jsonable(fact_cls().process(data["output"])), default=str)
+            json.dumps(_to_jsonable(fact_cls().process(data["output"])), default=_json_default)
         )
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return 0

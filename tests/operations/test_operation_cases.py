@@ -113,7 +113,7 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
         reply = replies.pop(0) if replies else {}
         return argv.Ran(reply.get("ok", True), reply.get("stdout", ""), reply.get("stderr", ""))
 
-    for target in (nix, op_journal):
+    for target in (nix, op_journal, serving):
         monkeypatch.setattr(target, "run", replay)
     monkeypatch.setattr(nix, "_now", lambda: "2026-12-01T03:00:00Z")
     host.get_fact = get_fact

@@ -11,7 +11,9 @@ from tests.conftest import (
     out_of_sync,
     owner_git,
     probe_inside,
+    remedy_json,
     run_deploy,
+    server_starts,
     status_settings,
     unit_props,
 )
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.twin
 
 PHASE2A = ("--enable-prefix-caching", "--device-resident-decode")
 NEXT_BOOT = "/nix/var/nix/profiles/system"
+OVERRIDE = "/run/systemd/system/tenstorrent-serving.service.d/override.conf"
 
 
 def out_of(proc) -> str:
@@ -34,51 +37,64 @@ def assert_serving_config(twin, system: str) -> None:
 
 
 @pytest.mark.nix_cli
-def test_converge_from_the_emergency_override_is_durable_and_survives_a_reboot(make_twin):
+def test_converge_from_the_emergency_override_is_durable_at_next_boot_with_no_restart(make_twin):
+    """Production's seed state under the default policy (restart_window never): the next
+    boot is wrong but nothing live needs a restart now. Every setting is made durable at
+    next boot with zero restarts; a reboot, with no run, activates it."""
     twin = make_twin(with_emergency_override=True)
     code, before = status_settings(twin)
     assert code == 3
     assert {"tool_call_parser", "QWEN36_SDPA_STREAMING", "hugepages"} <= out_of_sync(before)
     assert before["tool_call_parser"]["state"] == "volatile"
+    pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
 
     config = owner_git(twin, "show", "HEAD:hosts/cfx-llm2/configuration.nix").stdout
     assert "hardware.tenstorrent.hugepagesPerCard = 2;" in config  # the host's own value
-    proc = run_deploy(twin, "converge")
+    proc = run_deploy(twin, "converge", restart=None)
     assert proc.returncode == 0, out_of(proc)[-4000:]
-    # the plan names what remedy's forced value wins over, from the evaluation
     said = " ".join(out_of(proc).split())
+    # the plan names what remedy's forced value wins over, from the evaluation
     assert (
         "overrides: configuration.nix sets hugepagesPerCard = 2; remedy.nix forces 1 (tt-stack#49)"
     ) in said, out_of(proc)[-4000:]
     # what the switch changes beyond the settings: the kernel command line, after a reboot
     assert "the new generation needs a reboot to take full effect: the kernel parameters" in said
     assert "kernel parameters: -hugepages=4 +hugepages=2" in said
-    code, after = status_settings(twin)
-    assert code == 0 and out_of_sync(after) == set(), after
-    # the person's configuration.nix is unchanged: remedy.nix is a module that forces 1
-    assert owner_git(twin, "show", "HEAD:hosts/cfx-llm2/configuration.nix").stdout == config
-    assert_serving_config(twin, "/run/current-system")
+    assert "durable at next boot; running the old generation until a reboot" in said
+    # zero restarts: the same process, never started again this boot, the override kept
+    assert unit_props(twin)["MainPID"] == pid and server_starts(twin) == starts
+    assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode == 0
+    assert probe_inside(twin).outcome == "parsed"
+    assert hugepages_1g(twin) == 2  # the free pages released
+    # the boot default holds every setting; /run/current-system is the old generation
     assert_serving_config(twin, NEXT_BOOT)
     params = twin.exec(["cat", f"{NEXT_BOOT}/kernel-params"]).stdout
     assert "hugepagesz=1G hugepages=2" in params
-    assert hugepages_1g(twin) == 2
+    code, host = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
+    (host,) = host["hosts"]
+    assert code == 3 and host["verdict"].startswith("boot pending"), host["verdict"]
+    assert host["boot_pending"] == twin.exec(["readlink", "-f", NEXT_BOOT]).stdout.strip()
+    assert "QWEN36_MERGE_BATCH_GUARD" in host["pending"]  # a window setting
+    # the person's configuration.nix is unchanged: remedy.nix is a module that forces 1
+    assert owner_git(twin, "show", "HEAD:hosts/cfx-llm2/configuration.nix").stdout == config
     managed = owner_git(twin, "show", "HEAD:hosts/cfx-llm2/remedy.nix").stdout
     assert "hardware.tenstorrent.hugepagesPerCard = lib.mkForce 1;" in managed
     assert "services.tenstorrent-serving.enablePrefixCaching = lib.mkForce false;" in managed
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     assert not_owned_by_owner(twin) == []
 
-    pid = unit_props(twin)["MainPID"]
-    again = run_deploy(twin, "converge")
+    again = run_deploy(twin, "converge", restart=None)  # remedy's own pending generation
     assert again.returncode == 0, out_of(again)[-3000:]
-    assert "path noop" in out_of(again)
+    assert "path noop" in out_of(again) and "boot pending" in out_of(again)
     assert unit_props(twin)["MainPID"] == pid  # no restart
 
     machine.reboot(twin.name, progress=lambda _m: None)
     assert probe_inside(twin).outcome == "parsed"  # with zero runs
     code, rebooted = status_settings(twin)
     assert code == 0 and out_of_sync(rebooted) == set(), rebooted
+    assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode != 0
     assert hugepages_1g(twin) == 2
+    assert_serving_config(twin, "/run/current-system")
 
 
 def test_fallback_covers_the_parser_the_environment_and_live_hugepages(twin):

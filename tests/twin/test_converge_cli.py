@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from remedy.twin import machine
 from tests.conftest import (
     PROJECT,
+    HeldRequest,
     out_of_sync,
     probe_inside,
     server_starts,
@@ -70,9 +71,22 @@ SSH = "/run/systemd/system/ssh.service.d/zz-debug.conf"
 
 
 def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
+    """A fresh twin (hermes live: a restart that cannot wait) with a request held past
+    drain_timeout_s: one restart at once, after the bound, cutting it; then clean."""
     prom = tmp_path / "remedy.prom"
-    code, doc = converge("--limit", twin.name, "--textfile", str(prom))
+    log = tmp_path / "a.jsonl"
+    short = twin_inventory(tmp_path / "short.py", twin, drain_timeout_s=3, audit_log=str(log))
+    held = HeldRequest(twin, hold_s=120)
+    code, doc = converge("--textfile", str(prom), inventory=str(short))
     assert code == 0, json.dumps(doc, indent=1)[-3000:]
+    assert held.result() == "000"  # cut by the restart
+    details = json.loads(log.read_text().splitlines()[-1])["details"]
+    assert details["restarts"] == 1 and details["requests_cut"] == 1, details
+    values = samples(prom)
+    host = ("host", twin.name)
+    assert values[("remedy_last_run_restarts", (host,))] == 1
+    assert values[("remedy_last_run_requests_cut", (host,))] == 1
+    assert values[("remedy_boot_pending", (host,))] == 0
     code, doc = converge("--check", "--limit", twin.name, "--textfile", str(prom))
     assert (
         code == 0 and out_of_sync({s["setting"]: s for s in doc["hosts"][0]["settings"]}) == set()
@@ -135,7 +149,7 @@ def test_two_converges_at_once_restart_the_server_once(make_twin):
     results: dict[str, tuple[int, dict]] = {}
 
     def one(tag: str, wait: str) -> None:
-        results[tag] = converge("--limit", twin.name, "--wait", wait)
+        results[tag] = converge("--limit", twin.name, "--wait", wait, "--restart", "now")
 
     first = threading.Thread(target=one, args=("first", "0"))
     first.start()

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from remedy.twin import fixtures
-from tests.conftest import PROJECT, not_owned_by_owner, owner_git, probe_inside
+from tests.conftest import PROJECT, RESTART_NOW, not_owned_by_owner, owner_git, probe_inside
 
 pytestmark = pytest.mark.twin
 
@@ -41,7 +41,7 @@ def test_sigkill_mid_durable_run_leaves_the_checkout_clean_and_a_rerun_finishes(
     head = owner_git(twin, "rev-parse", "HEAD").stdout
     lock = twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
-    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    argv = ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py"]
     run = subprocess.Popen(
         [*argv, "deploys/restore_toolcalling.py"],
         cwd=PROJECT,
@@ -83,7 +83,7 @@ def test_ctrl_c_stops_the_run_fails_it_and_audits_it_as_interrupted(twin, tmp_pa
     head = owner_git(twin, "rev-parse", "HEAD").stdout
     pid = twin.exec(["systemctl", "show", "-P", "MainPID", "tenstorrent-serving.service"]).stdout
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
-    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    argv = ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py"]
     run = subprocess.Popen(
         [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -108,7 +108,7 @@ def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_p
     from remedy.twin import machine
 
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
-    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py"]
+    argv = ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py"]
     run = subprocess.Popen(
         [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -184,7 +184,15 @@ def test_kill_sweep_over_a_durable_converge(make_twin, tmp_path, when):
     head = owner_git(twin, "rev-parse", "HEAD").stdout
     profile = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout.strip()
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
-    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py", "deploys/converge.py"]
+    argv = [
+        "pyinfra",
+        "-y",
+        *RESTART_NOW,
+        "--limit",
+        twin.name,
+        "inventory/twin.py",
+        "deploys/converge.py",
+    ]
     if when == "during-the-build":  # a build that takes a while: vllm-tt compiles
         from remedy.twin import machine
 

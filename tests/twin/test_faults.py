@@ -13,7 +13,14 @@ import subprocess
 import pytest
 
 from remedy.core import hostlock
-from tests.conftest import PROJECT, converge_json, probe_inside, run_restore, unit_props
+from tests.conftest import (
+    PROJECT,
+    RESTART_NOW,
+    converge_json,
+    probe_inside,
+    run_restore,
+    unit_props,
+)
 
 pytestmark = pytest.mark.twin
 
@@ -92,7 +99,7 @@ def test_a_run_waiting_for_the_host_lock_says_on_whom_and_for_how_long(twin, tmp
                "sleep 0.1; done; exit 1"])  # fmt: skip
     try:
         proc = subprocess.run(
-            ["pyinfra", "-y", "--limit", twin.name, "--data", "lock_wait_s=8",
+            ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "--data", "lock_wait_s=8",
              "inventory/twin.py", "deploys/restore_toolcalling.py"],
             capture_output=True, text=True, cwd=PROJECT, timeout=300,
             env={**__import__("os").environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")},

@@ -11,6 +11,7 @@ import pytest
 from remedy.twin import machine
 from tests.conftest import (
     PROJECT,
+    RESTART_NOW,
     owner_git,
     probe_inside,
     remedy_json,
@@ -187,7 +188,7 @@ def test_free_hugepages_above_the_target_are_released_before_the_restart(twin, t
             pytest.skip("the kernel would not give four 2 MiB pages")
         inventory = twin_inventory(tmp_path / "inv.py", twin, hugepages_target={"2M": 1})
         proc = subprocess.run(
-            ["pyinfra", "-y", str(inventory), "deploys/restore_toolcalling.py"],
+            ["pyinfra", "-y", *RESTART_NOW, str(inventory), "deploys/restore_toolcalling.py"],
             capture_output=True,
             text=True,
             cwd=PROJECT,

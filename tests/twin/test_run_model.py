@@ -15,7 +15,7 @@ import time
 import pytest
 
 from remedy.twin import fixtures, machine
-from tests.conftest import PROJECT, hugepages_1g, owner_git, probe_inside, unit_props
+from tests.conftest import PROJECT, RESTART_NOW, hugepages_1g, owner_git, probe_inside, unit_props
 
 pytestmark = pytest.mark.twin
 
@@ -51,7 +51,16 @@ def pyinfra_json(twin, deploy: str, *extra: str, audit_log=None):
     env = dict(os.environ)
     if audit_log is not None:
         env["REMEDY_AUDIT_LOG"] = str(audit_log)
-    argv = ["pyinfra", "-y", "--json", "--limit", twin.name, *extra, "inventory/twin.py"]
+    argv = [
+        "pyinfra",
+        "-y",
+        *RESTART_NOW,
+        "--json",
+        "--limit",
+        twin.name,
+        *extra,
+        "inventory/twin.py",
+    ]
     proc = subprocess.run(
         [*argv, f"deploys/{deploy}.py"],
         capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900,
@@ -185,7 +194,15 @@ def test_a_manual_script_that_waited_for_the_lock_plans_again_one_restart_in_all
     twin = make_twin(with_emergency_override=True)
     script = manual_script(twin, runbook="006")
     starts = server_starts(twin)
-    argv = ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py", "deploys/converge.py"]
+    argv = [
+        "pyinfra",
+        "-y",
+        *RESTART_NOW,
+        "--limit",
+        twin.name,
+        "inventory/twin.py",
+        "deploys/converge.py",
+    ]
     deploy = subprocess.Popen(
         argv, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -250,7 +267,7 @@ def test_kill_sweep_over_the_manual_script(make_twin, tmp_path, when, rerun_with
         rerun = over_ssh(twin, script)
         said = rerun.stderr
     else:
-        argv = ["pyinfra", "-y", str(inventory), "deploys/converge.py"]
+        argv = ["pyinfra", "-y", *RESTART_NOW, str(inventory), "deploys/converge.py"]
         rerun = subprocess.run(
             argv, cwd=PROJECT, capture_output=True, text=True, timeout=900,
             env={**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")},

@@ -19,6 +19,7 @@ import pytest
 from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,
+    RESTART_NOW,
     converge_json,
     owner_git,
     probe_inside,
@@ -207,7 +208,8 @@ def test_a_held_switch_changes_nothing_and_a_dropped_session_lets_the_switch_fin
     knob(twin, "hold-lock-s", "6")
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
     run = subprocess.Popen(
-        ["pyinfra", "-y", "--limit", twin.name, "inventory/twin.py", "deploys/converge.py"],
+        ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py",
+         "deploys/converge.py"],
         cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     wait_switch_running(twin, until=lambda: run.poll() is not None, timeout=180)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import facts.serving
-from remedy.core import plan, probe, volatile
+from remedy.core import desired, plan, probe, volatile
 from remedy.core.runtime import RuntimeFile, RuntimeState
 from remedy.core.serving import DropIn, volatile_entries
 from remedy.core.settings import from_host_data
@@ -41,9 +41,33 @@ def test_fresh_host_takes_the_durable_path_and_restarts():
     )
 
 
-def test_seed_state_removes_the_override_before_the_switch():
-    p = plan.plan_restore(snapshot("emergency_override"), settings())
-    assert (p.path, p.rebuild, p.remove_override) == ("durable", True, True)
+def test_seed_state_is_made_durable_at_next_boot_with_no_restart_by_default():
+    # live serves qwen3_xml on the override; only window settings (the merge guard, the
+    # stale override) would need a restart, and restart_window defaults to never
+    p = plan.plan_restore(snapshot("emergency_override"), settings(), desired.ALL)
+    assert (p.path, p.rebuild, p.boot_only) == ("durable", True, True)
+    assert not p.remove_override and not p.restart_expected
+    assert p.restart.pending == ["QWEN36_MERGE_BATCH_GUARD", "runtime_override"]
+    assert p.restart.when.startswith("at next boot")
+    assert "durable at next boot" in " ".join(p.reasons)
+
+
+def test_seed_state_with_restart_now_removes_the_override_before_the_switch():
+    p = plan.plan_restore(snapshot("emergency_override"), settings(restart="now"))
+    assert (p.path, p.rebuild, p.remove_override, p.boot_only) == ("durable", True, True, False)
+    assert p.restart_expected and p.restart.allowed
+
+
+def test_a_now_urgency_for_the_guard_restarts_the_seed_state_at_once():
+    s = settings(restart_urgency={"QWEN36_MERGE_BATCH_GUARD": "now"})
+    p = plan.plan_restore(snapshot("emergency_override"), s)
+    assert p.restart_expected and not p.boot_only and p.urgent
+
+
+def test_a_fresh_host_restarts_now_whatever_the_window():
+    p = plan.plan_restore(snapshot("fresh"), settings(restart="never"))
+    assert p.restart_expected and not p.boot_only and p.urgent
+    assert "tool_call_parser" in p.restart.urgent
 
 
 def test_a_working_hand_made_override_is_left_alone_on_the_fallback():
@@ -55,7 +79,10 @@ def test_a_working_hand_made_override_is_left_alone_on_the_fallback():
 
 
 def test_the_fallback_rewrites_an_override_that_lacks_the_merge_batch_guard():
-    p = plan.plan_restore(snapshot("emergency_override"), settings(durable=False))
+    waits = plan.plan_restore(snapshot("emergency_override"), settings(durable=False))
+    assert waits.path == "fallback" and not waits.restart_expected  # a window setting
+    s = settings(durable=False, restart_window="always")
+    p = plan.plan_restore(snapshot("emergency_override"), s)
     assert p.path == "fallback" and p.restart_expected and p.write_override
     (guard,) = [sp for sp in p.settings if sp.drift.key == "QWEN36_MERGE_BATCH_GUARD"]
     assert guard.drift.state == "drifted" and "/run override" in guard.action
@@ -76,13 +103,15 @@ def test_stale_override_after_the_durable_fix_is_removed_even_without_durable():
         ),
         exec_start="/run/tt-serving-override/start",
     )
-    p = plan.plan_restore(snap, settings(durable=False))
+    p = plan.plan_restore(snap, settings(durable=False, restart="now"))
     assert (p.path, p.rebuild, p.remove_override, p.restart_expected) == (
         "durable",
         False,
         True,
         True,
     )
+    kept = plan.plan_restore(snap, settings(durable=False))  # default: waits for a window
+    assert (kept.remove_override, kept.restart_expected) == (False, False)
 
 
 def test_an_unrelated_runtime_dropin_is_not_an_override():

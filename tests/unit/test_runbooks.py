@@ -40,6 +40,7 @@ OPERATIONS = {
     ],
     "memory": ["hugepages_reduced", "headroom_gated"],
     "serving": [
+        "drained",
         "runtime_override_removed",
         "runtime_override_written",
         "restarted",
@@ -269,7 +270,7 @@ def test_step_naming_a_missing_operation_fails(project):
     line = line_of(path, "serving.restarted_twice")
     problems = problems_of(root, package)
     assert problems == [
-        f"{RUNBOOK_001}:{line}: $.steps[7].operation: operation serving.restarted_twice does "
+        f"{RUNBOOK_001}:{line}: $.steps[8].operation: operation serving.restarted_twice does "
         f"not exist: {package}.serving has no 'restarted_twice'"
     ]
 
@@ -568,7 +569,7 @@ def test_show_renders_for_a_person(project):
         "Tool calling is /run-only",
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
-        "18. report-outcome",
+        "20. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",
