@@ -53,6 +53,29 @@ def runtime_override_removed(
     yield command(commands.daemon_reload())
 
 
+def _drain(server_url: str, timeout_s: int):
+    """Poll /metrics once a second (one poll per round trip, so a stop request is seen
+    between two) until no request is in flight, the server has no /metrics or does not
+    answer, or TIMEOUT_S passed: (the last answer, its command's result, a stop request)."""
+    deadline = time.monotonic() + timeout_s
+    said_at = time.monotonic()
+    while True:
+        ran = run(host, commands.drain(server_url, 0))
+        found = restarts.parse_drain(ran.stdout if ran.ok else "")
+        if found.outcome != "busy" or time.monotonic() >= deadline:
+            return found, ran, None
+        if stopping := interrupted():
+            return found, ran, stopping
+        if time.monotonic() - said_at >= 10:
+            host.log_styled(
+                f"{found.running} running, {found.waiting} waiting; "
+                f"{max(deadline - time.monotonic(), 0):.0f}s left",
+                fg="blue",
+            )
+            said_at = time.monotonic()
+        time.sleep(1)
+
+
 def _postponed(journal_path: str, run_id: str) -> str | None:
     """Why this run's restart was postponed (the drain), or None."""
     return journal.read(journal_path, run_id).get("restart_postponed")
@@ -99,8 +122,10 @@ def drained(
     host.log_styled(
         f"waiting up to {timeout_s}s for an idle server ({server_url}/metrics)", fg="blue"
     )
-    ran = run(host, commands.drain(server_url, timeout_s))
-    found = restarts.parse_drain(ran.stdout if ran.ok else "")
+    found, ran, stopped = _drain(server_url, timeout_s)
+    if stopped:
+        host.noop(f"{stopped} while waiting for an idle server: nothing restarts")
+        return
     if found.outcome == "idle":
         host.noop("the server is idle: no request in flight")
     elif found.outcome == "no-metrics":
