@@ -110,6 +110,10 @@ def _minutes(text: str) -> int:
 def parse_window(text: str) -> Window:
     """A restart_window value; WindowError names what is wrong."""
     value = text.strip()
+    if value.lower() in (ALWAYS, NEVER):
+        return Window(value.lower())
+    # day names in any case: mon..fri is Mon..Fri
+    value = re.sub(r"\b[A-Za-z]{3}\b", lambda m: m[0].title(), value)
     if value in (ALWAYS, NEVER):
         return Window(value)
     m = WINDOW_RE.match(value)

@@ -87,6 +87,12 @@ def test_converge_from_the_emergency_override_is_durable_at_next_boot_with_no_re
     assert again.returncode == 0, out_of(again)[-3000:]
     assert "path noop" in out_of(again) and "boot pending" in out_of(again)
     assert unit_props(twin)["MainPID"] == pid  # no restart
+    # a run with --restart now (or in a window) would activate it: one restart, no build
+    dry = run_deploy(twin, "converge", "--dry", restart="now")
+    said = " ".join(out_of(dry).split())
+    assert "holds every setting in scope but is not running: activate it" in said, said[-3000:]
+    assert "the server WILL restart (memory-gated, after waiting for an idle server)" in said
+    assert unit_props(twin)["MainPID"] == pid
 
     machine.reboot(twin.name, progress=lambda _m: None)
     assert probe_inside(twin).outcome == "parsed"  # with zero runs

@@ -42,6 +42,11 @@ def test_a_window_is_open_in_the_hosts_local_time(window, local, open_):
     assert parse_window(window).is_open(at(local)) is open_
 
 
+def test_day_names_in_any_case_and_extra_spaces_are_the_same_window():
+    assert parse_window("mon..FRI   02:00-04:00") == parse_window("Mon..Fri 02:00-04:00")
+    assert parse_window(" Always ") == parse_window("always")
+
+
 def test_the_next_window_starts_on_the_next_allowed_day():
     w = parse_window("Mon..Fri 02:00-04:00")
     assert w.next_start(at("2026-12-04T05:00")) == at("2026-12-07T02:00")  # Fri -> Mon
@@ -57,7 +62,7 @@ def test_the_next_window_starts_on_the_next_allowed_day():
         ("24:00-01:00", "not a time of day"),
         ("02:00-02:00", "same minute"),
         ("Mon..Fry 02:00-04:00", "Fry is not a day"),
-        ("mon 02:00-04:00", "must be like"),
+        ("Monday 02:00-04:00", "must be like"),
     ],
 )
 def test_a_bad_window_says_what_is_wrong(text, problem):
