@@ -257,7 +257,7 @@ def _metrics(
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
         bump_blocked=bump_blocked(s) if needs_bump else None,
         switch_failed_units=len(read.snapshot.last_switch.units_failed),
-        boot_pending=status.boot_pending is not None,
+        boot_pending=status.boot_pending is not None or bool(status.reboot_for),
         restart_pending={k: k in status.pending for k in desired.ALL},
         last_run_restarts=int(last.get("restarts") or 0) if last else None,
         last_run_requests_cut=int(last.get("requests_cut") or 0) if last else None,

@@ -48,6 +48,8 @@ class HostStatus:
     # window activates it), and when each setting that waits takes effect
     boot_pending: str | None = None
     pending: dict[str, str] = field(default_factory=dict)
+    # what takes full effect only after a reboot (the kernel parameters of the next boot)
+    reboot_for: list[str] = field(default_factory=list)
 
     @property
     def unmanaged_lines(self) -> list[str]:
@@ -70,6 +72,7 @@ class HostStatus:
             "ignored_volatile": self.ignored,
             "boot_pending": self.boot_pending,
             "pending": self.pending,
+            "reboot_for": self.reboot_for,
             "snapshot": snapshot,
         }
 
@@ -143,9 +146,16 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         )
     for key, when in pending.items():
         notes.append(f"pending: {desired.BY_KEY[key].label} takes effect {when}")
+    # a switch that changed the kernel parameters takes full effect at the next boot
+    reboot_for = [e.subject for e in kept if e.kind == volatile.KERNEL_PARAM]
+    if reboot_for:
+        notes.append(
+            "reboot pending: the next boot's kernel parameters differ from the running "
+            f"kernel's ({', '.join(reboot_for)})"
+        )
     return HostStatus(
         host, code, verdict, rows, problems, snap, drift_list, notes, kept, len(ignored),
-        boot, pending,
+        boot, pending, reboot_for,
     )  # fmt: skip
 
 

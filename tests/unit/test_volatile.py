@@ -65,6 +65,9 @@ def test_a_persons_runtime_state_is_listed_with_what_a_reboot_does():
     assert volatile.counts(found) == {"runtime-unit": 3, "process": 0, "kernel-param": 1}
     status = report.host_status("cfx-llm2", settings(), snap)
     assert status.exit_code == 3 and status.unmanaged == found
+    # a kernel parameter of the next boot is a reboot the host waits for
+    assert status.reboot_for == ["mitigations"]
+    assert any(n.startswith("reboot pending: ") for n in status.notes)
 
 
 def test_ignore_volatile_silences_what_a_person_accepted_and_counts_it():
