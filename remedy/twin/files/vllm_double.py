@@ -431,7 +431,7 @@ def build_parser():
     parser.add_argument("--tool-call-parser", default=None)
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument(
-        "--load-seconds", type=float, default=os.environ.get("VLLM_DOUBLE_LOAD_SECONDS", "3")
+        "--load-seconds", type=float, default=os.environ.get("VLLM_DOUBLE_LOAD_SECONDS", "1")
     )
     return parser
 
