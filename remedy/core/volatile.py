@@ -154,7 +154,10 @@ class _Difference:
 
 
 def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Difference]:
-    """The serving process against the next boot's unit and start script."""
+    """The serving process against the next boot's unit and start script. A difference
+    that the running generation's own files explain (the process runs as they say, and
+    the profile boots another generation) is a pending generation, not volatile state:
+    the status says boot pending."""
     proc, out = runtime.process, []
     nxt, now = unit.after_reboot, unit.now
     words, next_words = (
@@ -176,7 +179,10 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
             a, b = flags.get(name, ...), next_flags.get(name, ...)
             if a == b or (isinstance(b, str) and "$" in b):
                 continue
-            src = live_src if live_flags.get(name, ...) == a and a is not ... else None
+            as_live = live_flags.get(name, ...) == a and bool(live_flags or now.script)
+            if as_live and not _runtime(live_src):
+                continue  # the running generation's own start script: a pending generation
+            src = live_src if as_live and a is not ... else None
             if b is ...:
                 d = _Difference(f"the server runs {_flag(name, a)}", f"{name} gone", name, src)
             elif a is ...:
@@ -198,6 +204,9 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
             if b is None and runtime.manager_env.get(key) == a:
                 continue  # systemd's own environment (DefaultEnvironment=, locale.conf)
             live = now.environment.get(key)
+            live_value = live.value if live is not None else None
+            if live_value == a and not _runtime(live.source if live is not None else None):
+                continue  # as the running generation's own files say: a pending generation
             src = live.source if live is not None and live.value == a else None
             if b is None:
                 d = _Difference(f"the server runs with {shown(key, a)}", f"{key} gone", key, src)
@@ -210,6 +219,11 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
                 )
             out.append(d)
     return out
+
+
+def _runtime(path: str | None) -> bool:
+    """PATH is runtime state (under /run), not a file of the running generation."""
+    return bool(path and path.startswith("/run/"))
 
 
 def _kernel_params(text: str, skip: tuple[str, ...]) -> dict[str, list[str]]:

@@ -75,6 +75,8 @@ def test_converge_from_the_emergency_override_is_durable_at_next_boot_with_no_re
     assert code == 3 and host["verdict"].startswith("boot pending"), host["verdict"]
     assert host["boot_pending"] == twin.exec(["readlink", "-f", NEXT_BOOT]).stdout.strip()
     assert "QWEN36_MERGE_BATCH_GUARD" in host["pending"]  # a window setting
+    # what the pending generation brings is boot pending, not unmanaged volatile state
+    assert host["unmanaged_volatile"] == [], host["unmanaged_volatile"]
     # the person's configuration.nix is unchanged: remedy.nix is a module that forces 1
     assert owner_git(twin, "show", "HEAD:hosts/cfx-llm2/configuration.nix").stdout == config
     managed = owner_git(twin, "show", "HEAD:hosts/cfx-llm2/remedy.nix").stdout

@@ -106,6 +106,16 @@ def test_the_server_process_against_the_next_boot():
     assert "hf_secret" not in json.dumps([e.to_json() for e in found])
 
 
+def test_what_the_running_generation_itself_runs_is_a_pending_generation_not_volatile():
+    # the boot default brings a variable the running generation's start script lacks
+    snap = snapshot("durable")
+    nxt = snap.unit.after_reboot
+    env = {**nxt.environment, "QWEN36_OVERLAY_MOUNTS": dataclasses.replace(
+        nxt.environment["TT_METAL_CACHE"], value="attention/tp.py generator.py")}  # fmt: skip
+    unit = dataclasses.replace(snap.unit, after_reboot=dataclasses.replace(nxt, environment=env))
+    assert volatile.unmanaged(dataclasses.replace(snap, unit=unit), settings()) == []
+
+
 def test_a_changed_flag_value_says_both_values():
     snap = snapshot("durable")
     argv = [w if w != "32768" else "16384" for w in snap.runtime.process.argv]
