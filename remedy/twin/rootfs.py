@@ -24,6 +24,7 @@ config (git and libgit2 refuse them to root); ``nix.conf`` does not enable flake
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -189,21 +190,29 @@ def _run(argv: list[str], what: str, **kw) -> subprocess.CompletedProcess:
 
 
 def _build_atomically(final: Path, build) -> Path:
+    """FINAL, built by BUILD into a temporary directory and renamed into place once
+    complete. Builders of the same FINAL (test workers on a cold cache, two first
+    `remedy twin up`s) take turns on a lock beside it: the one that waited finds it
+    complete. A temporary directory is stale only when no builder holds the lock."""
     if (final / ".complete").exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
-    for stale in final.parent.glob(final.name + ".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    if final.exists():  # an incomplete leftover
-        shutil.rmtree(final)
-    try:
-        build(tmp)
-        (tmp / ".complete").write_text("ok\n")
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with open(final.with_name(final.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or we die)
+        if (final / ".complete").exists():  # built while this one waited
+            return final
+        tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
+        for stale in final.parent.glob(final.name + ".tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # a dead builder's (we hold the lock)
+        if final.exists():  # an incomplete leftover
+            shutil.rmtree(final)
+        try:
+            build(tmp)
+            (tmp / ".complete").write_text("ok\n")
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return final
 
 

@@ -117,3 +117,34 @@ def test_state_without_a_suite_is_a_bookworm_twin(tmp_path, monkeypatch):
     twin = machine.load("old")
     assert twin.suite == "bookworm"
     assert [t.name for t in machine.all_twins()] == ["old"]
+
+
+def test_two_builders_of_one_rootfs_take_turns_and_the_second_finds_it_built(tmp_path):
+    """Two first `remedy twin up`s (or test workers on a cold cache) at once: before the
+    build lock, the second deleted the first's temporary directory as stale."""
+    import multiprocessing
+    import time
+
+    final = tmp_path / "base-x"
+    ctx = multiprocessing.get_context("fork")
+    calls = ctx.Queue()
+
+    def builder():
+        def build(tmp):
+            calls.put(os.getpid())
+            tmp.mkdir()
+            time.sleep(0.5)  # the other builder arrives meanwhile
+            (tmp / "payload").write_text("made by one builder\n")
+
+        rootfs._build_atomically(final, build)
+
+    procs = [ctx.Process(target=builder) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert calls.qsize() == 1  # built once; the other waited and found it complete
+    assert (final / "payload").read_text() == "made by one builder\n"
+    assert (final / ".complete").exists()
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
