@@ -236,10 +236,6 @@ def head(flake_dir: str) -> list[str]:
     return git(flake_dir, "rev-parse", "HEAD")
 
 
-def is_ancestor(repo: str, ancestor: str, rev: str) -> list[str]:
-    return git(repo, "merge-base", "--is-ancestor", ancestor, rev)
-
-
 FETCHED_ANCESTRY_SH = r"""
 fix=$1 rev=$2 url=$3
 # What Nix fetched: its git cache (Nix 2.4 and later, every version since: bare repos
@@ -273,13 +269,6 @@ fi
 """
 
 
-def fetched_ancestry(git_url: str, ancestor: str, rev: str) -> list[str]:
-    """Whether ANCESTOR is in REV's history, read from what Nix fetched of GIT_URL (its
-    git cache), else fetched again from GIT_URL into a temporary repository that goes
-    with the command. Prints ``ancestry: yes|no (…)``; exits 2 when it cannot tell."""
-    return ["sh", "-c", FETCHED_ANCESTRY_SH, "sh", ancestor, rev, git_url]
-
-
 SIGNATURE_SH = r"""
 rev=$1 url=$2 repo=$3 signers=$4
 # a repository that holds REV: the input's own (git+file), else what Nix fetched
@@ -300,13 +289,6 @@ printf 'signature %s\n' "$out"
 """
 
 
-def commit_signature(rev: str, url: str, repo: str, allowed_signers: str) -> list[str]:
-    """REV's signature against ALLOWED_SIGNERS (the file's text, sent with the command and
-    written to a temporary file that goes with it): ``signature STATE|KEY|SIGNER|AUTHOR``.
-    REPO is the input's own repository (git+file), or "" to use Nix's fetch of URL."""
-    return ["sh", "-c", SIGNATURE_SH, "sh", rev, url, repo, allowed_signers]
-
-
 ON_BRANCH_SH = r"""
 rev=$1 url=$2 ref=${3:-HEAD}
 t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-branch.XXXXXXXX") || exit 2
@@ -321,12 +303,6 @@ else
   echo "on-branch: no"
 fi
 """
-
-
-def rev_on_branch(git_url: str, rev: str, ref: str | None) -> list[str]:
-    """Whether REV is in the history of REF (the input's branch) at GIT_URL: fetched into
-    a temporary repository that goes with the command. Prints ``on-branch: yes|no``."""
-    return ["sh", "-c", ON_BRANCH_SH, "sh", rev, git_url, ref or "HEAD"]
 
 
 PREVIEW_BUMP_SH = r"""
@@ -352,14 +328,6 @@ def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers
     the command; nothing on the host changes. Prints ``would-take REV`` then
     ``signature STATE|KEY|SIGNER|AUTHOR``."""
     return ["sh", "-c", PREVIEW_BUMP_SH, "sh", git_url, ref or "HEAD", rev or "", allowed_signers]
-
-
-def pin_input(flake_dir: str, flake_input: str, url: str, rev: str) -> list[str]:
-    """Lock FLAKE_INPUT to exactly REV of URL (its locked url, with its ref): ``nix
-    flake lock --override-input``, which Nix 2.8 and 2.26 spell the same. A rev that is
-    not on that ref makes Nix refuse, naming it."""
-    sep = "&" if "?" in url else "?"
-    return nix("flake", "lock", flake_dir, "--override-input", flake_input, f"{url}{sep}rev={rev}")
 
 
 BOUNDED_SH = r"""

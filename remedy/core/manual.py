@@ -86,8 +86,10 @@ RENDERERS: dict[str, Callable] = {
 }
 
 
-def render(runbook, host_data: dict) -> str:
-    """The runbook's steps as one POSIX shell script, values from HOST_DATA."""
+def render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
+    """The runbook's steps as one POSIX shell script, values from HOST_DATA.
+    ALLOWED_SIGNERS: the text of host data's trusted_signers file (the bump checks the
+    rev it takes against it, as the deploy does)."""
     data = dict(host_data)
     host = data.pop("_host_name", None) or data.get("flake_host") or "cfx-llm2"
     s = settings_mod.from_host_data(host, data)
@@ -108,7 +110,8 @@ def render(runbook, host_data: dict) -> str:
     named = runbook.step_operations()
     if "nix.flake_input_updated" in named:
         # a flow runbook: the deploy's own step list, scratch clone and journal
-        return "\n".join(flow.render_flow(s, scope, named, head)) + "\n"
+        lines = flow.render_flow(s, scope, named, head, allowed_signers)
+        return "\n".join(lines) + "\n"
     out = list(head)
     for n, step in enumerate(rb["steps"], 1):
         op = step.get("operation")

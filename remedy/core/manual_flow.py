@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import shlex
 
-from remedy.core import commands, desired, journal, probe
-from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES
+from remedy.core import bump, commands, desired, journal, probe
+from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES, lock_message
 
 SCRATCH_FIND = commands.stale_scratch_removed("@OWNER@")
 
@@ -167,15 +167,41 @@ def _main_pid(s) -> str:
     return f"$(systemctl show -P MainPID {shlex.quote(s.unit)})"
 
 
-def _bump(s, scope) -> list[str]:
+def approval(s) -> str:
+    """What the bump may take, said before it runs (host data bump_to, trusted_signers,
+    required_fix_rev: remedy.core.bump decides)."""
+    if s.pinned_rev:
+        what = f"exactly bump_to {s.pinned_rev} (it must be on the input's branch)"
+    elif s.trusted_signers:
+        what = f"the branch's head, if a key of trusted_signers {s.trusted_signers} signed it"
+    else:
+        what = "the branch's head (no bump_to, no trusted_signers: not verified)"
+    fix = ""
+    if s.required_fix_rev:
+        fix = f"; it must contain required_fix_rev {s.required_fix_rev[:12]}"
+    return f"the bump of {s.flake_input} takes {what}{fix}"
+
+
+def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
+    """The approved bump (remedy.core.bump): the program the deploy runs, with the same
+    values; its answer read in shell. ALLOWED_SIGNERS is trusted_signers' text, read
+    where the script was rendered."""
+    if s.trusted_signers and allowed_signers is None:
+        raise ValueError("trusted_signers is set: render with its text (allowed_signers)")
+
+    def run_bump(update_argv: list[str]) -> str:
+        argv = bump.argv(
+            "@S@", s.flake_input, update_argv, s.pinned_rev,
+            allowed_signers if s.trusted_signers else None, s.trusted_signers,
+            s.required_fix_rev,
+        )  # fmt: skip
+        argv[2] = "@P@"  # the program's text, once, in $bump_program
+        return qv(argv, S="scratch", P="bump_program")
+
     new = commands.update_input(["nix", "flake", "update"], "@S@", s.flake_input)
     old = commands.update_input(["nix", "flake", "lock", "--update-input"], "@S@", s.flake_input)
-    message = (
-        f"flake.lock: bump {s.flake_input} (tt-stack#49)\n\n"
-        f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): --tool-call-parser "
-        f"{s.tool_call_parser}.\nCommitted by remedy's manual script."
-    )
-    commit = commands.lock_commit("@S@", message, s.flake_host)
+    message = lock_message(s, "@O@", "manual script").replace("{new}", "@N@")
+    commit = qv(commands.lock_commit("@S@", message, s.flake_host), S="scratch", O="o", N="n")
     stale = qv(commands.stale_scratch_removed("@O@"), O="owner")
     return [
         '[ "$resumed" = no ] || { echo "proven by the earlier run: no bump" >&2; return 0; }',
@@ -190,13 +216,25 @@ def _bump(s, scope) -> list[str]:
         "base_head=$head_now; journal_write",
         f"as_owner {qv(commands.scratch_clone(s.flake_dir, '@S@'), S='scratch')} || "
         '{ abandon "cannot clone the checkout into $scratch"; return 0; }',
-        f"if nix_at_least 2 19; then bump() {{ as_owner {qv(new, S='scratch')}; }}; "
-        f"else bump() {{ as_owner {qv(old, S='scratch')}; }}; fi",
-        "if ! out=$(bump 2>&1); then",
-        f'  abandon "bumping {s.flake_input} failed: $(printf "%s" "$out" | tail -n 1)"; return 0',
+        f"echo {shlex.quote(approval(s))} >&2",
+        f"bump_program={shlex.quote(bump.PROGRAM)}",
+        # the host's update command, as remedy.core.nix.parse_nix_version picks it
+        "if nix_at_least 2 19 && ! nix --version 2>/dev/null | grep -q '(Lix'; then",
+        f"  bumped=$(as_owner {run_bump(new)}) || true",
+        "else",
+        f"  bumped=$(as_owner {run_bump(old)}) || true",
         "fi",
-        f"if ! as_owner {qv(commands.lock_changed('@S@'), S='scratch')}; then",
-        f"  as_owner {qv(commit, S='scratch')}",
+        """printf '%s\n' "$bumped" | sed -n 's/^said //p' >&2""",
+        """why=$(printf '%s\n' "$bumped" | sed -n 's/^refused //p')""",
+        """new_rev=$(printf '%s\n' "$bumped" | sed -n 's/^new-rev //p')""",
+        """o=$(printf '%s\n' "$bumped" | sed -n 's/^old-rev //p' | cut -c1-12)""",
+        'n=$(printf "%s" "$new_rev" | cut -c1-12)',
+        '[ -n "$why" ] || [ -n "$new_rev" ] || why="the bump did not answer: $bumped"',
+        'if [ -n "$why" ]; then abandon "$why"; return 0; fi',
+        """if printf '%s\n' "$bumped" | grep -qx unchanged; then""",
+        f'  echo "{s.flake_input} is already at $n" >&2',
+        "else",
+        f"  as_owner {commit}",
         "  commits=$((commits + 1))",
         "fi",
         "journal_write",
@@ -623,7 +661,9 @@ def _guard(op: str, stage: str) -> str | None:
     return '[ "$path" = fallback ] && [ "$override_ok" != no ]'
 
 
-def render_flow(s, scope, named: set[str], head: list[str]) -> list[str]:
+def render_flow(
+    s, scope, named: set[str], head: list[str], allowed_signers: str | None = None
+) -> list[str]:
     """The body of a flow runbook's script: HEAD (prelude, lock, owner), then the step
     list's steps the runbook names (NAMED), each a function behind its stage's guard."""
     out = [
@@ -642,7 +682,10 @@ def render_flow(s, scope, named: set[str], head: list[str]) -> list[str]:
         if t.op not in named and t.stage != ALWAYS:
             continue
         n += 1
-        lines = RENDERERS[t.op](s, scope)
+        if t.op == "nix.flake_input_updated":
+            lines = _bump(s, scope, allowed_signers)
+        else:
+            lines = RENDERERS[t.op](s, scope)
         out.append(f"step_{n}() {{")
         out += ["  " + line for line in [f"say {shlex.quote(f'{n}. {t.title}')}", *lines]]
         out.append("}")

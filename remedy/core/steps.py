@@ -113,13 +113,12 @@ class Steps:
         raise KeyError(op)
 
 
-def lock_message(s: Settings, old_rev: str | None) -> str:
+def lock_message(s: Settings, old_rev: str | None, by: str = "restore_toolcalling deploy") -> str:
     """The lock commit's message (the new rev is known once Nix fetched it: {new})."""
     return (
         f"flake.lock: bump {s.flake_input} {(old_rev or '?')[:12]} -> {{new}} (tt-stack#49)\n\n"
         f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): "
-        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's "
-        f"restore_toolcalling deploy."
+        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's {by}."
     )
 
 
@@ -221,6 +220,7 @@ def plan_steps(
             "pinned_rev": pinned,
             "allowed_signers": None,  # read on this machine at prepare (remedy.operations)
             "trusted_signers": s.trusted_signers,
+            "required_fix_rev": s.required_fix_rev,
             "lock_message": lock_message(s, locked.rev if locked else None),
             "skip": skip_durable(resuming or own),
         }

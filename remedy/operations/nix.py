@@ -22,11 +22,12 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import FactProcessError
 
 from facts.memory import MemoryHeadroom
-from facts.nix import FlakeInput, SystemGenerations
+from facts.nix import SystemGenerations
 from facts.serving import BuiltService
+from remedy.core import bump as bump_core
 from remedy.core import changes as changes_core
 from remedy.core import checks as checks_core
-from remedy.core import commands, desired, options, signers
+from remedy.core import commands, desired, options
 from remedy.core import journal as journal_core
 from remedy.core import memory as mem
 from remedy.core import nix as nix_core
@@ -82,6 +83,7 @@ def flake_input_updated(
     pinned_rev: str | None,
     allowed_signers: str | None,
     trusted_signers: str | None,
+    required_fix_rev: str | None,
     lock_message: str,
     skip=None,
 ):
@@ -107,6 +109,7 @@ def flake_input_updated(
     + pinned_rev: the rev a person approved (bump_to), or None for the latest
     + allowed_signers: trusted_signers' text, or None: no signature check
     + trusted_signers: where that text came from, for messages
+    + required_fix_rev: a rev the bumped input's history must contain, or None
     + lock_message: the lock commit's message ({new} for the new rev)
     + skip: why this host does not need it
     """
@@ -144,40 +147,32 @@ def _bump(state, host, a: dict, found: dict) -> bool:
     if not a["update"]:
         note(f"{a['flake_input']} not bumped: the next boot already has what it gives")
         return True
-    name, url, pinned = a["flake_input"], a["locked_url"] or "?", a["pinned_rev"]
-    if pinned:
-        if why := _not_on_branch(as_owner, url, a["locked_ref"], pinned):
-            found["why"] = why
-            return True
-        ref = f"?ref={a['locked_ref']}" if a["locked_ref"] and url.startswith("git+") else ""
-        argv = commands.pin_input(scratch, name, url + ref, pinned)
-    else:
-        argv = commands.update_input(a["update_argv"], scratch, name)
+    name = a["flake_input"]
+    # the approval is decided on the host by the program the manual script runs too
+    argv = bump_core.argv(
+        scratch,
+        name,
+        commands.update_input(a["update_argv"], scratch, name),
+        a["pinned_rev"],
+        a["allowed_signers"],
+        a["trusted_signers"],
+        a["required_fix_rev"],
+    )
     ran = run(host, as_owner(argv))
-    if not ran.ok:
-        what = f"locking {name} to bump_to {pinned}" if pinned else f"bumping {name}"
-        found["why"] = f"{what} failed: {ran.why} (can the host fetch {url} as {owner}?)"
+    bumped = bump_core.parse(ran.stdout, ran.why)
+    for line in bumped.said:
+        host.log_styled(line, fg="green")
+    if bumped.new_rev:
+        say(new_rev=bumped.new_rev)
+    if bumped.signature is not None:
+        say(signature=bumped.signature)
+    if bumped.refused:
+        found["why"] = bumped.refused
         return True
-    try:
-        lock = host.get_fact(FlakeInput, flake_dir=scratch, flake_input=name)
-    except FactProcessError as exc:
-        found["why"] = f"cannot read the bumped flake.lock: {exc}"
-        return True
-    if lock is None:
-        found["why"] = lost(f"{scratch}/flake.lock")
-        return True
-    new_rev, new_url = lock.rev, lock.url
-    say(new_rev=new_rev)
-    if run(host, as_owner(commands.lock_changed(scratch))).ok:
+    new_rev, new_url = bumped.new_rev, bumped.new_url
+    if bumped.unchanged:
         note(f"{name} is already at {(new_rev or '?')[:12]}")
         return journal.record(journal_path, run_id, known, new_rev=new_rev, new_url=new_url)
-    if a["allowed_signers"] is not None:
-        signature, why = _signature(as_owner, a, new_rev, new_url)
-        if signature is not None:
-            say(signature=signature)
-        if why:
-            found["why"] = why
-            return True
     message = a["lock_message"].replace("{new}", (new_rev or "(bumped)")[:12])
     committed = run(host, as_owner(commands.lock_commit(scratch, message, a["flake_host"])))
     if not committed.ok:
@@ -197,48 +192,6 @@ def _bump(state, host, a: dict, found: dict) -> bool:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _not_on_branch(as_owner, url: str, ref: str | None, rev: str) -> str | None:
-    """Why bump_to REV may not be taken: it is not on the input's branch (None: it is)."""
-    remote = nix_core.git_remote(url or "")
-    if remote is None:
-        return f"bump_to {rev}: cannot check that {url or '?'} holds it"
-    ran = run(host, as_owner(commands.rev_on_branch(remote, rev, ref)))
-    said = (ran.stdout.strip().splitlines() or [""])[-1]
-    if ran.ok and said == "on-branch: yes":
-        return None
-    if ran.ok and said == "on-branch: no":
-        return (
-            f"bump_to {rev} is not on {ref or 'the default branch'} of {remote}: "
-            "refused (a rev a person approved is on the branch the input follows)"
-        )
-    return f"bump_to {rev}: cannot check the branch of {remote}: {ran.why}"
-
-
-def _signature(as_owner, a: dict, new_rev: str | None, new_url: str | None):
-    """(the newly locked rev's signers.Signature or None, why it may not be built or
-    None). Checked as the owner, before any build."""
-    url = new_url or ""
-    m = re.match(r"^git\+file://(/[^?]*)", url)
-    remote = nix_core.git_remote(url) or url
-    argv = commands.commit_signature(
-        new_rev or "", remote, m.group(1) if m else "", a["allowed_signers"]
-    )
-    ran = run(host, as_owner(argv))
-    signature = signers.parse_signature(
-        (ran.stdout.strip().splitlines() or [""])[-1], new_rev or ""
-    )
-    name = a["flake_input"]
-    if signature is None:
-        return None, f"cannot check the signature of {name} at {(new_rev or '?')[:12]}: {ran.why}"
-    if signature.trusted:
-        host.log_styled(f"{name} at {signature.describe()}", fg="green")
-        return signature, None
-    return signature, (
-        f"{name} at {signature.describe()}: not built (trusted_signers "
-        f"{a['trusted_signers']}); a person signs it, or sets bump_to to a rev they approved"
-    )
 
 
 @operation(is_idempotent=False)
@@ -370,9 +323,6 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     def as_owner(argv):
         return _owned(a["owner"], a["home"], argv)
 
-    if s.required_fix_rev and (why := _fix_ancestry(as_owner, s, new_rev, j.get("new_url"))):
-        found["why"] = why
-        return True
     bound, why = _gated_bound(s, "evaluating")
     if why:
         found["why"] = why
@@ -600,36 +550,6 @@ def _flake_checks(as_owner, a: dict, scratch: str) -> str | None:
         )
     say(flake_checks=[r.to_json() for r in results])
     return why
-
-
-def _fix_ancestry(as_owner, s: Settings, new_rev: str | None, url: str | None) -> str | None:
-    """Why the bumped input does not contain required_fix_rev (None: it does), checked
-    through the input's git history: the checkout of a git+file input, else what Nix
-    fetched (its git cache, or the remote again), whatever the input's scheme."""
-    short, url = (new_rev or "?")[:12], url or ""
-    fix = s.required_fix_rev
-    m = re.match(r"^git\+file://(/[^?]*)", url)
-    if m:
-        if run(host, as_owner(commands.is_ancestor(m.group(1), fix, new_rev))).ok:
-            return None
-        return f"{s.flake_input} at {short} does not contain required_fix_rev {fix[:12]}"
-    remote = nix_core.git_remote(url)
-    if remote is None:
-        return (
-            f"cannot check required_fix_rev against {url or 'an unknown url'}: git cannot "
-            "fetch that kind of input; unset required_fix_rev or use a git input"
-        )
-    ran = run(host, as_owner(commands.fetched_ancestry(remote, fix, new_rev or "")))
-    said = ran.stdout.strip().splitlines()[-1:] or [""]
-    if ran.ok and said[0].startswith("ancestry: yes"):
-        host.log_styled(f"required_fix_rev {fix[:12]} is in {short}: {said[0][14:]}", fg="green")
-        return None
-    if ran.ok and said[0].startswith("ancestry: no"):
-        return (
-            f"{s.flake_input} at {short} does not contain required_fix_rev {fix[:12]} "
-            f"{said[0][13:]}"
-        )
-    return f"cannot check required_fix_rev against {url}: {ran.why}"
 
 
 @operation(is_idempotent=False)

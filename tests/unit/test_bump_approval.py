@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import facts.serving
-from remedy.core import commands, desired, plan, signers
+from remedy.core import bump, desired, plan, signers
 from remedy.core.settings import from_host_data
 from remedy.errors import ConfigError
 
@@ -113,7 +113,7 @@ def test_the_signature_check_reads_good_unsigned_and_unknown_keys(tmp_path):
     allowed = f'maint@x namespaces="git" {pub[0]} {pub[1]}'
     states = {}
     for name, rev in revs.items():
-        argv = commands.commit_signature(rev, repo.as_uri(), str(repo), allowed)
+        argv = bump.function_argv("signature", rev, repo.as_uri(), str(repo), allowed)
         proc = subprocess.run(argv, capture_output=True, text=True,
                               env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
         states[name] = signers.parse_signature(proc.stdout.strip(), rev)
@@ -124,8 +124,16 @@ def test_the_signature_check_reads_good_unsigned_and_unknown_keys(tmp_path):
     assert not list(Path("/tmp").glob("remedy-signers.*")), "the temporary file goes"
 
 
-def test_a_pinned_bump_overrides_the_input_with_its_url_and_rev():
-    argv = commands.pin_input("/tmp/s", "tt-stack", "git+file:///srv/t?ref=refs/heads/master",
-                              "ab" * 20)  # fmt: skip
-    assert argv[-5:] == ["lock", "/tmp/s", "--override-input", "tt-stack",
-                         "git+file:///srv/t?ref=refs/heads/master&rev=" + "ab" * 20]  # fmt: skip
+@pytest.mark.parametrize(
+    "url,ref,expected",
+    [
+        ("git+file:///srv/t", "refs/heads/master", "git+file:///srv/t?ref=refs/heads/master&rev="),
+        ("git+file:///srv/t", "", "git+file:///srv/t?rev="),
+        ("github:o/r", "master", "github:o/r?rev="),  # the ref is git's, not a forge's
+        ("https://h/t?ref=x", "", "https://h/t?ref=x&rev="),
+    ],
+)
+def test_a_pinned_bump_overrides_the_input_with_its_url_and_rev(url, ref, expected):
+    proc = subprocess.run(bump.function_argv("pin_url", url, ref, "ab" * 20),
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert proc.stdout == expected + "ab" * 20 + "\n"

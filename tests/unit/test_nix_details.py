@@ -16,7 +16,7 @@ import pytest
 from pyinfra.api.exceptions import FactProcessError
 
 import facts.serving
-from remedy.core import commands, memory, nix, systemd
+from remedy.core import bump, commands, memory, nix, systemd
 from remedy.core.serving import next_boot_dropins
 from remedy.twin.fixtures import HEAVY_VLLM_VERSION
 
@@ -187,7 +187,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _ancestry(home: Path, url: str, fix: str, rev: str) -> subprocess.CompletedProcess:
-    argv = commands.fetched_ancestry(url, fix, rev)
+    argv = bump.function_argv("ancestry", fix, rev, url)
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
     return subprocess.run(argv, capture_output=True, text=True, env=env)
 

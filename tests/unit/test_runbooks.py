@@ -599,7 +599,9 @@ def test_show_manual_renders_a_shell_script_with_default_values(project):
     assert 'nix-env -p /nix/var/nix/profiles/system --set "$toplevel"' in out
     assert '"$toplevel"/bin/switch-to-configuration switch' in out
     # Flakes need not be enabled in nix.conf; git and nix run as the checkout's owner.
-    assert "as_owner nix --extra-experimental-features 'nix-command flakes' flake update" in out
+    # the bump is the deploy's approved-bump program, run as the owner with the update
+    assert 'as_owner sh -c "$bump_program" sh "$scratch" tt-stack' in out
+    assert "nix --extra-experimental-features 'nix-command flakes' flake update tt-stack" in out
     assert 'runuser -u "$owner"' in out
     assert "build --dry-run" in out and "preferLocalBuild" in out
     assert "http://127.0.0.1:8000" in out

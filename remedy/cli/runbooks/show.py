@@ -174,7 +174,24 @@ def _manual_script(runbook: core.Runbook, inventory: Path | None, host_name: str
         raise click.BadParameter("--host needs --inventory", param_hint="--host")
     from remedy.core import manual
 
-    return manual.render(runbook, host_data)
+    return manual.render(runbook, host_data, _allowed_signers(host_data))
+
+
+def _allowed_signers(host_data: dict[str, Any]) -> str | None:
+    """The text of host data's trusted_signers file, read here (the machine that renders
+    the script), checked as the deploy checks it; the script carries it to the host."""
+    from remedy.core.signers import check_allowed_signers
+
+    path = host_data.get("trusted_signers")
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"trusted_signers {path}: {why}") from None
+    check_allowed_signers(text, path)
+    return text
 
 
 @click.command("show")
