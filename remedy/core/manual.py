@@ -103,7 +103,10 @@ def render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
         "# same command definitions the deploy's operations use.",
         "# Run:  ssh root@HOST sh -s < FILE               (durable path)",
         "#       ssh root@HOST sh -s -- fallback < FILE   (the /run fallback)",
-        PRELUDE,
+        # durable=false in host data: the script's default is the /run fallback
+        PRELUDE.replace(
+            "path=${1:-durable}", f"path=${{1:-{'durable' if s.durable else 'fallback'}}}"
+        ),
         *_lock(s, rb["id"]),
         *_owner(s),
     ]

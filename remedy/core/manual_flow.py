@@ -122,6 +122,36 @@ def _live_holds(s) -> list[str]:
     ]
 
 
+# remedy.core.memory.nix_memory_bound in awk, over /proc/meminfo: bytes the owner's nix
+# may use (MemAvailable above the gate's floor, at most cap; cap 0: no cap).
+NIX_BOUND_AWK = (
+    "/^MemAvailable:/ { b = $2 * 1024 - floor; if (cap > 0 && cap < b) b = cap; "
+    'if (b < 1) b = 1; printf "%.0f", b }'
+)
+
+
+def _owner_nix(s) -> list[str]:
+    """owner_nix WHAT ARGV: ARGV as the checkout's owner, in a transient scope with the
+    MemoryMax the deploy gives its nix (remedy.core.memory.nix_memory_bound: what the
+    host can spare above min_mem_available_gb now, at most nix_memory_max_gb)."""
+    floor = f"{s.min_mem_available_gb * 1e9:.0f}"
+    cap = f"{s.nix_memory_max_gb * 1e9:.0f}" if s.nix_memory_max_gb else "0"
+    return [
+        f"bounded_program={shlex.quote(commands.BOUNDED_SH)}",
+        "owner_nix() {",
+        "  what=$1; shift",
+        f"  bound=$(awk -v floor={floor} -v cap={cap} {shlex.quote(NIX_BOUND_AWK)} /proc/meminfo)",
+        '  if [ -z "$bound" ] || [ ! -d /run/systemd/system ] || '
+        "! command -v systemd-run >/dev/null 2>&1; then",
+        '    as_owner "$@"; return',
+        "  fi",
+        '  [ "$owner" = "$(id -un)" ] || '
+        'set -- runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"',
+        '  sh -c "$bounded_program" sh "remedy-nix-$what-$$" "$bound" "$@"',
+        "}",
+    ]
+
+
 def _plan(s, scope) -> list[str]:
     """After the lock: finish an earlier run that proved its build, or read the host
     again and plan from it."""
@@ -249,7 +279,23 @@ def _managed(s, scope) -> list[str]:
         f"{s.managed_file}: remedy's managed settings\n\nWritten by remedy's manual script "
         "from its host data."
     )
-    changed = commands.git("@S@", "status", "--porcelain", "--", s.managed_file)
+    rel = s.managed_file
+    changed = commands.git("@S@", "status", "--porcelain", "--", rel)
+    author = commands.git("@S@", "log", "-1", "--format=%ae", "--", rel)
+    keep = []
+    if s.managed_file_conflict == "keep":  # as remedy.core.plan.managed_conflict judges it
+        keep = [
+            f'if [ -f "$scratch"/{shlex.quote(rel)} ] && [ "$(cat "$scratch"/{shlex.quote(rel)};'
+            f' echo .)" != "$(printf %s {shlex.quote(text)}; echo .)" ]; then',
+            f"  who=$(as_owner {qv(author, S='scratch')})",
+            f'  if [ -n "$who" ] && [ "$who" != {shlex.quote(f"remedy@{s.flake_host}")} ]; then',
+            f'    echo "kept: {rel} differs from host data and was last committed by $who; '
+            "remedy does not overwrite a person's commit (managed_file_conflict=keep): "
+            'change host data to match, or set managed_file_conflict=overwrite" >&2',
+            "    return 0",
+            "  fi",
+            "fi",
+        ]
     return [
         '[ "$resumed" = no ] && [ -n "$scratch" ] || return 0',
         '[ "$managed" = yes ] || { echo '
@@ -258,10 +304,10 @@ def _managed(s, scope) -> list[str]:
             f"{desired.MANAGED_IMPORT} ];` to hosts/{s.flake_host}/configuration.nix"
         )
         + " >&2; return 0; }",
-        f"as_owner {qv(commands.file_written('@S@', s.managed_file, text), S='scratch')}",
+        *keep,
+        f"as_owner {qv(commands.file_written('@S@', rel, text), S='scratch')}",
         f'if [ -n "$(as_owner {qv(changed, S="scratch")})" ]; then',
-        "  as_owner "
-        + qv(commands.file_commit("@S@", s.managed_file, message, s.flake_host), S="scratch"),
+        "  as_owner " + qv(commands.file_commit("@S@", rel, message, s.flake_host), S="scratch"),
         "  commits=$((commits + 1))",
         "fi",
         "journal_write",
@@ -283,7 +329,7 @@ def _prove(s, scope) -> list[str]:
         # the dry run is a whole NixOS evaluation: gated like the build
         f'{gate} || fail "MemAvailable below {s.min_mem_available_gb:g} GB: not evaluating '
         'on the host; see runbook 004"',
-        f"if ! dry=$(as_owner {dry} 2>&1); then",
+        f"if ! dry=$(owner_nix eval {dry} 2>&1); then",
         '  abandon "the new configuration does not evaluate: '
         '$(printf "%s" "$dry" | tail -n 1)"; return 0',
         "fi",
@@ -311,7 +357,7 @@ def _prove(s, scope) -> list[str]:
         "fi",
         f'{gate} || fail "MemAvailable below {s.min_mem_available_gb:g} GB: not building on '
         'the host; see runbook 004"',
-        f"if ! out=$(as_owner {build}); then",
+        f"if ! out=$(owner_nix build {build}); then",
         '  abandon "the new configuration does not build"; return 0',
         "fi",
         """built=$(printf '%s\\n' "$out" | sed -n 's/.*"out":"\\([^"]*\\)".*/\\1/p')""",
@@ -338,7 +384,7 @@ def _flake_checks(s, gate: str, allow: str) -> list[str]:
         dry = qv(flake_check("@S@", check, dry=True), S="scratch")
         build = qv(flake_check("@S@", check, False, s.build_max_jobs, s.build_cores), S="scratch")
         lines += [
-            f"if ! dry=$(as_owner {dry} 2>&1); then",
+            f"if ! dry=$(owner_nix eval {dry} 2>&1); then",
             f"  if printf '%s' \"$dry\" | grep -qF {shlex.quote(CHECK_ABSENT)}; then",
             f'    echo {what}": no such output, not built" >&2',
             "  else",
@@ -351,7 +397,7 @@ def _flake_checks(s, gate: str, allow: str) -> list[str]:
             "  fi",
             f'  {gate} || fail "MemAvailable below {s.min_mem_available_gb:g} GB: not building '
             'on the host; see runbook 004"',
-            f"  if ! said=$(as_owner {build} 2>&1); then",
+            f"  if ! said=$(owner_nix check {build} 2>&1); then",
             f'    abandon {what}" failed: $(printf "%s\\n" "$said" '
             """| sed -n 's/^[[:space:]]*> //p' | tail -n 1)"; return 0""",
             "  fi",
@@ -661,6 +707,39 @@ def _guard(op: str, stage: str) -> str | None:
     return '[ "$path" = fallback ] && [ "$override_ok" != no ]'
 
 
+# Host data that changes what the deploy does but that this script, run by a person,
+# does not carry out: said by name at its start when set (tests/unit/test_renderers_agree).
+NOT_CARRIED = {
+    "unattended": "a person runs this script; unattended runs are the schedule's "
+    "(remedy converge --unattended)",
+    "restart_window": "the person who runs this script is the restart policy: it switches "
+    "and restarts as soon as the fix needs it; run the deploy to wait for a window",
+    "restart_urgency": "the person who runs this script is the restart policy: it restarts "
+    "whatever each setting's urgency; run the deploy to defer a restart",
+    "restart": "the person who runs this script is the restart policy: it restarts as soon "
+    "as the fix needs it",
+}
+
+
+def not_carried(s) -> list[str]:
+    """One line per host-data key in NOT_CARRIED that differs from its default."""
+    from dataclasses import fields
+
+    defaults = {f.name: f for f in fields(s)}
+    out = []
+    for key, why in NOT_CARRIED.items():
+        f = defaults[key]
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        value = getattr(s, key)
+        if value != default:
+            out.append(
+                "echo "
+                + shlex.quote(f"host data {key}={value!r}: not carried out by this script: {why}")
+                + " >&2"
+            )
+    return out
+
+
 def render_flow(
     s, scope, named: set[str], head: list[str], allowed_signers: str | None = None
 ) -> list[str]:
@@ -668,9 +747,11 @@ def render_flow(
     list's steps the runbook names (NAMED), each a function behind its stage's guard."""
     out = [
         *head,
+        *not_carried(s),
         *_journal(s),
         *_system_holds(s, scope),
         *_live_holds(s),
+        *_owner_nix(s),
         "abandon() {",
         '  printf "durable path abandoned: %s\\n" "$*" >&2',
         "  durable_failed=yes path=fallback",
