@@ -839,6 +839,36 @@ def check_step_list(project: Path, named: set[str], operations: OperationIndex) 
     return problems
 
 
+def check_flow_order(runbook: Runbook) -> list[Problem]:
+    """A flow runbook (one whose steps name the run's first step) lists the run's steps in
+    the order the run takes them (``remedy.core.steps.TEMPLATES``): the manual script,
+    --dry and the deploy all follow that list, and a reader of the runbook must too."""
+    from remedy.core.steps import TEMPLATES
+
+    steps = [s for s in _list(runbook.data.get("steps")) if isinstance(s, dict)]
+    ops = [(i, s.get("operation")) for i, s in enumerate(steps) if s.get("operation")]
+    if TEMPLATES[0].op not in {op for _, op in ops}:
+        return []
+    order = [t.op for t in TEMPLATES]
+    at = 0
+    for i, op in ops:
+        try:
+            at = order.index(op, at) + 1
+        except ValueError:
+            if op not in order:
+                continue  # not a step of the run (check_operations names what is wrong)
+            n = order.index(op)
+            after = f", after {order[n - 1]}" if n else ", first"
+            return [
+                runbook.problem(
+                    ("steps", i, "operation"),
+                    f"{op} is out of the run's order: the run takes it as step {n + 1}"
+                    f"{after} (remedy/core/steps.py, TEMPLATES); move this step there",
+                )
+            ]
+    return []
+
+
 def deploy_files(project_dir: Path | str) -> list[Path]:
     directory = Path(project_dir) / DEPLOYS_DIR
     if not directory.is_dir():
@@ -884,6 +914,7 @@ def check_deploys(
                 problems.append(Problem(call.file, call.line, message, call.operation))
     problems.extend(check_step_list(project, named, operations))
     for runbook in runbooks:
+        problems.extend(check_flow_order(runbook))
         deploy = runbook.data.get("deploy")
         if isinstance(deploy, str) and not (project / deploy).is_file():
             problems.append(runbook.problem(("deploy",), f"{deploy} does not exist in the project"))

@@ -35,8 +35,10 @@ ALWAYS = "always"
 
 @dataclass(frozen=True)
 class StepTemplate:
-    """A step of every run: its operation, what it says, its stage and its issue."""
+    """A step of every run: its key (what gives it its values: never its human name),
+    its operation, what it says, its stage and its issue."""
 
+    key: str
     op: str  # "<module>.<operation>" of remedy.operations
     name: str
     stage: str
@@ -49,39 +51,42 @@ class StepTemplate:
 
 
 D, F, A = DURABLE, FALLBACK, ALWAYS
+T = StepTemplate
+# The run's order: the deploy, --dry, the manual script and the runbooks' check read it here.
 TEMPLATES: tuple[StepTemplate, ...] = (
-    StepTemplate("nix.flake_input_updated", "Scratch clone; bump the tt-stack input", D,
-                 ignorable=True),
-    StepTemplate("nix.managed_file_written", "Write remedy's managed Nix file", D,
-                 "tt-stack#52", ignorable=True),
-    StepTemplate("memory.headroom_gated", "Memory gate before Nix evaluates and builds", D),
-    StepTemplate("nix.fix_proven", "Prove the build holds the desired state", D,
-                 "tt-stack#34", ignorable=True),
-    StepTemplate("nix.flake_lock_committed", "Fast-forward the checkout to the proven commits",
-                 D, ignorable=True),
-    StepTemplate("memory.hugepages_reduced", "Release free hugepages", D, ignorable=True),
-    StepTemplate("memory.headroom_gated", "Memory gate before the switch", D),
-    StepTemplate("serving.drained", "Wait for an idle server before the restart", D,
-                 "tt-stack#49", ignorable=True),
-    StepTemplate("serving.runtime_override_removed", "Remove the stale /run override", D,
-                 ignorable=True),
-    StepTemplate("nix.system_switched", "Switch to the proven system", D, ignorable=True),
-    StepTemplate("serving.restarted", "Restart if what systemd starts changed", D,
-                 ignorable=True),
-    StepTemplate("serving.toolcalling_verified", "Verify tool calling", D, ignorable=True),
+    T("bump", "nix.flake_input_updated", "Scratch clone; bump the tt-stack input", D,
+      ignorable=True),
+    T("managed", "nix.managed_file_written", "Write remedy's managed Nix file", D,
+      "tt-stack#52", ignorable=True),
+    T("gate_nix", "memory.headroom_gated", "Memory gate before Nix evaluates and builds", D),
+    T("prove", "nix.fix_proven", "Prove the build holds the desired state", D,
+      "tt-stack#34", ignorable=True),
+    T("fast_forward", "nix.flake_lock_committed",
+      "Fast-forward the checkout to the proven commits", D, ignorable=True),
+    T("hugepages", "memory.hugepages_reduced", "Release free hugepages", D, ignorable=True),
+    T("gate_switch", "memory.headroom_gated", "Memory gate before the switch", D),
+    T("drain", "serving.drained", "Wait for an idle server before the restart", D,
+      ignorable=True),
+    T("remove_override", "serving.runtime_override_removed", "Remove the stale /run override",
+      D, ignorable=True),
+    T("switch", "nix.system_switched", "Switch to the proven system", D, ignorable=True),
+    T("restart", "serving.restarted", "Restart if what systemd starts changed", D,
+      ignorable=True),
+    T("verify", "serving.toolcalling_verified", "Verify tool calling", D, ignorable=True),
     # Fallback: the override first, so a failed durable path never leaves hermes on disk
-    StepTemplate("serving.runtime_override_written", "Write the /run fallback override", F,
-                 ignorable=True),
-    StepTemplate("nix.system_rolled_back", "Roll back to the recorded generation", F,
-                 ignorable=True),
-    StepTemplate("memory.hugepages_reduced", "Release free hugepages for the fallback", F),
-    StepTemplate("memory.headroom_gated", "Memory gate before the fallback", F),
-    StepTemplate("serving.drained", "Wait for an idle server before the fallback restart", F,
-                 "tt-stack#49", ignorable=True),
-    StepTemplate("serving.restarted", "Restart onto the /run override", F),
-    StepTemplate("serving.toolcalling_verified", "Verify the fallback", F),
-    StepTemplate("nix.scratch_removed", "Remove the scratch clone", A),
-    StepTemplate("serving.outcome_reported", "Report the outcome", A),
+    T("override", "serving.runtime_override_written", "Write the /run fallback override", F,
+      ignorable=True),
+    T("rollback", "nix.system_rolled_back", "Roll back to the recorded generation", F,
+      ignorable=True),
+    T("hugepages_fallback", "memory.hugepages_reduced",
+      "Release free hugepages for the fallback", F),
+    T("gate_fallback", "memory.headroom_gated", "Memory gate before the fallback", F),
+    T("drain_fallback", "serving.drained",
+      "Wait for an idle server before the fallback restart", F, ignorable=True),
+    T("restart_fallback", "serving.restarted", "Restart onto the /run override", F),
+    T("verify_fallback", "serving.toolcalling_verified", "Verify the fallback", F),
+    T("scratch_removed", "nix.scratch_removed", "Remove the scratch clone", A),
+    T("outcome", "serving.outcome_reported", "Report the outcome", A),
 )  # fmt: skip
 
 
@@ -152,290 +157,315 @@ def _fallback_skip(plan: RestorePlan) -> str | None:
     return None
 
 
-def plan_steps(
-    plan: RestorePlan, snap: HostSnapshot, s: Settings, run_id: str, unhealthy: str | None = None
-) -> Steps:
-    """Every step of this host's run with its values (see the module's doc)."""
-    checkout, locked, unit = snap.checkout, snap.flake_input, snap.unit
-    owner, home = checkout.owner or "root", checkout.home
-    jpath = journal.path(s.unit)
-    resuming = None
-    if plan.path == DURABLE and plan.rebuild:
-        resuming = snap.journal.resumable(checkout.head)
-    if resuming:
-        run_id = snap.journal.get("run_id") or run_id  # go on with that run's journal
-    durable_skip = _durable_skip(plan)
-    fallback_skip = _fallback_skip(plan)
-    contingent = plan.path == DURABLE  # the fallback runs only if the durable path fails
-    common = {"journal_path": jpath, "run_id": run_id}
-    owned = {"owner": owner, "home": home}
-    no_rebuild = "the deployed configuration holds every durable setting; no rebuild"
-    restart_ahead = plan.restart_expected
-    headroom_gb = snap.memory.mem_available_kb * 1024 / 1e9
-    pinned = s.pinned_rev
-    ref = locked.ref if locked else None
-    url = locked.url if locked else ""
-    ran_override_before = override_in_place(snap, s) and (
-        snap.probe.parsed or snap.probe.inconclusive
-    )
+def _override_problem(unit, s: Settings) -> str | None:
+    """Why the fallback cannot derive an override from the unit's start script."""
     store = unit.store_script
     if store is None:
-        override_problem = (
-            f"{s.unit} has no start script in its fragment to derive an override from"
-        )
-    elif store.parser_flag_count != 1:
-        override_problem = (
+        return f"{s.unit} has no start script in its fragment to derive an override from"
+    if store.parser_flag_count != 1:
+        return (
             f"{store.path}: --tool-call-parser appears {store.parser_flag_count} times, "
             "expected exactly once; not deriving an override from it"
         )
-    else:
-        override_problem = None
-    running = unit.now.exec_start
-    scripts = [s.override_script]
-    if running and running.startswith("/run/") and running != s.override_script:
-        scripts.append(running)
-    managed_in_scope = [
-        desired.BY_KEY[k].label
-        for k in plan.scope
-        if desired.BY_KEY[k].durable == desired.MANAGED_FILE
-    ]
+    return None
 
-    def skip_durable(own: str | None) -> str | None:
-        return durable_skip or own
 
-    def bump_args() -> dict:
-        own = None if plan.rebuild else no_rebuild
+NO_REBUILD = "the deployed configuration holds every durable setting; no rebuild"
+
+
+class _Values:
+    """The values of each step of one host's run: a method per template key."""
+
+    def __init__(self, plan, snap, s: Settings, run_id: str, unhealthy):
+        self.plan, self.snap, self.s, self.unhealthy = plan, snap, s, unhealthy
+        self.resuming = None
+        if plan.path == DURABLE and plan.rebuild:
+            self.resuming = snap.journal.resumable(snap.checkout.head)
+        if self.resuming:
+            run_id = snap.journal.get("run_id") or run_id  # go on with that run's journal
+        self.durable_skip, self.fallback_skip = _durable_skip(plan), _fallback_skip(plan)
+        self.contingent = plan.path == DURABLE  # the fallback runs if the durable path fails
+        self.common = {"journal_path": journal.path(s.unit), "run_id": run_id}
+        self.owned = {"owner": snap.checkout.owner or "root", "home": snap.checkout.home}
+        self.restart_ahead = plan.restart_expected
+        self.locked = snap.flake_input
+
+    def skip_durable(self, own: str | None) -> str | None:
+        return self.durable_skip or own
+
+    def gate(self, doing: str, own: str | None, skip: str | None) -> dict:
+        headroom_gb = self.snap.memory.mem_available_kb * 1024 / 1e9
         return {
-            **common,
-            **owned,
-            "flake_dir": s.flake_dir,
-            "flake_input": s.flake_input,
-            "flake_host": s.flake_host,
-            "update": plan.update_input,
-            "update_argv": list(snap.nix.update_input_argv) if snap.nix else [],
-            "locked_url": url,
-            "locked_ref": ref,
-            "old_rev": locked.rev if locked else None,
-            "base_head": checkout.head,
-            "pinned_rev": pinned,
-            "allowed_signers": None,  # read on this machine at prepare (remedy.operations)
-            "trusted_signers": s.trusted_signers,
-            "required_fix_rev": s.required_fix_rev,
-            "lock_message": lock_message(s, locked.rev if locked else None),
-            "skip": skip_durable(resuming or own),
-        }
-
-    def managed_args() -> dict:
-        if plan.managed_text is None:
-            own = (
-                f"the next boot already has {', '.join(managed_in_scope)}, or "
-                f"{s.managed_file} says so"
-                if managed_in_scope
-                else f"no setting in scope lives in {s.managed_file}"
-            )
-        else:
-            own = resuming
-        return {
-            **common,
-            **owned,
-            "managed_file": s.managed_file,
-            "text": plan.managed_text or "",
-            "message": managed_message(s, plan.scope),
-            "flake_host": s.flake_host,
-            "skip": skip_durable(own),
-        }
-
-    def gate_args(doing: str, own: str | None, skip: str | None) -> dict:
-        return {
-            "min_gb": s.min_mem_available_gb,
+            "min_gb": self.s.min_mem_available_gb,
             "doing": doing,
             "now_gb": round(headroom_gb, 1),
             "contingent": False,
             "skip": skip or own,
         }
 
-    def proven_args() -> dict:
+    def hugepages_of(self, skip: str | None, restart: bool) -> dict:
+        """The pool is a managed setting (converge), or only headroom before a restart."""
+        managed = "hugepages" in self.plan.scope
+        own = None
+        if not self.s.hugepages_target:
+            own = "no hugepages_target set for this host"
+        elif not managed and not restart:
+            own = "no restart ahead"
+        return {"targets": dict(self.s.hugepages_target), "managed": managed, "skip": skip or own}
+
+    def bump(self) -> dict:
+        s, plan, locked, snap = self.s, self.plan, self.locked, self.snap
+        own = None if plan.rebuild else NO_REBUILD
         return {
-            **common,
-            **owned,
-            "settings": s,
-            "prove": list(plan.prove),
+            **self.common,
+            **self.owned,
+            "flake_dir": s.flake_dir,
+            "flake_input": s.flake_input,
+            "flake_host": s.flake_host,
+            "update": plan.update_input,
+            "update_argv": list(snap.nix.update_input_argv) if snap.nix else [],
+            "locked_url": locked.url if locked else "",
+            "locked_ref": locked.ref if locked else None,
+            "old_rev": locked.rev if locked else None,
+            "base_head": snap.checkout.head,
+            "pinned_rev": s.pinned_rev,
+            "allowed_signers": None,  # read on this machine at prepare (remedy.operations)
+            "trusted_signers": s.trusted_signers,
+            "required_fix_rev": s.required_fix_rev,
+            "lock_message": lock_message(s, locked.rev if locked else None),
+            "skip": self.skip_durable(self.resuming or own),
+        }
+
+    def managed(self) -> dict:
+        s, plan = self.s, self.plan
+        in_scope = [
+            desired.BY_KEY[k].label
+            for k in plan.scope
+            if desired.BY_KEY[k].durable == desired.MANAGED_FILE
+        ]
+        if plan.managed_text is None:
+            own = (
+                f"the next boot already has {', '.join(in_scope)}, or {s.managed_file} says so"
+                if in_scope
+                else f"no setting in scope lives in {s.managed_file}"
+            )
+        else:
+            own = self.resuming
+        return {
+            **self.common,
+            **self.owned,
+            "managed_file": s.managed_file,
+            "text": plan.managed_text or "",
+            "message": managed_message(s, plan.scope),
+            "flake_host": s.flake_host,
+            "skip": self.skip_durable(own),
+        }
+
+    def gate_nix(self) -> dict:
+        own = self.resuming or (None if self.plan.rebuild else "nothing to build")
+        return self.gate("evaluating and building the new system", own, self.durable_skip)
+
+    def prove(self) -> dict:
+        snap = self.snap
+        own = self.resuming or (None if self.plan.rebuild else "nothing was bumped")
+        return {
+            **self.common,
+            **self.owned,
+            "settings": self.s,
+            "prove": list(self.plan.prove),
             "nix_label": snap.nix.label if snap.nix else "Nix",
             "new_derivation_cli": bool(snap.nix and nix_core.derivation_show_is_new(snap.nix)),
             "systemd_run": snap.tools.systemd_run,
             "current_system": snap.generations.current_system,
-            "skip": skip_durable(resuming or (None if plan.rebuild else "nothing was bumped")),
+            "skip": self.skip_durable(own),
         }
 
-    def hugepages_args(skip: str | None, restart: bool) -> dict:
-        """The pool is a managed setting (converge), or only headroom before a restart."""
-        managed = "hugepages" in plan.scope
-        own = None
-        if not s.hugepages_target:
-            own = "no hugepages_target set for this host"
-        elif not managed and not restart:
-            own = "no restart ahead"
-        return {"targets": dict(s.hugepages_target), "managed": managed, "skip": skip or own}
+    def fast_forward(self) -> dict:
+        return {
+            **self.common,
+            **self.owned,
+            "flake_dir": self.s.flake_dir,
+            "skip": self.skip_durable(None if self.plan.rebuild else NO_REBUILD),
+        }
 
-    steps: list[Step] = []
-    for t in TEMPLATES:
-        args: dict
-        if t.op == "nix.flake_input_updated":
-            args = bump_args()
-        elif t.op == "nix.managed_file_written":
-            args = managed_args()
-        elif t.op == "memory.headroom_gated" and t.stage == D and "Nix" in t.name:
-            args = gate_args(
-                "evaluating and building the new system",
-                resuming or (None if plan.rebuild else "nothing to build"),
-                durable_skip,
+    def hugepages(self) -> dict:
+        return {**self.hugepages_of(self.durable_skip, self.restart_ahead), "contingent": False}
+
+    def gate_switch(self) -> dict:
+        own = None if self.restart_ahead else "no restart ahead"
+        return self.gate("restarting the server", own, self.durable_skip)
+
+    def _drain(self, stage: str, own: str | None, skip: str | None) -> dict:
+        return {
+            **self.common,
+            "server_url": self.s.server_url,
+            "timeout_s": self.s.drain_timeout_s,
+            "urgent": self.plan.urgent,
+            "contingent": self.contingent and stage == F,
+            "skip": skip or own,
+        }
+
+    def drain(self) -> dict:
+        own = None
+        if not self.restart_ahead:
+            own = (
+                "no restart ahead: durable at next boot"
+                if self.plan.boot_only
+                else ("no restart ahead")
             )
-        elif t.op == "nix.fix_proven":
-            args = proven_args()
-        elif t.op == "nix.flake_lock_committed":
-            args = {
-                **common,
-                **owned,
-                "flake_dir": s.flake_dir,
-                "skip": skip_durable(None if plan.rebuild else no_rebuild),
-            }
-        elif t.op == "memory.hugepages_reduced" and t.stage == D:
-            args = {**hugepages_args(durable_skip, restart_ahead), "contingent": False}
-        elif t.op == "memory.headroom_gated" and t.stage == D:
-            args = gate_args(
-                "restarting the server",
-                None if restart_ahead else "no restart ahead",
-                durable_skip,
-            )
-        elif t.op == "serving.drained":
-            own = None
-            if t.stage == D and not restart_ahead:
-                own = (
-                    "no restart ahead: durable at next boot"
-                    if plan.boot_only
-                    else "no restart ahead"
-                )
-            elif t.stage == F and not (contingent or plan.restart_expected):
-                own = "no restart ahead"
-            args = {
-                **common,
-                "server_url": s.server_url,
-                "timeout_s": s.drain_timeout_s,
-                "urgent": plan.urgent,
-                "contingent": contingent and t.stage == F,
-                "skip": (durable_skip if t.stage == D else fallback_skip) or own,
-            }
-        elif t.op == "serving.runtime_override_removed":
-            args = {
-                **common,
-                "unit": s.unit,
-                "dropin": s.override_dropin,
-                "scripts": scripts,
-                "skip": skip_durable(
-                    None if plan.remove_override else "no runtime override to remove"
-                ),
-            }
-        elif t.op == "nix.system_switched":
-            args = {
-                **common,
-                "action": "boot" if plan.boot_only else "switch",
-                "toplevel": plan.finish_switch,
-                "set_profile": not plan.finish_switch,
-                "unit": s.unit,
-                "transient": snap.tools.systemd_run,
-                "lock_wait_s": s.lock_wait_s,
-                "skip": skip_durable(
-                    None
-                    if plan.rebuild or plan.finish_switch
-                    else "the deployed configuration already has the fix; no switch needed"
-                ),
-            }
-        elif t.op == "serving.restarted":
-            own = None
-            if t.stage == D and plan.boot_only:
-                own = f"durable at next boot, no restart now: {plan.restart.why}"
-            elif t.stage == D and not restart_ahead:
-                own = "the effective ExecStart did not change"
-            args = {
-                **common,
-                "unit": s.unit,
-                "stage": t.stage,
-                "pid_before": unit.main_pid,
-                "override_ran_before": ran_override_before,
-                "min_gb": s.min_mem_available_gb,
-                "contingent": contingent and t.stage == F,
-                "may_restart": bool(plan.restart is None or plan.restart.allowed),
-                "reason": plan.restart.why if plan.restart else "",
-                "skip": (durable_skip if t.stage == D else fallback_skip) or own,
-            }
-        elif t.op == "serving.toolcalling_verified":
-            args = {
-                **common,
-                "deferred": list(plan.deferred),
-                "settings": s,
-                "stage": t.stage,
-                "pid_before": unit.main_pid,
-                "parsed_before": snap.probe.parsed,
-                "contingent": contingent and t.stage == F,
-                "skip": durable_skip if t.stage == D else fallback_skip,
-            }
-        elif t.op == "serving.runtime_override_written":
-            own = None
-            if not plan.write_override and plan.path == FALLBACK:
-                own = "the server runs the wanted parser and environment; no override needed"
-            args = {
-                **common,
-                "settings": s,
-                "deferred": list(plan.deferred),
-                "store_script": store.path if store else None,
-                "problem": override_problem,
-                "contingent": contingent,
-                "skip": fallback_skip or own,
-            }
-        elif t.op == "nix.system_rolled_back":
-            g = snap.generations
-            args = {
-                **common,
-                **owned,
-                "profile": g.profile,
-                "current_system": g.current_system,
-                "flake_dir": s.flake_dir,
-                "flake_host": s.flake_host,
-                "base_head": checkout.head,
-                "min_gb": s.min_mem_available_gb,
-                "transient": snap.tools.systemd_run,
-                "skip": None if plan.path == DURABLE else "no switch in this run",
-            }
-        elif t.op == "memory.hugepages_reduced":
-            restart = contingent or plan.restart_expected  # a failed durable path restarts
-            args = {**hugepages_args(fallback_skip, restart), "contingent": contingent}
-        elif t.op == "memory.headroom_gated":
-            own = None
-            if plan.path == FALLBACK and not plan.restart_expected:
-                own = "no restart ahead"
-            args = {
-                **gate_args("restarting the server", own, fallback_skip),
-                "contingent": contingent,
-            }
-        elif t.op == "nix.scratch_removed":
-            args = {
-                **common,
-                **owned,
-                "made": plan.path == DURABLE and plan.rebuild,
-                "left": list(snap.journal.scratch_clones),
-            }
-        elif t.op == "serving.outcome_reported":
-            args = {
-                "plan_path": plan.path,
-                "summary": "; ".join(plan.reasons),
-                "old_rev": locked.rev if locked else None,
-                "flake_input": s.flake_input,
-                "unhealthy": unhealthy,
-            }
-        else:  # pragma: no cover - a template without values is a programming error
-            raise KeyError(t.op)
-        steps.append(Step(t, args))
-    return Steps(tuple(steps), resuming)
+        return self._drain(D, own, self.durable_skip)
+
+    def drain_fallback(self) -> dict:
+        own = None if (self.contingent or self.plan.restart_expected) else "no restart ahead"
+        return self._drain(F, own, self.fallback_skip)
+
+    def remove_override(self) -> dict:
+        s, running = self.s, self.snap.unit.now.exec_start
+        scripts = [s.override_script]
+        if running and running.startswith("/run/") and running != s.override_script:
+            scripts.append(running)
+        own = None if self.plan.remove_override else "no runtime override to remove"
+        return {
+            **self.common,
+            "unit": s.unit,
+            "dropin": s.override_dropin,
+            "scripts": scripts,
+            "skip": self.skip_durable(own),
+        }
+
+    def switch(self) -> dict:
+        plan, snap = self.plan, self.snap
+        own = None
+        if not (plan.rebuild or plan.finish_switch):
+            own = "the deployed configuration already has the fix; no switch needed"
+        return {
+            **self.common,
+            "action": "boot" if plan.boot_only else "switch",
+            "toplevel": plan.finish_switch,
+            "set_profile": not plan.finish_switch,
+            "unit": self.s.unit,
+            "transient": snap.tools.systemd_run,
+            "lock_wait_s": self.s.lock_wait_s,
+            "skip": self.skip_durable(own),
+        }
+
+    def _restart(self, stage: str, own: str | None, skip: str | None) -> dict:
+        plan, snap, s = self.plan, self.snap, self.s
+        ran_override_before = override_in_place(snap, s) and (
+            snap.probe.parsed or snap.probe.inconclusive
+        )
+        return {
+            **self.common,
+            "unit": s.unit,
+            "stage": stage,
+            "pid_before": snap.unit.main_pid,
+            "override_ran_before": ran_override_before,
+            "min_gb": s.min_mem_available_gb,
+            "contingent": self.contingent and stage == F,
+            "may_restart": bool(plan.restart is None or plan.restart.allowed),
+            "reason": plan.restart.why if plan.restart else "",
+            "skip": skip or own,
+        }
+
+    def restart(self) -> dict:
+        own = None
+        if self.plan.boot_only:
+            own = f"durable at next boot, no restart now: {self.plan.restart.why}"
+        elif not self.restart_ahead:
+            own = "the effective ExecStart did not change"
+        return self._restart(D, own, self.durable_skip)
+
+    def restart_fallback(self) -> dict:
+        return self._restart(F, None, self.fallback_skip)
+
+    def _verify(self, stage: str, skip: str | None) -> dict:
+        snap = self.snap
+        return {
+            **self.common,
+            "deferred": list(self.plan.deferred),
+            "settings": self.s,
+            "stage": stage,
+            "pid_before": snap.unit.main_pid,
+            "parsed_before": snap.probe.parsed,
+            "contingent": self.contingent and stage == F,
+            "skip": skip,
+        }
+
+    def verify(self) -> dict:
+        return self._verify(D, self.durable_skip)
+
+    def verify_fallback(self) -> dict:
+        return self._verify(F, self.fallback_skip)
+
+    def override(self) -> dict:
+        plan, store = self.plan, self.snap.unit.store_script
+        own = None
+        if not plan.write_override and plan.path == FALLBACK:
+            own = "the server runs the wanted parser and environment; no override needed"
+        return {
+            **self.common,
+            "settings": self.s,
+            "deferred": list(plan.deferred),
+            "store_script": store.path if store else None,
+            "problem": _override_problem(self.snap.unit, self.s),
+            "contingent": self.contingent,
+            "skip": self.fallback_skip or own,
+        }
+
+    def rollback(self) -> dict:
+        g, s = self.snap.generations, self.s
+        return {
+            **self.common,
+            **self.owned,
+            "profile": g.profile,
+            "current_system": g.current_system,
+            "flake_dir": s.flake_dir,
+            "flake_host": s.flake_host,
+            "base_head": self.snap.checkout.head,
+            "min_gb": s.min_mem_available_gb,
+            "transient": self.snap.tools.systemd_run,
+            "skip": None if self.plan.path == DURABLE else "no switch in this run",
+        }
+
+    def hugepages_fallback(self) -> dict:
+        restart = self.contingent or self.plan.restart_expected  # a failed durable path restarts
+        return {**self.hugepages_of(self.fallback_skip, restart), "contingent": self.contingent}
+
+    def gate_fallback(self) -> dict:
+        own = None
+        if self.plan.path == FALLBACK and not self.plan.restart_expected:
+            own = "no restart ahead"
+        return {
+            **self.gate("restarting the server", own, self.fallback_skip),
+            "contingent": self.contingent,
+        }
+
+    def scratch_removed(self) -> dict:
+        return {
+            **self.common,
+            **self.owned,
+            "made": self.plan.path == DURABLE and self.plan.rebuild,
+            "left": list(self.snap.journal.scratch_clones),
+        }
+
+    def outcome(self) -> dict:
+        locked = self.locked
+        return {
+            "plan_path": self.plan.path,
+            "summary": "; ".join(self.plan.reasons),
+            "old_rev": locked.rev if locked else None,
+            "flake_input": self.s.flake_input,
+            "unhealthy": self.unhealthy,
+        }
+
+
+def plan_steps(
+    plan: RestorePlan, snap: HostSnapshot, s: Settings, run_id: str, unhealthy: str | None = None
+) -> Steps:
+    """Every step of this host's run with its values (see the module's doc)."""
+    values = _Values(plan, snap, s, run_id, unhealthy)
+    steps = tuple(Step(t, getattr(values, t.key)()) for t in TEMPLATES)
+    return Steps(steps, values.resuming)
 
 
 def with_allowed_signers(planned: Steps, allowed: str) -> Steps:

@@ -209,6 +209,22 @@ def test_fixture_project_checks_clean(project):
     assert "6 runbooks OK" in result.output
 
 
+def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belongs(project):
+    """The run's order lives in remedy/core/steps.py: runbook 001 listed the managed file
+    after the fallback while the run writes it second."""
+    root, package = project
+    path = root / RUNBOOK_001
+    text = path.read_text()
+    a, b = text.index("  - id: managed-file\n"), text.index("  - id: prove-fix\n")
+    block, text = text[a:b], text[:a] + text[b:]
+    at = text.index("  - id: remove-scratch\n")
+    path.write_text(text[:at] + block + text[at:])
+    (problem,) = [p for p in problems_of(root, package) if "order" in p]
+    assert problem.startswith(f"{RUNBOOK_001}:{line_of(path, 'id: managed-file') + 4}:")
+    assert "$.steps[17].operation: nix.managed_file_written is out of the run's order" in problem
+    assert "step 2, after nix.flake_input_updated" in problem
+
+
 def test_missing_field_names_file_line_and_path(project):
     root, package = project
     path = root / RUNBOOK_001
@@ -237,7 +253,7 @@ def test_extra_field_names_file_line_and_path(project):
     line = line_of(path, "colour: red")
     problems = problems_of(root, package)
     assert len(problems) == 1, problems
-    expected = f"{RUNBOOK_001}:{line}: $.steps[2].colour: unknown field 'colour'; allowed here:"
+    expected = f"{RUNBOOK_001}:{line}: $.steps[3].colour: unknown field 'colour'; allowed here:"
     assert problems[0].startswith(expected), problems
 
 
@@ -270,7 +286,7 @@ def test_step_naming_a_missing_operation_fails(project):
     line = line_of(path, "serving.restarted_twice")
     problems = problems_of(root, package)
     assert problems == [
-        f"{RUNBOOK_001}:{line}: $.steps[8].operation: operation serving.restarted_twice does "
+        f"{RUNBOOK_001}:{line}: $.steps[9].operation: operation serving.restarted_twice does "
         f"not exist: {package}.serving has no 'restarted_twice'"
     ]
 
@@ -295,7 +311,7 @@ def test_step_with_both_operation_and_manual_fails(project):
     )
     problems = problems_of(root, package)
     assert any(
-        "$.steps[2]: a step has exactly one of operation or manual, not operation and manual" in p
+        "$.steps[3]: a step has exactly one of operation or manual, not operation and manual" in p
         for p in problems
     ), problems
 
@@ -312,7 +328,7 @@ def test_step_or_verification_with_nothing_to_do_fails(project):
     problems = problems_of(root, package)
     commit_line = line_of(path, "- id: commit-lock")
     verify_line = line_of(path, "- description: Effective parser qwen3_xml")
-    assert f"{RUNBOOK_001}:{commit_line}: $.steps[2]: a step needs one of operation or manual" in (
+    assert f"{RUNBOOK_001}:{commit_line}: $.steps[3]: a step needs one of operation or manual" in (
         problems
     )
     assert (
