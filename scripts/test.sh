@@ -3,17 +3,70 @@
 # tests and every twin test on the default base (Debian trixie, Nix 2.26), then, on
 # Debian bookworm (Nix 2.8), the twin tests whose outcome depends on Nix's CLI (marked
 # nix_cli: the bump, the dry run and derivation show, the fetch, the build, the durable
-# path end to end). Extra arguments (e.g. -q) go to both pytest runs. Exits non-zero if
-# either run fails (both always run).
+# path end to end). Extra arguments (e.g. -q) go to every pytest run.
+#
+# Twin tests mostly wait (a server loading, a switch, a reboot), so the trixie tests run
+# as REMEDY_TEST_SHARDS shares (default 3, `--shard I/N` in tests/conftest.py) at once,
+# beside the bookworm run; each twin has its own name, slot and ports. Each run's output
+# is kept in a file and printed when it ends; the last line sums them up. Exits non-zero
+# if any run fails (all always run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(scripts/setup.sh)
 export PATH="$PWD/$VENV/bin:$PATH"
 "$VENV/bin/remedy" runbooks check
 
-status=0
-echo "== unit tests and twin tests on trixie (Nix 2.26)" >&2
-REMEDY_TWIN_SUITE=trixie "$VENV/bin/python" -m pytest -ra --durations=20 "$@" || status=1
-echo "== twin tests that depend on Nix's CLI, on bookworm (Nix 2.8)" >&2
-REMEDY_TWIN_SUITE=bookworm "$VENV/bin/python" -m pytest -ra --durations=10 -m "twin and nix_cli" "$@" || status=1
+SHARDS=${REMEDY_TEST_SHARDS:-3}
+case "$SHARDS" in '' | *[!0-9]* | 0)
+  echo "test.sh: REMEDY_TEST_SHARDS=$SHARDS: expected a whole number of at least 1" >&2
+  exit 2 ;;
+esac
+logs=$(mktemp -d "${TMPDIR:-/tmp}/remedy-test.XXXXXXXX")
+trap 'rm -rf -- "$logs"' EXIT
+runs=()
+start() {  # NAME SUITE PYTEST-ARGS...: one pytest in the background, output in a file
+  local name=$1 suite=$2
+  shift 2
+  runs+=("$name")
+  echo "== $name: started (Debian $suite)" >&2
+  (
+    rc=0
+    env REMEDY_TWIN_SUITE="$suite" "$VENV/bin/python" -m pytest "$@" \
+      >"$logs/$name.log" 2>&1 </dev/null || rc=$?
+    echo "$rc" >"$logs/$name.rc"
+    echo "== $name: ended (exit $rc)" >&2
+  ) &
+}
+
+began=$(date +%s)
+for i in $(seq 1 "$SHARDS"); do
+  start "trixie-$i-of-$SHARDS" trixie -ra --durations=10 --shard "$i/$SHARDS" "$@"
+done
+start bookworm-nix-cli bookworm -ra --durations=10 -m "twin and nix_cli" "$@"
+wait
+
+status=0 passed=0 failed=0 skipped=0
+for name in "${runs[@]}"; do
+  rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
+  echo
+  echo "== $name (exit $rc)"
+  cat "$logs/$name.log"
+  # pytest exits 5 when a share holds no test (extra arguments filtered them all out)
+  case "$rc" in 0 | 5) ;; *) status=1 ;; esac
+  # pytest's closing line, with -q or without: "3 passed, 1 skipped in 9.1s"
+  summary=$(grep -E '(passed|failed|error|skipped|deselected|no tests ran).* in [0-9.]+s' \
+    "$logs/$name.log" | tail -n 1 || true)
+  for kind in passed failed skipped error errors; do
+    n=$(printf '%s\n' "$summary" | grep -oE "[0-9]+ $kind\b" | grep -oE '^[0-9]+' || true)
+    case "$kind" in
+      passed) passed=$((passed + ${n:-0})) ;;
+      skipped) skipped=$((skipped + ${n:-0})) ;;
+      *) failed=$((failed + ${n:-0})) ;;
+    esac
+  done
+done
+[ "$passed" -gt 0 ] || status=1
+echo
+echo "== all runs: $(( $(date +%s) - began )) s"
+echo "$passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -54,6 +54,47 @@ class TwinFactory:
                 print(f"could not take twin {name} down: {exc}")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run the I-th of N shares of the selected tests (scripts/test.sh runs the N "
+        "at once: twin tests mostly wait, and gevent rules out pytest-xdist's workers)",
+    )
+
+
+def _shard(config) -> tuple[int, int] | None:
+    value = config.getoption("--shard")
+    if not value:
+        return None
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard {value!r}: expected I/N, for example 1/3") from None
+    if not 1 <= i <= n:
+        raise pytest.UsageError(f"--shard {value!r}: I must be between 1 and N")
+    return i, n
+
+
+def pytest_collection_modifyitems(config, items):
+    """--shard I/N keeps every N-th twin test and every N-th other test, from the I-th
+    on, in collection order: each share gets as many twins as the others."""
+    shard = _shard(config)
+    if shard is None:
+        return
+    i, n = shard
+    keep, drop = [], []
+    counts = {True: 0, False: 0}
+    for item in items:
+        is_twin = item.get_closest_marker("twin") is not None
+        (keep if counts[is_twin] % n == i - 1 else drop).append(item)
+        counts[is_twin] += 1
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def _pytest_alive(pid_mod: int) -> bool:
     """Whether a pytest process whose pid ends in PID_MOD (names keep pid % 100000) runs."""
     for entry in os.listdir("/proc"):
