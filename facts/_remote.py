@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyinfra.api import QuoteString, StringCommand
 
 from remedy.core import commands, journal, probe
-from remedy.core.sections import END
+from remedy.core.sections import END, ESCAPE_SH, ESCAPED
 
 # Shell functions every remote snippet may use.
 PRELUDE = r"""
@@ -236,8 +236,11 @@ fi
 
 
 def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
-    """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS."""
-    script = "\n".join([PRELUDE, *snippets, f"echo '{END}'", "exit 0"])
+    """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS. Every line of
+    the answer goes through sed's ``l`` (``remedy.core.sections.unescape`` reads it back),
+    so no byte the host holds reaches the SSH client as text it cannot decode."""
+    body = "\n".join([PRELUDE, *snippets, f"echo '{END}'"])
+    script = f"echo '{ESCAPED}'\n(\n{body}\n) 2>/dev/null | {ESCAPE_SH}\nexit 0"
     parts: list = ["env"]
     for key, value in sorted(env.items()):
         parts.append(QuoteString(f"{key}={value}"))

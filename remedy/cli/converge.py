@@ -302,6 +302,16 @@ def _print(rep: dict) -> None:
             markup=False,
             highlight=False,
         )
+    # what the table and the volatile list below do not say already (an untrusted run
+    # journal, a file name systemd cannot show)
+    shown = ("volatile: ", "after a reboot the ", "bump skipped: ")
+    for problem in [p for p in rep.get("problems") or [] if not p.startswith(shown)]:
+        console.print(
+            textwrap.fill(problem, 80, initial_indent="  ! ", subsequent_indent="    "),
+            style="red",
+            markup=False,
+            highlight=False,
+        )
     if entries := rep.get("unmanaged_volatile"):
         console.print("  " + UNMANAGED_TITLE, style="yellow", width=80)
         for e in entries:

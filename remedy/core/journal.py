@@ -87,6 +87,40 @@ class RunJournal:
         )
 
 
+# remedy writes the journal as root, mode 0600, JSON in printable ASCII (json.dumps'
+# own). A journal that is anything else (a symbolic link, another owner or mode, bytes
+# remedy never writes) is never read: its content does not leave the host, no run
+# finishes what it names, and the next write sets it aside.
+TRUST_SH = r"""
+journal_distrust() {  # FILE: why it is not remedy's journal (nothing: it is, or is absent)
+  [ -e "$1" ] || [ -L "$1" ] || return 0
+  if [ -L "$1" ]; then echo "a symbolic link"; return 0; fi
+  if [ ! -f "$1" ]; then echo "not a regular file"; return 0; fi
+  m=$(stat -c '%u %a' -- "$1" 2>/dev/null)
+  if [ "$m" != "0 600" ]; then
+    echo "owner uid ${m%% *}, mode ${m#* }: not root's with mode 600"; return 0
+  fi
+  if LC_ALL=C grep -q '[^[:print:][:space:]]' -- "$1" 2>/dev/null; then
+    echo "bytes that remedy never writes"
+  fi
+}
+"""
+# Before a write: an untrusted journal is renamed aside, never written through.
+SET_ASIDE_SH = r"""
+why=$(journal_distrust "$j")
+if [ -n "$why" ] && mv -f -T -- "$j" "$j.untrusted-$(date +%s)"; then
+  echo "set the run journal $j aside ($why): not remedy's" >&2
+fi
+"""
+
+
+def untrusted(path: str, why: str) -> str:
+    return (
+        f"the run journal {path} cannot be trusted ({why}): ignored, and set aside by the "
+        "next run's first write; look at who made it"
+    )
+
+
 def parse(lines: list[str]) -> RunJournal:
     """The ``run.journal`` section: ``key value`` lines, then ``json`` and the file."""
     info: dict[str, str] = {}
@@ -101,6 +135,9 @@ def parse(lines: list[str]) -> RunJournal:
             key, _, value = line.partition(" ")
             if key == "scratch_clone":
                 clones.append(value.strip())
+            elif key == "untrusted":
+                where, _, why = value.partition(": ")
+                return RunJournal(problem=untrusted(where, why), scratch_clones=tuple(clones))
             else:
                 info[key] = value.strip()
     if body is None:
@@ -132,11 +169,17 @@ def parse(lines: list[str]) -> RunJournal:
 
 
 # The remote side (facts/_remote.py), for the file at $REMEDY_JOURNAL.
-SNIPPET = r"""
+SNIPPET = (
+    TRUST_SH
+    + r"""
 j=$REMEDY_JOURNAL
 echo "@@remedy:section run.journal"
 for d in @SCRATCH_PREFIX@*; do [ -d "$d" ] && printf 'scratch_clone %s\n' "$d"; done
-if [ -n "$j" ] && [ -s "$j" ]; then
+why=
+[ -z "$j" ] || why=$(journal_distrust "$j")
+if [ -n "$why" ]; then
+  printf 'untrusted %s: %s\n' "$j" "$why"
+elif [ -n "$j" ] && [ -s "$j" ]; then
   printf 'mtime %s\n' "$(stat -c %Y "$j" 2>/dev/null)"
   printf 'btime %s\n' "$(sed -n 's/^btime //p' /proc/stat 2>/dev/null)"
   sc=$(sed -n 's/^ *"scratch": "\([^"]*\)".*/\1/p' "$j" | head -n 1)
@@ -150,4 +193,5 @@ if [ -n "$j" ] && [ -s "$j" ]; then
   echo "json"
   sed -e '$a\' "$j"
 fi
-""".replace("@SCRATCH_PREFIX@", SCRATCH_PREFIX)
+"""
+).replace("@SCRATCH_PREFIX@", SCRATCH_PREFIX)

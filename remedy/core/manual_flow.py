@@ -66,11 +66,15 @@ def _journal(s) -> list[str]:
             keys.append(f'    printf \' "{key}": "%s"{comma}\\n\' "${key}"')
     return [
         f"journal={shlex.quote(journal.path(s.unit))}",
+        *journal.TRUST_SH.strip().splitlines(),
         "jget() {  # one value of the journal (one key per line, as remedy writes it)",
+        '  [ -z "$(journal_distrust "$journal")" ] || return 0',
         """  sed -n "s/^ *\\"$1\\": \\"\\{0,1\\}\\([^\\",]*\\)\\"\\{0,1\\},\\{0,1\\}$/\\1/p" """
         """"$journal" 2>/dev/null | head -n 1""",
         "}",
         "journal_write() {  # every value so far: root's, mode 0600, renamed into place",
+        "  j=$journal",
+        *["  " + x for x in journal.SET_ASIDE_SH.strip().splitlines()],
         '  mkdir -p "${journal%/*}" && (umask 077; {',
         "    printf '{\\n'",
         *keys,
@@ -167,7 +171,11 @@ def _plan(s, scope) -> list[str]:
         "base_head= scratch= commits=0 new_rev= toplevel= proven_head= lock_commit=",
         "pid_at_override= resumed=no durable_needed=yes override_removed=no override_ok=no",
         f"head_now=$(as_owner {q(commands.head(s.flake_dir))} 2>/dev/null || true)",
-        'if [ -s "$journal" ] && [ -z "$(jget lock_commit)" ]; then',
+        'distrust=$(journal_distrust "$journal")',
+        'if [ -n "$distrust" ]; then',
+        '  echo "the run journal $journal cannot be trusted ($distrust): ignored; this run '
+        'sets it aside" >&2',
+        'elif [ -s "$journal" ] && [ -z "$(jget lock_commit)" ]; then',
         "  j_top=$(jget toplevel) j_proven=$(jget proven_head) j_scratch=$(jget scratch)",
         '  if [ -n "$j_top" ] && [ -e "$j_top" ] && [ -n "$j_scratch" ] \\',
         '     && [ "$(git -c safe.directory=\'*\' -C "$j_scratch" rev-parse HEAD 2>/dev/null)"'

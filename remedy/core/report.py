@@ -120,6 +120,9 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     conflict = managed_conflict(snap, settings)
     if conflict:
         problems.append(f"the next rebuild takes the checkout's value: {conflict}")
+    if snap.journal.problem:
+        problems.append(snap.journal.problem)
+    problems += volatile.unshowable(snap, settings)
     notes = _definition_notes(snap, settings, problems)
     kept, ignored = volatile.split_ignored(
         volatile.unmanaged(snap, settings), settings.ignore_volatile

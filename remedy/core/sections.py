@@ -14,6 +14,7 @@ introduce the content of one file within a section.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pyinfra.api.exceptions import FactProcessError
@@ -21,6 +22,33 @@ from pyinfra.api.exceptions import FactProcessError
 SECTION = "@@remedy:section "
 FILE = "@@remedy:file "
 END = "@@remedy:end"
+# The first line of an answer whose every other line went through ``LC_ALL=C sed -n 'l 0'``
+# on the host (facts/_remote.py): pure ASCII on the wire, whatever bytes the host holds
+# (a file name that is not UTF-8 once wedged every read in paramiko's decoder).
+ESCAPED = "@@remedy:escaped"
+ESCAPE_SH = "LC_ALL=C sed -n 'l 0'"
+
+_SED_ESCAPES = {b"\\": b"\\", b"a": b"\a", b"b": b"\b", b"f": b"\f", b"n": b"\n",
+                b"r": b"\r", b"t": b"\t", b"v": b"\v"}  # fmt: skip
+_SED_ESCAPE = re.compile(rb"\\([0-7]{3}|.)")
+
+
+def unescape(line: str) -> str:
+    """One line as sed's ``l`` wrote it (``\\ooo`` for a byte that is not printable ASCII,
+    ``\\t``, ``\\\\``…, then ``$``), back to its text: UTF-8, and a byte that is not shown
+    escaped (``zz-\\xff.conf``)."""
+    if line.endswith("$"):
+        line = line[:-1]
+    if "\\" not in line:
+        return line
+
+    def byte(m: re.Match) -> bytes:
+        code = m.group(1)
+        return bytes([int(code, 8)]) if len(code) == 3 else _SED_ESCAPES.get(code, code)
+
+    return _SED_ESCAPE.sub(byte, line.encode("ascii", "backslashreplace")).decode(
+        "utf-8", "backslashreplace"
+    )
 
 
 @dataclass
@@ -44,6 +72,8 @@ class Section:
 
 def split(output: list[str], fact: str) -> dict[str, list[Section]]:
     """Group output lines by section name; garbage before the first marker is an error."""
+    if output and output[0].strip() == ESCAPED:
+        output = [unescape(line) for line in output[1:]]
     sections: dict[str, list[Section]] = {}
     current: Section | None = None
     blob: FileBlob | None = None

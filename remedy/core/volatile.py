@@ -300,3 +300,22 @@ def split_ignored(
 def counts(entries: list[Unmanaged]) -> dict[str, int]:
     """Per kind, for the metric remedy_unmanaged_volatile{host,kind} (every kind listed)."""
     return {k: sum(1 for e in entries if e.kind == k) for k in KINDS}
+
+
+# A byte that is not UTF-8, as the remote read shows it (remedy.core.sections.unescape)
+NOT_UTF8 = re.compile(r"\\x[0-9a-f]{2}")
+
+
+def unshowable(snap: HostSnapshot, s: Settings) -> list[str]:
+    """Why the serving unit cannot be read once systemd loads what /run holds for it: a
+    drop-in whose name is not UTF-8 cannot go into a D-Bus reply, so after any
+    daemon-reload ``systemctl show UNIT`` fails ("Invalid argument") and no step could see
+    what it changed. One sentence per such file, with what to do."""
+    dirs = (f"/run/systemd/system/{s.unit}.d/", f"/run/systemd/system.control/{s.unit}.d/")
+    return [
+        f"{f.path}: its name is not UTF-8; once systemd loads it (any daemon-reload) "
+        f'`systemctl show {s.unit}` fails with "Invalid argument" and remedy cannot see '
+        "the unit: rename or remove it (a reboot removes it too), then run again"
+        for f in snap.runtime.files
+        if f.path.startswith(dirs) and NOT_UTF8.search(f.path)
+    ]

@@ -21,10 +21,19 @@ def read(path: str, run_id: str) -> journal_core.RunJournal:
     return found
 
 
+WRITE_SH = (
+    journal_core.TRUST_SH
+    + 'install -d -m 0755 "$1" || exit 1; j=$2; shift 2\n'
+    + journal_core.SET_ASIDE_SH
+    + 'exec "$@"\n'
+)
+
+
 def write_argv(path: str, values: dict) -> list[str]:
+    """Write VALUES as the journal at PATH, atomically, root's, mode 0600; a file there
+    that is not remedy's journal is set aside first."""
     return [
-        "sh", "-c", 'install -d -m 0755 "$1" && shift && exec "$@"', "sh",
-        hostlock.JOURNAL_DIR,
+        "sh", "-c", WRITE_SH, "sh", hostlock.JOURNAL_DIR, path,
         *commands.written_atomically(
             path, "0600", commands.text_argv(journal_core.text(values)), "root:root"
         ),

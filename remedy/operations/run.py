@@ -27,7 +27,7 @@ from facts.nix import read_option_definitions
 from facts.serving import HostSnapshot, ToolCallProbe
 from remedy import audit
 from remedy import lock as host_lock
-from remedy.core import commands, desired
+from remedy.core import commands, desired, volatile
 from remedy.core import outcome as outcome_core
 from remedy.core import settings as settings_mod
 from remedy.core import steps as steps_core
@@ -96,6 +96,11 @@ def begin_restore(
     if snap is None:
         _record_early(project, runbook, "failed", "could not read the host")
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
+    if blocked := volatile.unshowable(snap, s):  # every step would lose sight of the unit
+        _record_early(project, runbook, "failed", blocked[0])
+        raise SystemExit(f"remedy: {host.name}: {blocked[0]}")
+    if snap.journal.problem:
+        logger.warning(f"{host.name}: {snap.journal.problem}")
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
     if plan.managed_text is not None:

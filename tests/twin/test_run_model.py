@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from remedy.core import hostlock
 from remedy.twin import fixtures, machine
 from tests.conftest import PROJECT, RESTART_NOW, hugepages_1g, owner_git, probe_inside, unit_props
 
@@ -206,7 +207,12 @@ def test_a_manual_script_that_waited_for_the_lock_plans_again_one_restart_in_all
     deploy = subprocess.Popen(
         argv, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    time.sleep(1)
+    # the deploy holds the host lock first (a fixed sleep lost the race on a busy machine)
+    holder = hostlock.holder_path("tenstorrent-serving.service")
+    deadline = time.monotonic() + 120
+    while twin.exec(["test", "-s", holder], check=False).returncode != 0:
+        assert deploy.poll() is None and time.monotonic() < deadline, "the deploy took no lock"
+        time.sleep(0.2)
     by_hand = over_ssh(twin, script)
     out, _ = deploy.communicate(timeout=900)
     assert deploy.returncode == 0, out[-3000:]
