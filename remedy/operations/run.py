@@ -69,6 +69,9 @@ def begin_restore(
     scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
 ) -> Restore:
     project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
+    if why := said.interrupted():  # stopped while pyinfra loaded and connected
+        _record_early(project, runbook, "interrupted", f"{why} before the run began")
+        raise SystemExit(f"remedy: {host.name}: {why} before the run began; nothing changed")
     try:
         s = settings_mod.from_host_data(host.name, host.data)
     except ConfigError as exc:
@@ -316,6 +319,28 @@ class _StepJournal(BaseStateCallback):
 
     def operation_host_error(self, st, h, op_hash, retry_count: int = 0, max_retries: int = 0):
         self._journal(st, h, op_hash, True)
+
+
+_exit_guard: list[bool] = []
+
+
+def stop_on_signals() -> None:
+    """Installed by the project's config.py, which pyinfra runs before it loads the
+    inventory or connects: from then on Ctrl-C and SIGTERM stop the run (see
+    _watch_signals), and a run that was stopped never exits 0, whatever phase it was in
+    (pyinfra's own handler exits 0 while it prepares)."""
+    _watch_signals()
+    if not _exit_guard:
+        _exit_guard.append(True)
+        atexit.register(_never_0_when_stopped)  # registered first: runs last
+
+
+def _never_0_when_stopped() -> None:
+    why = said.interrupted()
+    if why:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(143 if "SIGTERM" in why else 130)
 
 
 def _watch_signals() -> None:

@@ -235,3 +235,57 @@ def test_a_hung_server_that_the_run_leaves_alone_is_unhealthy_not_ok():
     assert why and why.startswith("unhealthy: the probe is unreachable")
     parsed = dataclasses.replace(snap, probe=dataclasses.replace(hung, outcome=probe.PARSED))
     assert plan.unhealthy(p, parsed) is None
+
+
+# -- issue 32 item 7: guards that hold for every inventory and every phase -----------
+
+
+def test_a_raw_inventory_with_a_missing_key_is_one_line_too(tmp_path):
+    """An inventory that does not call checked_hosts: the project's config.py, which
+    pyinfra runs before it loads the inventory, installs the same connect guard."""
+    raw = tmp_path / "raw.py"
+    raw.write_text(
+        "hosts = [('cfx-llm2', {'ssh_hostname': '127.0.0.1', 'ssh_port': 9,\n"
+        f"    'ssh_user': 'root', 'ssh_key': {KEY!r}}})]\n"
+    )
+    log = tmp_path / "audit.jsonl"
+    proc = _run(["pyinfra", "-y", str(raw), "deploys/restore_toolcalling.py"], log)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out and "PyinfraError" not in out, out
+    assert f"cfx-llm2: ssh_key {KEY} does not exist here" in " ".join(out.split())
+    assert json.loads(log.read_text().splitlines()[-1])["result"] == "failed"
+
+
+def test_ctrl_c_while_pyinfra_prepares_never_exits_0(tmp_path):
+    """SIGINT while pyinfra loads the inventory (before remedy's run begins): pyinfra's
+    own handler exited 0, "Exiting upon user request!". The run stops, changes nothing,
+    exits non-zero and is audited as interrupted."""
+    import signal
+    import time
+
+    slow = tmp_path / "slow.py"
+    ready = tmp_path / "loading"
+    slow.write_text(
+        "import pathlib, time\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(3)  # an inventory that takes its time (a slow lookup)\n"
+        "hosts = [('@local', {})]\n"
+    )
+    log = tmp_path / "audit.jsonl"
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(log), "COLUMNS": "80"}
+    proc = subprocess.Popen(
+        ["pyinfra", "-y", str(slow), "deploys/restore_toolcalling.py"],
+        cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "Exiting upon user request" not in out
+    assert "SIGINT before the run began; nothing changed" in " ".join(out.split()), out
+    record = json.loads(log.read_text().splitlines()[-1])
+    assert record["result"] == "interrupted" and record["host"] == "@local"

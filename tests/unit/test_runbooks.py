@@ -560,9 +560,23 @@ def test_list_marks_modified_and_untracked_runbooks(project):
 def test_list_survives_a_broken_runbook(project):
     root, _ = project
     (root / "runbooks" / "006-broken.yaml").write_text("id: [\n")
-    rows = json.loads(invoke("list", "--json", "--project", str(root)).stdout)
+    result = invoke("list", "--json", "--project", str(root))
+    rows = json.loads(result.stdout)
     broken = next(r for r in rows if r["id"] == "006")
     assert broken["title"] is None and "YAML syntax error" in broken["error"]
+    assert result.exit_code == 1  # listed, but a broken runbook is not a clean list
+
+
+def test_list_exits_1_naming_a_runbook_that_parses_but_is_invalid(project):
+    root, _ = project
+    edit(root / RUNBOOK_001, "title: Tool calling is /run-only", "titel: Tool calling is /run-only")
+    result = invoke("list", "--project", str(root))
+    assert result.exit_code == 1
+    assert "1 runbook(s) broken: runbooks/001-toolcalling-run-only.yaml" in " ".join(
+        result.output.split()
+    )
+    clean = invoke("list", "--project", str(REPO))
+    assert clean.exit_code == 0, clean.output
 
 
 # --------------------------------------------------------------------------- show

@@ -24,6 +24,7 @@ from remedy.console import console, err_console
 
 def _list_rows(project: Path) -> list[dict[str, Any]]:
     entries = core.discover(project)
+    schema = core.load_schema(project)
     tracked = audit.is_tracked(project)
     states = audit.uncommitted(project, [core.RUNBOOKS_DIR]) if tracked else None
     rows = []
@@ -34,6 +35,9 @@ def _list_rows(project: Path) -> list[dict[str, Any]]:
             state = "not tracked"
         else:
             state = (states or {}).get(entry.file, "clean")
+        problem = entry.problem
+        if problem is None and runbook is not None:  # parsed, but is it a valid runbook?
+            problem = next(iter(core.validate_runbook(runbook, schema)), None)
         rows.append(
             {
                 "id": entry.id,
@@ -51,7 +55,7 @@ def _list_rows(project: Path) -> list[dict[str, Any]]:
                     else None
                 ),
                 "state": state,
-                "error": str(entry.problem) if entry.problem else None,
+                "error": str(problem) if problem else None,
             }
         )
     return rows
@@ -64,8 +68,11 @@ def list_(project_dir: Path | None, as_json: bool):
     """Id, title, issues and last commit of each runbook; marks uncommitted ones."""
     project = _project(project_dir)
     rows = _list_rows(project)
+    broken = [row for row in rows if row["error"]]
     if as_json:
         _echo_json(rows)
+        if broken:
+            raise SystemExit(1)
         return
     if not rows:
         err_console.print(f"no runbooks in {escape(str(project / core.RUNBOOKS_DIR))}")
@@ -82,7 +89,7 @@ def list_(project_dir: Path | None, as_json: bool):
         last = (
             f"{commit['short']} {commit['date'][:10]} {escape(commit['author'])}" if commit else "-"
         )
-        title = escape(row["title"]) if row["title"] else f"[red]{escape(row['error'] or '')}[/]"
+        title = escape(row["title"]) if not row["error"] else f"[red]{escape(row['error'])}[/]"
         state = row["state"]
         table.add_row(
             row["id"],
@@ -92,3 +99,9 @@ def list_(project_dir: Path | None, as_json: bool):
             f"[{styles.get(state, 'bold yellow')}]{state}[/]",
         )
     console.print(table)
+    if broken:  # a list a person trusts at 3 a.m. does not exit 0 over a broken runbook
+        err_console.print(
+            f"[red]{len(broken)} runbook(s) broken: {escape(', '.join(r['file'] for r in broken))};"
+            " `remedy runbooks check` lists what is wrong[/]"
+        )
+        raise SystemExit(1)

@@ -1,0 +1,16 @@
+"""pyinfra's config file: pyinfra runs it (from the directory it is started in, this
+project) before it loads the inventory or connects, for every deploy and inventory.
+
+remedy's guards are installed here, so that none depends on the inventory file:
+
+* a host whose ssh_key is missing or unreadable fails alone, in one line, and is audited
+  (``remedy.connect``), also under an inventory that does not call ``checked_hosts``;
+* Ctrl-C and SIGTERM stop the run from the first moment, and a stopped run never exits 0
+  (pyinfra's own handler exits 0, "Exiting upon user request!", while it prepares).
+"""
+
+from remedy.connect import guard as _guard
+from remedy.operations.run import stop_on_signals as _stop_on_signals
+
+_guard()
+_stop_on_signals()
