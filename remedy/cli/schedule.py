@@ -49,6 +49,11 @@ def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
     if not path.is_file():
         raise ConfigError(f"inventory {inventory} does not exist")
     inventory_mod.load_inventory(path)  # bad data fails now, not at 3 a.m.
+    if textfile and not textfile.startswith("/"):
+        raise ConfigError(
+            f"--textfile {textfile!r} must be an absolute path: the service does not run "
+            "where this command runs (e.g. /var/lib/node_exporter/textfile/remedy.prom)"
+        )
     if textfile:
         metrics.check_writable(textfile)
     return core.Schedule(
@@ -118,20 +123,52 @@ def install(inventory, interval, check_only, textfile, wait_s):
                 raise RemedyError(
                     f"systemd-analyze verify rejected the units: {checked.stderr.strip()}"
                 )
-    for name, text in texts.items():  # atomically, 0644
-        target = UNIT_DIR / name
-        tmp_path = target.with_name(f".{name}.remedy-tmp")
-        tmp_path.write_text(text)
-        tmp_path.chmod(0o644)
-        os.replace(tmp_path, target)
-    _systemctl("daemon-reload")
-    _systemctl("enable", "--now", core.TIMER)
+    before = {n: (UNIT_DIR / n).read_text() for n in texts if (UNIT_DIR / n).exists()}
+    try:
+        for name, text in texts.items():  # atomically, 0644
+            _write_unit(UNIT_DIR / name, text)
+        _systemctl("daemon-reload")
+        _systemctl("enable", "--now", core.TIMER)
+        loaded = _props(core.TIMER, "LoadState", "ActiveState")
+        if loaded.get("LoadState") != "loaded" or loaded.get("ActiveState") != "active":
+            raise RemedyError(
+                f"{core.TIMER} did not start (LoadState={loaded.get('LoadState')}, "
+                f"ActiveState={loaded.get('ActiveState')}): see journalctl -u {core.TIMER}"
+            )
+    except (OSError, RemedyError) as exc:
+        _undo_install(texts, before)
+        raise RemedyError(
+            f"{exc}; the schedule is as it was before this install "
+            f"({'the earlier units restored' if before else 'nothing left installed'})"
+        ) from None
     next_run = _systemctl("show", "-P", "NextElapseUSecRealtime", core.TIMER).stdout.strip()
     mode = "reports drift" if check_only else "converges"
     console.print(
         f"installed {UNIT_DIR / core.SERVICE} and {core.TIMER}: every {interval} it {mode} "
         f"{spec.inventory}; next run {next_run or 'after boot'}"
     )
+
+
+def _write_unit(target: Path, text: str) -> None:
+    tmp_path = target.with_name(f".{target.name}.remedy-tmp")
+    tmp_path.write_text(text)
+    tmp_path.chmod(0o644)
+    os.replace(tmp_path, target)
+
+
+def _undo_install(texts: dict[str, str], before: dict[str, str]) -> None:
+    """Put the units back as they were before a failed install: nothing half-written."""
+    if not before:
+        _systemctl("disable", "--now", core.TIMER, check=False)
+    for name in texts:
+        target = UNIT_DIR / name
+        if name in before:
+            _write_unit(target, before[name])
+        else:
+            target.unlink(missing_ok=True)
+    _systemctl("daemon-reload", check=False)
+    if before:
+        _systemctl("restart", core.TIMER, check=False)
 
 
 @schedule.command()
@@ -157,7 +194,9 @@ def status(as_json):
     if not service.exists():
         err_console.print("no remedy schedule is installed (remedy schedule install …)")
         raise SystemExit(1)
-    timer = _props(core.TIMER, "ActiveState", "NextElapseUSecRealtime", "LastTriggerUSec")
+    timer = _props(
+        core.TIMER, "LoadState", "ActiveState", "NextElapseUSecRealtime", "LastTriggerUSec"
+    )
     svc = _props(core.SERVICE, "Result", "ExecMainStatus", "ExecMainExitTimestamp")
     report = subprocess.run(
         ["journalctl", "-u", core.SERVICE, "-n", "40", "-o", "cat", "--no-pager"],
@@ -170,9 +209,18 @@ def status(as_json):
         "last_run": {**svc, "meaning": EXIT_MEANING.get(svc.get("ExecMainStatus", ""), "")},
         "last_report": report.splitlines(),
     }
+    broken = timer.get("LoadState") != "loaded" or timer.get("ActiveState") != "active"
     if as_json:
         click.echo(json.dumps(doc, indent=2))
+        if broken:
+            raise SystemExit(1)
         return
+    if broken:  # a schedule that does not run is not a schedule: say so, exit 1
+        err_console.print(
+            f"{core.TIMER} is not running (LoadState={timer.get('LoadState')}, "
+            f"ActiveState={timer.get('ActiveState')}): nothing converges on schedule; "
+            "`remedy schedule install …` again, or see journalctl -u " + core.TIMER
+        )
     console.print(f"command:  {' '.join(doc['command'])}")
     console.print(
         f"timer:    {timer.get('ActiveState')}; next {timer.get('NextElapseUSecRealtime')}"
@@ -185,6 +233,8 @@ def status(as_json):
     if report.strip():
         console.print("last report:")
         console.print(report.rstrip(), markup=False, highlight=False)
+    if broken:
+        raise SystemExit(1)
 
 
 def _props(unit: str, *names: str) -> dict[str, str]:

@@ -37,6 +37,9 @@ _UNIT_S = {
 # drift or volatile state (the /run fallback holds production), which the metrics carry;
 # marking the unit failed for it would page for an expected, reported state.
 SUCCESS_EXIT = "3"
+# The longest --interval taken: a converge timer rarer than yearly is no schedule, and
+# systemd overflows on spans past 2^64 microseconds.
+MAX_INTERVAL_S = 365 * 86400
 
 
 def span_seconds(span: str) -> float:
@@ -69,6 +72,12 @@ class Schedule:
             raise ConfigError(
                 f"--interval {self.interval!r} is not a systemd time span "
                 "(examples: 10min, 1h, 90s)"
+            )
+        if span_seconds(self.interval) > MAX_INTERVAL_S:
+            raise ConfigError(
+                f"--interval {self.interval!r} is longer than a year: systemd would reject "
+                "it when it loads the timer (or overflow); give at most 365d (examples: "
+                "10min, 1h)"
             )
         if span_seconds(self.interval) < 1:
             raise ConfigError(

@@ -70,6 +70,8 @@ def test_check_only_adds_check_and_the_nixos_snippet_says_the_same():
         ("interval", "0s", "shorter than a second"),
         ("interval", "500ms", "shorter than a second"),
         ("interval", "0min 999ms", "shorter than a second"),
+        ("interval", "99999999999999999d", "longer than a year"),  # systemd overflows
+        ("interval", "366d", "longer than a year"),
         ("inventory", "inventory/production.py", "must be an absolute path"),
         ("project", '/opt/a "b"', "without quotes"),
         ("textfile", "remedy.prom", "must be an absolute path"),
@@ -94,3 +96,56 @@ def test_systemd_analyze_verify_accepts_both_units(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+
+
+# -- install: validate everything first, leave nothing half-written ------------------
+
+
+@pytest.fixture
+def unit_dir(tmp_path, monkeypatch):
+    from remedy.cli import schedule as cli
+
+    where = tmp_path / "units"
+    where.mkdir()
+    monkeypatch.setattr(cli, "UNIT_DIR", where)
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("hosts = [('cfx-llm2', {'ssh_hostname': '127.0.0.1'})]\n")
+    return where, inventory
+
+
+def _install(*args):
+    from click.testing import CliRunner
+
+    from remedy.cli import schedule as cli
+
+    return CliRunner().invoke(cli.schedule, ["install", *args], catch_exceptions=True)
+
+
+def test_a_relative_textfile_is_refused_before_anything_is_written(unit_dir):
+    where, inventory = unit_dir
+    result = _install(str(inventory), "--textfile", "remedy.prom")
+    assert result.exit_code != 0
+    assert "--textfile 'remedy.prom' must be an absolute path" in str(result.exception)
+    assert list(where.iterdir()) == []
+
+
+@pytest.mark.skipif(
+    __import__("os").path.exists("/etc/systemd/system/" + schedule.TIMER),
+    reason="this machine has a real remedy schedule: the undo would touch it",
+)
+def test_an_install_that_fails_after_writing_puts_the_units_back(unit_dir):
+    """systemd does not load units from a temporary directory (and this machine may run
+    no systemd at all): the enable fails after the write, as a daemon-reload that
+    rejects a unit would. The earlier units come back; a first install leaves none."""
+    where, inventory = unit_dir
+    first = _install(str(inventory))
+    assert first.exit_code != 0
+    assert "nothing left installed" in str(first.exception), first.output
+    assert list(where.iterdir()) == []
+    (where / schedule.SERVICE).write_text("# the earlier service\n")
+    (where / schedule.TIMER).write_text("# the earlier timer\n")
+    again = _install(str(inventory), "--interval", "1h")
+    assert "the earlier units restored" in str(again.exception)
+    assert (where / schedule.SERVICE).read_text() == "# the earlier service\n"
+    assert (where / schedule.TIMER).read_text() == "# the earlier timer\n"
+    assert sorted(p.name for p in where.iterdir()) == sorted([schedule.SERVICE, schedule.TIMER])
