@@ -840,14 +840,14 @@ def check_step_list(project: Path, named: set[str], operations: OperationIndex) 
 
 
 def check_flow_order(runbook: Runbook) -> list[Problem]:
-    """A flow runbook (one whose steps name the run's first step) lists the run's steps in
+    """A flow runbook (one whose steps name the run's bump) lists the run's steps in
     the order the run takes them (``remedy.core.steps.TEMPLATES``): the manual script,
     --dry and the deploy all follow that list, and a reader of the runbook must too."""
     from remedy.core.steps import TEMPLATES
 
     steps = [s for s in _list(runbook.data.get("steps")) if isinstance(s, dict)]
     ops = [(i, s.get("operation")) for i, s in enumerate(steps) if s.get("operation")]
-    if TEMPLATES[0].op not in {op for _, op in ops}:
+    if "nix.flake_input_updated" not in {op for _, op in ops}:
         return []
     order = [t.op for t in TEMPLATES]
     at = 0

@@ -446,6 +446,14 @@ def _gate(s, scope) -> list[str]:
     ]
 
 
+def _gate_nix(s, scope) -> list[str]:
+    return [
+        f"{q(commands.memory_gate(s.min_mem_available_gb))} || fail "
+        f'"MemAvailable below {s.min_mem_available_gb:g} GB: not evaluating or building on '
+        'the host (nothing changed); see runbook 004"'
+    ]
+
+
 def _drain(s, scope) -> list[str]:
     """Wait for an idle server (vLLM's /metrics) before a restart. A person runs this
     script: past drain_timeout_s it says how many requests the restart will cut, and goes
@@ -678,7 +686,7 @@ def _scratch_removed(s, scope) -> list[str]:
 
 def _outcome(s, scope) -> list[str]:
     return [
-        """if [ "$path" = fallback ]; then echo 'VOLATILE: tool """
+        """if [ "$path" = fallback ] && [ "$override_ok" != no ]; then echo 'VOLATILE: tool """
         """calling rests on the /run override until the durable fix is deployed; a reboot """
         """reverts it' >&2; fi""",
         '[ "$rc" -eq 0 ] || echo "the durable path FAILED (see above); the fallback holds" >&2',
@@ -771,8 +779,10 @@ def render_flow(
         if t.op not in named and t.stage != ALWAYS:
             continue
         n += 1
-        if t.op == "nix.flake_input_updated":
+        if t.key == "bump":
             lines = _bump(s, scope, allowed_signers)
+        elif t.key == "gate_nix":
+            lines = _gate_nix(s, scope)
         else:
             lines = RENDERERS[t.op](s, scope)
         out.append(f"step_{n}() {{")

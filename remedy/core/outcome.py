@@ -84,9 +84,22 @@ def outcome(
     restarts = sum(int(r.said.get("restarts") or 0) for r in results)
     notes = [n for r in results for n in r.said.get("notes") or []]
     new_rev = _first(results, "new_rev") or old_rev
+    # the checkout holds the bump only once the fast-forward ran, until a rollback reverts it
+    fast_forwarded = any(
+        r.op == "nix.flake_lock_committed" and r.status == CHANGED for r in results
+    )
     if durable_failed and new_rev != old_rev:
-        notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
-        new_rev = old_rev
+        if not fast_forwarded or _first(results, "lock_reverted"):
+            notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
+            new_rev = old_rev
+        else:
+            notes.append(f"flake.lock holds {new_rev[:12]} (the fast-forward stands)")
+    # the /run override holds tool calling only where the fallback's override step wrote it
+    # or found it in place (not where it failed, was refused or never ran)
+    override_held = any(
+        r.op == "serving.runtime_override_written" and r.status in (CHANGED, NO_CHANGE)
+        for r in results
+    )
     if plan_path == DURABLE and boot_pending:
         path = "durable at next boot"
     elif plan_path == DURABLE and durable_failed:
@@ -155,6 +168,7 @@ def outcome(
         ],  # fmt: skip
         "requests_cut": sum(int(r.said.get("requests_cut") or 0) for r in results),
         "restart_postponed": _first(results, "restart_postponed"),
+        "override_held": override_held,
     }
     return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
 
@@ -187,7 +201,7 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
         parts.append(f"ROLLBACK FAILED: {d['rollback_failed']}")
     if d["unverified"]:
         parts.append(f"NOT VERIFIED: {d['unverified']}")
-    if path in ("durable+fallback", FALLBACK) and not d["switch_locked"]:
+    if path in ("durable+fallback", FALLBACK) and not d["switch_locked"] and d["override_held"]:
         parts.append(
             "VOLATILE: tool calling rests on the /run override until the durable "
             "fix is deployed; a reboot reverts it"

@@ -54,11 +54,12 @@ D, F, A = DURABLE, FALLBACK, ALWAYS
 T = StepTemplate
 # The run's order: the deploy, --dry, the manual script and the runbooks' check read it here.
 TEMPLATES: tuple[StepTemplate, ...] = (
+    # the gate first: a refusal (the run stops) leaves no scratch clone behind
+    T("gate_nix", "memory.headroom_gated", "Memory gate before Nix evaluates and builds", D),
     T("bump", "nix.flake_input_updated", "Scratch clone; bump the tt-stack input", D,
       ignorable=True),
     T("managed", "nix.managed_file_written", "Write remedy's managed Nix file", D,
       "tt-stack#52", ignorable=True),
-    T("gate_nix", "memory.headroom_gated", "Memory gate before Nix evaluates and builds", D),
     T("prove", "nix.fix_proven", "Prove the build holds the desired state", D,
       "tt-stack#34", ignorable=True),
     T("fast_forward", "nix.flake_lock_committed",

@@ -741,7 +741,12 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
         found["why"] = f"switch-to-configuration switch did not report: {ran.why}"
     else:
         found["why"] = f"switch-to-configuration switch exited {code}: {ran.why}"
-    host.log_styled(f"{found['why']}; the /run override goes back, then the rollback", fg="red")
+    then = (
+        "the /run override goes back; the new generation stays the boot default"
+        if outcome.kind == switch_core.BOOT_PENDING
+        else "the /run override goes back, then the rollback"
+    )
+    host.log_styled(f"{found['why']}; {then}", fg="red")
     return True
 
 
@@ -855,6 +860,7 @@ def _roll_back(state, host, a: dict, now, found: dict) -> bool:
         ran = run(host, _owned(a["owner"], a["home"], argv))
         if ran.ok:
             note(f"reverted the lock commit {lock_commit[:12]} in {a['flake_dir']}")
+            say(lock_reverted=lock_commit)
         else:
             note(f"could not revert the lock commit {lock_commit[:12]}: {ran.why}")
     if failed:

@@ -83,6 +83,10 @@ def test_a_refusing_gate_leaves_no_new_override_loaded(twin, tmp_path):
     record = audit(tmp_path / "a.jsonl")[-1]
     assert record["result"] == "refused"
     assert any("Pending" in n for n in record["details"]["notes"])
+    # the override is not written, so tool calling does not rest on it (issue 32 item 5)
+    assert "VOLATILE" not in out and "tool calling rests on" not in record["details"].get(
+        "line", ""
+    )
 
 
 def test_a_run_waiting_for_the_host_lock_says_on_whom_and_for_how_long(twin, tmp_path):

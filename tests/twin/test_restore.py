@@ -113,6 +113,9 @@ def test_low_memory_refuses_and_restarts_nothing(twin, tmp_path):
     assert "reboot reclaims the tenstorrent pinned-page leak; a module reload does not" in out
     assert unit_props(twin)["MainPID"] == pid
     assert audit_lines(tmp_path / "a.jsonl")[-1]["result"] == "refused"
+    # refused before the scratch clone and its lock commit were made (issue 32 item 7)
+    assert twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null || true"]).stdout == ""
+    assert "VOLATILE" not in out  # no override was written: nothing rests on one
 
 
 @pytest.mark.nix_cli

@@ -51,3 +51,38 @@ def test_a_refusal_interrupt_crash_and_unhealthy_noop():
     noop = outcome("noop", ["in sync"], [], unhealthy="unhealthy: hung")
     assert noop.result == "unhealthy" and noop.line == "nothing to do: in sync"
     assert outcome("noop", ["in sync"], []).result == "ok"
+
+
+# -- issue 32 item 5: every sentence from what the steps did ------------------------
+
+OVERRIDE = "serving.runtime_override_written"
+
+
+def test_volatile_is_said_only_where_the_override_holds_tool_calling():
+    failed_durable = step("nix.fix_proven", "durable", ERROR, why="does not build")
+    written = outcome("durable", ["x"], [failed_durable, step(OVERRIDE, "fallback", CHANGED)])
+    assert "VOLATILE" in written.line
+    in_place = outcome("fallback", ["x"], [step(OVERRIDE, "fallback", NO_CHANGE)])
+    assert "VOLATILE" in in_place.line
+    for status in (ERROR, NOT_RUN):  # refused by the memory gate, a read-only /run, never ran
+        held = outcome("durable", ["x"], [failed_durable, step(OVERRIDE, "fallback", status)])
+        assert "VOLATILE" not in held.line, status
+    gate = step("memory.headroom_gated", "fallback", ERROR, ignorable=False, refused="low")
+    assert "VOLATILE" not in outcome("fallback", ["x"], [gate]).line
+
+
+def test_flake_lock_left_at_the_old_rev_only_where_it_is():
+    old, new = "a" * 40, "b" * 40
+    bumped = step("nix.flake_input_updated", "durable", CHANGED, new_rev=new)
+    proof_failed = step("nix.fix_proven", "durable", ERROR, why="lacks the fix")
+    kept = outcome("durable", ["x"], [bumped, proof_failed], old_rev=old)
+    assert f"flake.lock left at {old[:12]}" in kept.line and kept.details["new_rev"] == old
+    forwarded = step("nix.flake_lock_committed", "durable", CHANGED)
+    exit_100 = step("nix.system_switched", "durable", ERROR, why="exit 100", boot_pending="/x")
+    stands = outcome("durable", ["x"], [bumped, forwarded, exit_100], old_rev=old)
+    assert "flake.lock left at" not in stands.line
+    assert f"flake.lock holds {new[:12]}" in stands.line and stands.details["new_rev"] == new
+    switch_failed = step("nix.system_switched", "durable", ERROR, why="exit 1")
+    reverted = step("nix.system_rolled_back", "fallback", CHANGED, lock_reverted="c" * 40)
+    back = outcome("durable", ["x"], [bumped, forwarded, switch_failed, reverted], old_rev=old)
+    assert f"flake.lock left at {old[:12]}" in back.line

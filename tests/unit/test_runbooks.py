@@ -222,7 +222,7 @@ def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belon
     (problem,) = [p for p in problems_of(root, package) if "order" in p]
     assert problem.startswith(f"{RUNBOOK_001}:{line_of(path, 'id: managed-file') + 4}:")
     assert "$.steps[17].operation: nix.managed_file_written is out of the run's order" in problem
-    assert "step 2, after nix.flake_input_updated" in problem
+    assert "step 3, after nix.flake_input_updated" in problem
 
 
 def test_missing_field_names_file_line_and_path(project):
