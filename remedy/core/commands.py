@@ -490,6 +490,28 @@ def remove_files(*paths: str) -> list[str]:
     return ["rm", "-f", "--", *paths]
 
 
+WRITABLE_SH = r"""
+for d; do
+  e=$d
+  while [ ! -d "$e" ]; do e=${e%/*}; [ -n "$e" ] || e=/; done
+  [ -w "$e" ] && continue
+  m=$(findmnt -no TARGET,OPTIONS --target "$e" 2>/dev/null)
+  case ",${m#* }," in
+    *,ro,*) echo "error: cannot write $d: the file system at ${m%% *} is mounted read-only;" \
+      "nothing was written; remount it read-write (a reboot does), then run again" >&2 ;;
+    *) echo "error: cannot write $d: $e is not writable; nothing was written" >&2 ;;
+  esac
+  exit 1
+done
+"""
+
+
+def writable(*dirs: str) -> list[str]:
+    """Fails, naming a read-only file system, unless every one of DIRS can be made and
+    written: checked before a step writes the first of several files."""
+    return ["sh", "-c", WRITABLE_SH, "sh", *dirs]
+
+
 def make_dir(path: str) -> list[str]:
     return ["install", "-d", "-m", "0755", "-o", "root", "-g", "root", path]
 

@@ -627,6 +627,7 @@ def _rollback(s, scope) -> list[str]:
 
 def _override_written(s) -> list[str]:
     unit = f"/etc/systemd/system/{s.unit}"
+    dirs = [p.rsplit("/", 1)[0] for p in (s.override_script, s.override_dropin)]
     return [
         # loaded, the override is what the next start runs, by systemd or a person, with
         # no gate: write it only when the gate lets the restart that takes it happen
@@ -635,6 +636,7 @@ def _override_written(s) -> list[str]:
         'written (pending), so no later start takes it without the gate; see runbook 004"',
         f'store_script=$(flags_script "$(exec_path {shlex.quote(unit)})")',
         f'[ -n "$store_script" ] || fail "no ExecStart in {unit}"',
+        q(commands.writable(*dirs)) + ' || fail "the /run override cannot be written (see above)"',
         q(commands.make_dir(s.override_script.rsplit("/", 1)[0])),
         qv(
             commands.written_atomically(

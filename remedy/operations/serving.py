@@ -229,6 +229,8 @@ def runtime_override_written(
             return
     script_dir = s.override_script.rsplit("/", 1)[0]
     dropin_dir = s.override_dropin.rsplit("/", 1)[0]
+    # both places first: a read-only /run/systemd/system left the script without its drop-in
+    yield command(commands.writable(script_dir, dropin_dir))
     yield command(commands.make_dir(script_dir))
     script = commands.override_script_argv(store_script, s.tool_call_parser, s.required_env)
     yield command(commands.written_atomically(s.override_script, "0755", script, "root:root"))

@@ -211,3 +211,26 @@ def test_a_leaked_twin_is_listed_and_down_removes_every_trace(make_twin):
     assert not machine._alive(init)  # gone (or a zombie waiting for this machine's init)
     mounts = open("/proc/self/mounts").read()
     assert str(twin.dir) not in mounts and not twin.dir.exists()
+
+
+def test_a_read_only_run_systemd_system_is_named_and_nothing_is_left_half_written(twin, tmp_path):
+    """Issue 32 item 7: install's 'cannot change owner and permissions' hid the cause, and
+    the override script stayed in /run without the drop-in that would use it."""
+    twin.exec(["sh", "-c", "mount --bind /run/systemd/system /run/systemd/system && "
+               "mount -o remount,bind,ro /run/systemd/system"])  # fmt: skip
+    try:
+        proc = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+        out = " ".join(out_of(proc).split())
+        assert proc.returncode != 0, out[-3000:]
+        assert (
+            "cannot write /run/systemd/system/tenstorrent-serving.service.d: the file system "
+            "at /run/systemd/system is mounted read-only; nothing was written"
+        ) in out, out[-3000:]
+        assert "cannot change owner" not in out and "Traceback" not in out
+        assert twin.exec(["test", "-e", SCRIPT], check=False).returncode != 0  # nothing half
+        assert "VOLATILE" not in out
+    finally:
+        twin.exec(["umount", "/run/systemd/system"], check=False)
+    again = run_restore(twin, "--data", "durable=false", audit_log=tmp_path / "a.jsonl")
+    assert again.returncode == 0, out_of(again)[-3000:]
+    assert probe_inside(twin).outcome == "parsed"
