@@ -460,12 +460,21 @@ while :; do
     200) ;;
     404) echo "no-metrics 404"; exit 0 ;;
     000|"") echo "unreachable ${code:-000}"; exit 0 ;;
-    *) echo "unreachable $code"; exit 0 ;;
+    *) echo "unknown /metrics answered HTTP $code"; exit 0 ;;
   esac
+  # vLLM's V1 gauges, summed over every model_name and engine series; no gauge at all
+  # (--disable-log-stats) or a value that is no number is "load unknown", never idle
   set -- $(printf '%s\n' "$page" | awk '
-    /^vllm:num_requests_running[{ ]/ { r += $NF }
-    /^vllm:num_requests_waiting[{ ]/ { w += $NF }
-    END { printf "%d %d\n", r, w }')
+    /^vllm:num_requests_(running|waiting)[{ ]/ {
+      g++
+      if ($NF !~ /^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/) { bad++; next }
+      if ($1 ~ /^vllm:num_requests_running/) r += $NF; else w += $NF
+    }
+    END { printf "%d %d %d %d\n", r, w, g, bad }')
+  if [ "$3" = 0 ]; then
+    echo "unknown /metrics has no vllm:num_requests_running or _waiting gauge"; exit 0
+  fi
+  if [ "$4" != 0 ]; then echo "unknown /metrics has a gauge that is not a number"; exit 0; fi
   if [ "$1" = 0 ] && [ "$2" = 0 ]; then echo idle; exit 0; fi
   if [ "$(date +%s)" -ge "$end" ]; then echo "busy $1 $2"; exit 0; fi
   printf 'waiting: %s running, %s waiting\n' "$1" "$2"

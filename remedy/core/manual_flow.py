@@ -467,6 +467,8 @@ def _drain(s, scope) -> list[str]:
         '  idle) echo "the server is idle" >&2 ;;',
         '  no-metrics*) echo "no /metrics (HTTP 404): treated as idle" >&2 ;;',
         '  unreachable*) echo "the server does not answer: nothing to drain" >&2 ;;',
+        '  unknown*) echo "load unknown (${drained#unknown }): the restart goes ahead; '
+        'whatever is in flight is cut" >&2 ;;',
         "  busy*) set -- $drained",
         '    echo "still $2 running, $3 waiting: the restart cuts them" >&2 ;;',
         "esac",

@@ -201,7 +201,7 @@ def decide(
 class Drain:
     """What the server had in flight when the drain ended."""
 
-    outcome: str  # idle | busy | no-metrics | unreachable
+    outcome: str  # idle | busy | no-metrics | unreachable | unknown (the load)
     running: int = 0
     waiting: int = 0
     detail: str = ""
@@ -213,7 +213,8 @@ class Drain:
 
 def parse_drain(stdout: str) -> Drain:
     """The drain loop's last line (``commands.DRAIN_SH``): ``idle``, ``busy R W``,
-    ``no-metrics CODE`` or ``unreachable CODE``."""
+    ``no-metrics CODE``, ``unreachable CODE`` or ``unknown WHY`` (a /metrics that does not
+    tell: an error status, no gauge, a gauge that is no number)."""
     lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
     last = lines[-1].split() if lines else ["unreachable", "no output"]
     word, rest = last[0], last[1:]
@@ -221,7 +222,7 @@ def parse_drain(stdout: str) -> Drain:
         return Drain("idle")
     if word == "busy" and len(rest) >= 2:
         return Drain("busy", _count(rest[0]), _count(rest[1]))
-    if word in ("no-metrics", "unreachable"):
+    if word in ("no-metrics", "unreachable", "unknown"):
         return Drain(word, detail=" ".join(rest))
     return Drain("unreachable", detail=" ".join(last)[:200])
 

@@ -347,6 +347,7 @@ class _Values:
             "unit": self.s.unit,
             "transient": snap.tools.systemd_run,
             "lock_wait_s": self.s.lock_wait_s,
+            "server_url": self.s.server_url,
             "skip": self.skip_durable(own),
         }
 
@@ -365,6 +366,7 @@ class _Values:
             "contingent": self.contingent and stage == F,
             "may_restart": bool(plan.restart is None or plan.restart.allowed),
             "reason": plan.restart.why if plan.restart else "",
+            "server_url": s.server_url,
             "skip": skip or own,
         }
 

@@ -38,6 +38,7 @@ from remedy.operations import journal
 from remedy.operations.argv import command, run
 from remedy.operations.memory import refusal
 from remedy.operations.said import gave_up, lost, note, say
+from remedy.operations.serving import cut_by_restart
 
 
 def _owned(owner: str, home: str | None, argv: list[str]) -> list[str]:
@@ -619,6 +620,7 @@ def system_switched(
     unit: str = "tenstorrent-serving.service",
     transient: bool = True,
     lock_wait_s: float = 30.0,
+    server_url: str | None = None,
     skip=None,
 ):
     """Switch to the proven toplevel (TOPLEVEL, or the one the run journal holds), as
@@ -642,6 +644,8 @@ def system_switched(
     + unit: the serving unit
     + transient: run it in the transient unit (the host is booted with systemd)
     + lock_wait_s: how long to wait for another switch
+    + server_url: the server, whose /metrics is read once more just before the switch
+      restarts it
     + skip: why this host does not need it
     """
     if skip:
@@ -694,6 +698,8 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     if action == "switch" and (postponed := j.get("restart_postponed")):
         host.log_styled(f"{postponed}: making {toplevel} the boot default only", fg="yellow")
         action = "boot"
+    if action == "switch" and (cut := cut_by_restart(a["server_url"])):
+        say(requests_cut=cut)
     ran = run(host, commands.switch(toplevel, action, a["transient"]))
     code = commands.switch_exit(ran.stdout)
     said_text = ran.stdout + "\n" + ran.stderr

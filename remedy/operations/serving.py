@@ -135,14 +135,27 @@ def drained(
         host.noop(note_)
     elif found.outcome == "unreachable":
         host.noop(f"the server does not answer ({found.detail or ran.why}): nothing to drain")
+    elif found.outcome == "unknown" and urgent:
+        message = (
+            f"load unknown ({found.detail}): restarting anyway (a setting that cannot "
+            "wait); whatever is in flight is cut"
+        )
+        host.log_styled(message, fg="yellow")
+        say(notes=[message])
+        host.noop(message)
+    elif found.outcome == "unknown":
+        why = f"load unknown ({found.detail}): the window restart is postponed to the next run"
+        host.log_styled(why, fg="yellow")
+        journal.record(journal_path, run_id, None, restart_postponed=why)
+        say(restart_postponed=why)
+        host.noop(why)
     elif urgent:
         cut = found.in_flight
         message = (
             f"still {found.running} running, {found.waiting} waiting after {timeout_s}s: "
             f"restarting anyway (a setting that cannot wait), cutting {cut} request(s)"
         )
-        host.log_styled(message, fg="yellow")
-        say(requests_cut=cut)
+        host.log_styled(message, fg="yellow")  # counted at the restart, read once more then
         host.noop(message)
     else:
         why = (
@@ -268,6 +281,7 @@ def restarted(
     contingent: bool = False,
     may_restart: bool = True,
     reason: str = "",
+    server_url: str | None = None,
     skip=None,
 ):
     """Restart UNIT unless something restarted it already in this run (the switch, or
@@ -286,6 +300,7 @@ def restarted(
     + may_restart: the restart policy allows a restart in this run (a fallback after a
       failed durable path restarts only then, or onto an override it wrote)
     + reason: why the policy allows it (for the audit)
+    + server_url: the server, whose /metrics is read once more just before the restart
     + skip: why this host does not need it
     """
     if skip:
@@ -336,9 +351,28 @@ def restarted(
         if why := refusal(min_gb, headroom):
             yield from gave_up(why, refused=why)
             return
+        cut = cut_by_restart(server_url)
         host.log_styled(f"restarting {unit}", fg="blue")
-        say(restarts=1, restart_reason=f"{stage}: {reason}")
+        cut_said = {"requests_cut": cut} if cut else {}
+        say(restarts=1, restart_reason=f"{stage}: {reason}", **cut_said)
     yield command(commands.restart(unit))
+
+
+def cut_by_restart(server_url: str | None) -> int:
+    """What is in flight right now, read once more just before a restart: a request that
+    arrived after the drain's idle read is cut by the restart, and counted (0 when the
+    load cannot be read: the drain said so)."""
+    if not server_url:
+        return 0
+    found = restarts.parse_drain(run(host, commands.drain(server_url, 0)).stdout)
+    if found.outcome != "busy":
+        return 0
+    host.log_styled(
+        f"{found.in_flight} request(s) in flight at the restart ({found.running} running, "
+        f"{found.waiting} waiting): the restart cuts them",
+        fg="yellow",
+    )
+    return found.in_flight
 
 
 @operation()

@@ -512,3 +512,18 @@ def test_a_short_hold_answers_and_the_gauge_returns_to_zero(start_double):
     )
     assert status == 200 and message_of(body)[0]["tool_calls"]
     assert running_gauge(double) == "0.0"
+
+
+def test_disable_log_stats_serves_metrics_without_the_request_gauges(start_double):
+    """vLLM with --disable-log-stats: /metrics is 200 and carries no vllm: gauge, so a
+    drain cannot tell the load (remedy.core.commands.DRAIN_SH says 'unknown')."""
+    double = start_double(
+        "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml", "--disable-log-stats"
+    )
+    status, _headers, body = double.request("/metrics")
+    text = body.decode()
+    assert status == 200 and "process_cpu_seconds_total" in text
+    assert "vllm:" not in text
+    with_stats = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    assert "process_cpu_seconds_total" in with_stats.request("/metrics")[2].decode()
+    assert running_gauge(with_stats) == "0.0"

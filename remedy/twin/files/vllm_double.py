@@ -27,7 +27,10 @@ chat completions being answered now) and ``vllm:num_requests_waiting`` (always
 0: nothing queues), labelled ``model_name``, as a drain before a restart reads
 them. A request may hold itself open: the double's own field
 ``"remedy_double_hold_s": N`` answers it N seconds late, so a test can keep one
-in flight; a SIGTERM meanwhile cuts it, as a restart does.
+in flight; a SIGTERM meanwhile cuts it, as a restart does. Started with
+``--disable-log-stats``, vLLM creates no stat loggers (``vllm/v1/engine/async_llm.py``):
+``/metrics`` still answers 200, with prometheus_client's own process metrics and no
+``vllm:`` gauge, as the double does then.
 
 Also mimicked: ``vllm serve MODEL ...`` command line (unknown vLLM flags are
 accepted and recorded), ``--served-model-name`` (the only id /v1/models lists and
@@ -274,14 +277,23 @@ class Handler(BaseHTTPRequestHandler):
     def _metrics(self):
         name = self.cfg["served_model"]
         running = self.server.in_flight
-        body = "".join(
-            f"# HELP vllm:{g} {doc}\n# TYPE vllm:{g} gauge\n"
-            f'vllm:{g}{{model_name="{name}"}} {float(v)}\n'
-            for g, doc, v in (
-                ("num_requests_running", "Number of requests in model execution batches.", running),
-                ("num_requests_waiting", "Number of requests waiting to be processed.", 0),
-            )
-        ).encode()
+        # prometheus_client's default collectors answer whatever vLLM logs
+        text = (
+            "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+            "# TYPE process_cpu_seconds_total counter\n"
+            f"process_cpu_seconds_total {time.process_time():.2f}\n"
+        )
+        if not self.cfg["disable_log_stats"]:  # vllm/v1/engine/async_llm.py: no stat logger
+            text += "".join(
+                f"# HELP vllm:{g} {doc}\n# TYPE vllm:{g} gauge\n"
+                f'vllm:{g}{{model_name="{name}"}} {float(v)}\n'
+                for g, doc, v in (
+                    ("num_requests_running", "Number of requests in model execution batches.",
+                     running),
+                    ("num_requests_waiting", "Number of requests waiting to be processed.", 0),
+                )
+            )  # fmt: skip
+        body = text.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -430,6 +442,7 @@ def build_parser():
     parser.add_argument("--enable-auto-tool-choice", action="store_true")
     parser.add_argument("--tool-call-parser", default=None)
     parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--disable-log-stats", action="store_true")
     parser.add_argument(
         "--load-seconds", type=float, default=os.environ.get("VLLM_DOUBLE_LOAD_SECONDS", "1")
     )
@@ -459,6 +472,7 @@ def main(argv=None):
     served, parser = args.served_model_name or args.model, args.tool_call_parser
     auto, env = args.enable_auto_tool_choice, {key: os.environ.get(key) for key in ENV_KEYS}
     cfg = {"served_model": served, "tool_call_parser": parser, "enable_auto_tool_choice": auto}
+    cfg["disable_log_stats"] = args.disable_log_stats
     cfg["card"] = {
         "id": served,
         "object": "model",

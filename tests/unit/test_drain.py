@@ -1,0 +1,82 @@
+"""Issue 32 item 3: the drain's reading of vLLM's /metrics, run by this machine's real
+sh, curl and awk against a local HTTP server that answers as the cases say."""
+
+from __future__ import annotations
+
+import http.server
+import subprocess
+import threading
+
+import pytest
+
+from remedy.core import commands, restarts
+
+GAUGES = (
+    "# TYPE vllm:num_requests_running gauge\n"
+    'vllm:num_requests_running{{engine="0",model_name="m"}} {r}\n'
+    'vllm:num_requests_running{{engine="1",model_name="m"}} 0.0\n'
+    "# TYPE vllm:num_requests_waiting gauge\n"
+    'vllm:num_requests_waiting{{engine="0",model_name="m"}} {w}\n'
+)
+PROCESS = "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.5\n"
+
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    status, body = 200, ""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        data = self.server.answer[1].encode()
+        self.send_response(self.server.answer[0])
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    httpd.answer = (200, "")
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+
+
+def drain(httpd, status: int, body: str) -> restarts.Drain:
+    httpd.answer = (status, body)
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    proc = subprocess.run(commands.drain(url, 0), capture_output=True, text=True, timeout=30)
+    return restarts.parse_drain(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    "status,body,outcome,detail",
+    [
+        (200, PROCESS + GAUGES.format(r="0.0", w="0.0"), "idle", ""),
+        (404, "Not Found", "no-metrics", "404"),
+        (500, "Internal Server Error", "unknown", "/metrics answered HTTP 500"),
+        # vLLM started with --disable-log-stats: 200, and no vllm gauge at all
+        (200, PROCESS, "unknown", "/metrics has no vllm:num_requests_running or _waiting gauge"),
+        (200, "<html>a proxy's page</html>", "unknown", "/metrics has no vllm:num_requests_"
+         "running or _waiting gauge"),
+        (200, GAUGES.format(r="NaN", w="0.0"), "unknown",
+         "/metrics has a gauge that is not a number"),
+    ],
+)  # fmt: skip
+def test_an_unreadable_load_is_unknown_never_idle(server, status, body, outcome, detail):
+    found = drain(server, status, body)
+    assert (found.outcome, found.detail) == (outcome, detail)
+
+
+def test_requests_in_flight_are_summed_over_every_engine_and_state(server):
+    found = drain(server, 200, GAUGES.format(r="2.0", w="1.0"))
+    assert (found.outcome, found.running, found.waiting, found.in_flight) == ("busy", 2, 1, 3)
+
+
+def test_a_server_that_does_not_answer_is_unreachable():
+    proc = subprocess.run(commands.drain("http://127.0.0.1:9", 0), capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+    assert restarts.parse_drain(proc.stdout).outcome == "unreachable"
