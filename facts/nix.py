@@ -92,6 +92,7 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
         owner: str | None = None,
         home: str | None = None,
         memory_max: int | None = None,
+        timeout_s: int = 1800,
     ):
         argv = commands.as_owner(
             owner,
@@ -105,8 +106,9 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
                 *commands.nix("eval", "--impure", "--json", "--expr", options.EXPR),
             ],
         )
-        if memory_max:
-            argv = commands.memory_bounded(argv, memory_max, f"remedy-nix-options-{os.getpid()}")
+        # a scope's name is unique on the host: this process's (none without a bound)
+        name = f"remedy-nix-options-{os.getpid()}" if memory_max else "remedy-nix-options"
+        argv = commands.nix_bounded(argv, memory_max, name, timeout_s)
         return StringCommand("sh", "-c", QuoteString(OPTIONS_SH), "sh", *map(QuoteString, argv))
 
     def process(self, output):
@@ -140,6 +142,7 @@ def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions |
         owner=snap.checkout.owner,
         home=snap.checkout.home,
         memory_max=bound if snap.tools.systemd_run else None,
+        timeout_s=s.nix_timeout_s,
     )
     if found is None:
         return options.OptionDefinitions(error="not evaluated: the remote read failed")

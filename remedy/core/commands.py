@@ -331,25 +331,48 @@ def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers
 
 
 BOUNDED_SH = r"""
-u=$1 max=$2; shift 2
-systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p MemorySwapMax=0 -- "$@"
-rc=$?
+u=$1 max=$2 t=$3; shift 3
+# in time always (coreutils' timeout: TERM, then KILL 10 s later); in memory when the host
+# has systemd-run and a bound is given (MAX not 0): a transient scope with MemoryMax
+if [ "$max" != 0 ] && [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1
+then
+  systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p MemorySwapMax=0 \
+    -- timeout -k 10 "$t" "$@"
+  rc=$?
+else
+  max=0
+  timeout -k 10 "$t" "$@"
+  rc=$?
+fi
 if [ "$rc" -ne 0 ]; then
-  if [ "$(systemctl show -P Result "$u.scope" 2>/dev/null)" = oom-kill ] \
-     || [ "$rc" -eq 137 ]; then
+  result=
+  [ "$max" = 0 ] || result=$(systemctl show -P Result "$u.scope" 2>/dev/null)
+  if [ "$result" = oom-kill ]; then
     echo "error: remedy: killed at its memory bound (MemoryMax=$max)" >&2
+  elif [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ "$max" != 0 ]; }; then
+    # 137 in a scope that was not out of memory: timeout's KILL after its TERM
+    echo "error: remedy: stopped at its time bound (nix_timeout_s=$t)" >&2
   fi
-  systemctl reset-failed "$u.scope" >/dev/null 2>&1
+  [ "$max" = 0 ] || systemctl reset-failed "$u.scope" >/dev/null 2>&1
 fi
 exit "$rc"
 """
+TIME_BOUND_HIT = "stopped at its time bound"
+MEMORY_BOUND_HIT = "killed at its memory bound"
 
 
-def memory_bounded(argv: list[str], max_bytes: int, name: str) -> list[str]:
-    """ARGV in a transient scope with ``MemoryMax`` (systemd-run --scope, as root; ARGV
-    may then drop to the owner): Nix's evaluation of a NixOS system takes GBs, and the
-    model server shares the host. A kill at the bound says so on stderr."""
-    return ["sh", "-c", BOUNDED_SH, "sh", name, str(max_bytes), *argv]
+def nix_bounded(argv: list[str], max_bytes: int | None, name: str, timeout_s: int) -> list[str]:
+    """ARGV (the owner's nix) bounded in time, TIMEOUT_S (host data nix_timeout_s), and in
+    memory when MAX_BYTES is given and the host has systemd-run: a transient scope with
+    ``MemoryMax`` (as root; ARGV may then drop to the owner), since Nix's evaluation of a
+    NixOS system takes GBs and the model server shares the host. A stop at either bound
+    says so on stderr."""
+    return ["sh", "-c", BOUNDED_SH, "sh", name, str(max_bytes or 0), f"{int(timeout_s)}s", *argv]
+
+
+# Scopes of the owner's nix that a run killed outright left running (a hung build): the
+# host lock says no other run uses them.
+STALE_NIX_SCOPES = ["systemctl", "stop", "--no-block", "remedy-nix-*.scope"]
 
 
 def profile_set(path: str) -> list[str]:

@@ -135,9 +135,10 @@ NIX_BOUND_AWK = (
 
 
 def _owner_nix(s) -> list[str]:
-    """owner_nix WHAT ARGV: ARGV as the checkout's owner, in a transient scope with the
-    MemoryMax the deploy gives its nix (remedy.core.memory.nix_memory_bound: what the
-    host can spare above min_mem_available_gb now, at most nix_memory_max_gb)."""
+    """owner_nix WHAT ARGV: ARGV as the checkout's owner, bounded as the deploy bounds its
+    nix (commands.BOUNDED_SH): in time by nix_timeout_s, and in a transient scope with
+    the MemoryMax of remedy.core.memory.nix_memory_bound (what the host can spare above
+    min_mem_available_gb now, at most nix_memory_max_gb) where the host has systemd."""
     floor = f"{s.min_mem_available_gb * 1e9:.0f}"
     cap = f"{s.nix_memory_max_gb * 1e9:.0f}" if s.nix_memory_max_gb else "0"
     return [
@@ -145,13 +146,10 @@ def _owner_nix(s) -> list[str]:
         "owner_nix() {",
         "  what=$1; shift",
         f"  bound=$(awk -v floor={floor} -v cap={cap} {shlex.quote(NIX_BOUND_AWK)} /proc/meminfo)",
-        '  if [ -z "$bound" ] || [ ! -d /run/systemd/system ] || '
-        "! command -v systemd-run >/dev/null 2>&1; then",
-        '    as_owner "$@"; return',
-        "  fi",
         '  [ "$owner" = "$(id -un)" ] || '
         'set -- runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"',
-        '  sh -c "$bounded_program" sh "remedy-nix-$what-$$" "$bound" "$@"',
+        '  sh -c "$bounded_program" sh "remedy-nix-$what-$$" "${bound:-0}" '
+        f'{int(s.nix_timeout_s)}s "$@"',
         "}",
     ]
 
@@ -248,6 +246,7 @@ def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
         '  abandon "the system profile ($recorded_profile) differs from /run/current-system '
         '($recorded_current): reconcile them by hand first"; return 0',
         "fi",
+        f"{q(commands.STALE_NIX_SCOPES)} 2>/dev/null || true  # a killed run's hung build",
         f"as_owner {stale} || true",
         f"scratch=$(as_owner {q(commands.scratch_dir())}) || "
         '{ abandon "cannot make a scratch directory as $owner"; return 0; }',

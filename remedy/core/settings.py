@@ -43,6 +43,9 @@ allow_local_build      false                                   let a bump compil
                                                                serving host
 build_max_jobs         1                                       nix --max-jobs of a build
 build_cores            2                                       nix --cores of a build
+nix_timeout_s          1800                                    the longest any one nix
+                                                               evaluation or build of
+                                                               the owner may run
 nix_memory_max_gb      MemAvailable - min_mem_available_gb     MemoryMax of the owner's
                                                                nix evaluation and build
 ready_timeout_s        300                                     wait for readiness
@@ -161,6 +164,9 @@ class Settings:
     # The memory bound of the owner's nix evaluation and build client (None: what the
     # host can spare above the memory gate's threshold at the time).
     nix_memory_max_gb: float | None = None
+    # The longest one evaluation or build of the owner's nix (a flake check that hangs
+    # held the host lock forever): stopped then, and the step gives up, naming the bound.
+    nix_timeout_s: int = 1800
     # When a `window` restart may run (remedy.core.restarts): always, never, or a window
     # of the serving host's local time ("Mon..Fri 02:00-04:00", "02:00-04:00").
     restart_window: str = "never"
@@ -440,6 +446,7 @@ CHECKS = {
     "build_max_jobs": _at_least_one,
     "build_cores": _at_least_one,
     "nix_memory_max_gb": _optional(lambda h, k, v: _positive(h, k, v)),
+    "nix_timeout_s": _at_least_one,
     "restart_window": _window,
     "restart_urgency": _urgency_map,
     "restart": _optional(_choice(("now", "window", "never"))),

@@ -129,6 +129,7 @@ def _bump(state, host, a: dict, found: dict) -> bool:
     def as_owner(argv):
         return _owned(owner, home, argv)
 
+    run(host, commands.STALE_NIX_SCOPES)  # a killed run's hung build (the host lock is ours)
     run(host, as_owner(commands.stale_scratch_removed(owner)))
     made = run(host, as_owner(commands.scratch_dir()))
     if not made.ok:
@@ -353,7 +354,7 @@ def _prove(state, host, a: dict, found: dict) -> bool:
     built = run(host, _owner_nix(as_owner, a, build, "build", bound))
     if not built.ok:
         found["why"] = (
-            _bound_hit(built, "build", bound)
+            _bound_hit(built, "build", bound, s.nix_timeout_s)
             or options.evaluation_blocker(built.stderr + "\n" + built.stdout, s)
             or f"the new configuration does not build: {built.why}"
         )
@@ -428,17 +429,25 @@ def _say_changes(current: str, toplevel: str) -> None:
 
 
 def _owner_nix(as_owner, a: dict, argv: list[str], what: str, bound: int | None) -> list[str]:
-    """ARGV as the checkout's owner, inside a scope with MemoryMax=BOUND when the host has
-    systemd-run (every NixOS host): Nix's evaluation of a system takes GBs."""
-    owned = as_owner(argv)
-    if bound is None or not a["systemd_run"]:
-        return owned
+    """ARGV as the checkout's owner, bounded in time (nix_timeout_s) and, when the host has
+    systemd-run (every NixOS host), in a scope with MemoryMax=BOUND: Nix's evaluation of a
+    system takes GBs."""
+    s: Settings = a["settings"]
     scope = re.sub(r"[^A-Za-z0-9]+", "-", a["run_id"]).strip("-")
-    return commands.memory_bounded(owned, bound, f"remedy-nix-{what}-{scope}")
+    memory = bound if a["systemd_run"] else None
+    return commands.nix_bounded(
+        as_owner(argv), memory, f"remedy-nix-{what}-{scope}", s.nix_timeout_s
+    )
 
 
-def _bound_hit(ran, what: str, bound: int | None) -> str | None:
-    if bound is None or "killed at its memory bound" not in ran.stderr:
+def _bound_hit(ran, what: str, bound: int | None, timeout_s: int | None = None) -> str | None:
+    if commands.TIME_BOUND_HIT in ran.stderr:
+        return (
+            f"the {what} ran past its time bound (nix_timeout_s={timeout_s or '?'}) and was "
+            "stopped: a build or check that hangs must not hold the host; find what hangs, "
+            "or raise nix_timeout_s"
+        )
+    if bound is None or commands.MEMORY_BOUND_HIT not in ran.stderr:
         return None
     return (
         f"the {what} hit its memory bound ({bound / 1e9:.1f} GB, MemoryMax of the owner's nix): "
@@ -471,7 +480,7 @@ def _local_builds(
     if dry is None:
         dry = run(host, _owner_nix(as_owner, a, dry_argv, "eval", bound))
     if not dry.ok:
-        if hit := _bound_hit(dry, "evaluation", bound):
+        if hit := _bound_hit(dry, "evaluation", bound, s.nix_timeout_s):
             return [], hit
         said = dry.stderr + "\n" + dry.stdout
         return [], options.evaluation_blocker(said, s) or (f"{what} does not evaluate: {dry.why}")
@@ -534,7 +543,7 @@ def _flake_checks(as_owner, a: dict, scratch: str) -> str | None:
         if built.ok:
             results.append(checks_core.CheckResult(check, checks_core.PASSED))
             continue
-        if hit := _bound_hit(built, what, bound):
+        if hit := _bound_hit(built, what, bound, s.nix_timeout_s):
             why = hit
             break
         tail = checks_core.log_tail(built.stderr + "\n" + built.stdout)

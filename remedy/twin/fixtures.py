@@ -423,6 +423,20 @@ def checked_commit() -> Commit:
     )
 
 
+def hanging_check_commit() -> Commit:
+    """A commit on top of checked_commit() whose check never ends (a test that waits on a
+    device that never answers): only a time bound ends its build."""
+    hanging = SERVING_CHECK.replace(
+        "    echo ok > $out\n", '    echo "waiting for the card"; sleep 3600\n    echo ok > $out\n'
+    )
+    assert hanging != SERVING_CHECK, "the check's last line moved"
+    return Commit(
+        "checks: wait for the card before the defaults check",
+        {"checks/tenstorrent-serving.nix": hanging},
+        "2026-09-29T10:00:00+02:00",
+    )
+
+
 def phase2a_default_commit() -> Commit:
     """A commit on top of checked_commit() that turns deviceResident on by default: the
     check fails (remedy's file still forces it off, so the system itself would prove)."""

@@ -62,3 +62,30 @@ def test_a_failing_flake_check_blocks_the_durable_path_and_a_passing_one_is_buil
     assert record["details"]["flake_checks"] == [{"check": CHECK, "result": "passed", "detail": ""}]
     assert twin.exec(["test", "-e", DROPIN], check=False).returncode != 0
     assert probe_inside(twin).outcome == "parsed"
+
+
+def test_a_flake_check_that_hangs_is_stopped_at_its_time_bound_and_leaves_nothing_running(
+    twin, tmp_path
+):
+    """Issue 32 item 4: a check that sleeps for an hour held the host lock forever, and its
+    builder ran on after the run and the next one."""
+    log = tmp_path / "a.jsonl"
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.checked_commit())
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.hanging_check_commit())
+    lock = twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout
+    proc = run_restore(twin, "--data", "nix_timeout_s=8", audit_log=log)
+    out = " ".join(said(proc).split())
+    assert proc.returncode == 0, out[-4000:]
+    assert f"flake check {CHECK} ran past its time bound (nix_timeout_s=8)" in out, out[-4000:]
+    assert last_audit(log)["path"] == "durable+fallback"
+    assert twin.exec(["test", "-e", DROPIN], check=False).returncode == 0  # the fallback holds
+    assert probe_inside(twin).outcome == "parsed"
+    assert twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout == lock
+    import time
+
+    deadline = time.monotonic() + 30  # the daemon ends the build its client left
+    while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
+        assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
+        time.sleep(1)
+    scopes = twin.exec(["systemctl", "list-units", "--no-legend", "remedy-nix-*"]).stdout
+    assert scopes.strip() == "", scopes

@@ -242,10 +242,24 @@ def test_the_nix_bound_keeps_memavailable_above_the_gate():
     assert memory.nix_memory_bound(_headroom(1000), 4.0, None) == 1
 
 
-def test_the_bounded_command_is_a_scope_with_memory_max():
-    argv = commands.memory_bounded(["runuser", "-u", "ops", "--", "nix", "build"], 123, "n")
+def test_the_bounded_command_is_a_scope_with_memory_max_and_a_time_bound():
+    argv = commands.nix_bounded(["runuser", "-u", "ops", "--", "nix", "build"], 123, "n", 60)
     assert argv[:2] == ["sh", "-c"] and argv[3:] == [
-        "sh", "n", "123", "runuser", "-u", "ops", "--", "nix", "build",
+        "sh", "n", "123", "60s", "runuser", "-u", "ops", "--", "nix", "build",
     ]  # fmt: skip
     assert 'systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max"' in argv[2]
-    assert "killed at its memory bound" in argv[2]
+    assert '-- timeout -k 10 "$t" "$@"' in argv[2]
+    assert commands.MEMORY_BOUND_HIT in argv[2] and commands.TIME_BOUND_HIT in argv[2]
+
+
+def test_a_command_that_hangs_is_stopped_at_its_time_bound_and_says_so():
+    """Issue 32 item 4, run here with this machine's sh and coreutils' timeout (no
+    memory bound: MAX 0, as on a host without systemd-run)."""
+    proc = subprocess.run(
+        commands.nix_bounded(["sleep", "30"], None, "n", 1), capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 124
+    assert "error: remedy: stopped at its time bound (nix_timeout_s=1s)" in proc.stderr
+    quick = subprocess.run(commands.nix_bounded(["true"], None, "n", 5), capture_output=True)
+    assert quick.returncode == 0 and quick.stderr == b""

@@ -72,6 +72,7 @@ ROWS: dict[str, Row] = {
     "build_max_jobs": Row(3, BOTH),
     "build_cores": Row(5, BOTH),
     "nix_memory_max_gb": Row(2.5, BOTH),
+    "nix_timeout_s": Row(600, BOTH),
     "restart_window": Row("always", REFUSED),
     "restart_urgency": Row({"QWEN36_MERGE_BATCH_GUARD": "now"}, REFUSED),
     "restart": Row("never", REFUSED),
