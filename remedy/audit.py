@@ -372,3 +372,27 @@ def uncommitted(project_dir: Path | str, relatives: list[str]) -> dict[str, str]
             shown = name
         states[shown] = state
     return states
+
+
+def import_manual_runs(path: Path | str, host: str, records) -> list[str]:
+    """Append the manual script's RECORDS (read from HOST, remedy.core.journal) that the
+    log at PATH does not hold yet, by run_id: a manual run is audited once, by the first
+    remedy command that reads the host after it. Returns the run_ids imported."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AuditLogWarning)
+        known = {(r.details or {}).get("run_id") for r in read(path, host)}
+    imported = []
+    for data in records:
+        run_id = (data.get("details") or {}).get("run_id")
+        if not run_id or run_id in known:
+            continue
+        try:
+            record = AuditRecord.from_dict({**data, "host": host})
+        except (TypeError, ValueError):
+            continue  # not a record (a torn or foreign line): left out
+        append(path, record)
+        known.add(run_id)
+        imported.append(run_id)
+    return imported

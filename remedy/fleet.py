@@ -60,6 +60,7 @@ def read_hosts(
                 return HostRead(host.name, s, error=f"the remote read failed: {exc}")
             if snap is None:
                 return HostRead(host.name, s, error="the remote read failed")
+            _import_manual_runs(host, snap, progress)
             # what remedy's forced values win over: one evaluation of the configuration
             try:
                 defs = read_option_definitions(host, s, snap, desired.ALL)
@@ -71,6 +72,22 @@ def read_hosts(
         gevent.joinall(greenlets)
         out += [g.get() for g in greenlets]
     return sorted(out, key=lambda r: r.name)
+
+
+def _import_manual_runs(host, snap, progress) -> None:
+    """The manual script's records on the host, into this machine's audit log, once."""
+    from remedy import audit
+
+    if not snap.journal.manual_runs:
+        return
+    path = audit.log_path_for(dict(host.data.dict()))
+    try:
+        done = audit.import_manual_runs(path, host.name, snap.journal.manual_runs)
+    except OSError as exc:
+        progress(f"{host.name}: could not import its manual runs into {path}: {exc}")
+        return
+    for run_id in done:
+        progress(f"{host.name}: audited the manual run {run_id} (from the host)")
 
 
 @dataclass

@@ -27,6 +27,12 @@ def path(unit: str) -> str:
     return f"{hostlock.JOURNAL_DIR}/run-{unit}.json"
 
 
+def manual_runs_path(unit: str) -> str:
+    """Where the manual script leaves its audit record (one JSON line per run), for the
+    next remedy command that reads the host to import, once."""
+    return f"{hostlock.JOURNAL_DIR}/manual-runs-{unit}.jsonl"
+
+
 def text(values: dict) -> str:
     """The file's bytes for VALUES: sorted keys, one per line."""
     return json.dumps(values, indent=1, sort_keys=True) + "\n"
@@ -44,6 +50,8 @@ class RunJournal:
     problem: str | None = None  # why it could not be read
     # scratch clones under /tmp now (a killed run's, or the one the journal names)
     scratch_clones: tuple[str, ...] = ()
+    # the manual script's audit records on the host (remedy imports each once)
+    manual_runs: tuple[dict, ...] = ()
 
     def get(self, key: str, default=None):
         return self.values.get(key, default)
@@ -125,6 +133,7 @@ def parse(lines: list[str]) -> RunJournal:
     """The ``run.journal`` section: ``key value`` lines, then ``json`` and the file."""
     info: dict[str, str] = {}
     clones: list[str] = []
+    manual: list[dict] = []
     body: list[str] | None = None
     for line in lines:
         if body is not None:
@@ -133,15 +142,26 @@ def parse(lines: list[str]) -> RunJournal:
             body = []
         else:
             key, _, value = line.partition(" ")
-            if key == "scratch_clone":
+            if key == "manual_run":
+                try:
+                    record = json.loads(value)
+                except ValueError:
+                    continue  # a torn line (the script was killed while writing it)
+                if isinstance(record, dict) and record.get("details", {}).get("run_id"):
+                    manual.append(record)
+            elif key == "scratch_clone":
                 clones.append(value.strip())
             elif key == "untrusted":
                 where, _, why = value.partition(": ")
-                return RunJournal(problem=untrusted(where, why), scratch_clones=tuple(clones))
+                return RunJournal(
+                    problem=untrusted(where, why),
+                    scratch_clones=tuple(clones),
+                    manual_runs=tuple(manual),
+                )
             else:
                 info[key] = value.strip()
     if body is None:
-        return RunJournal(scratch_clones=tuple(clones))
+        return RunJournal(scratch_clones=tuple(clones), manual_runs=tuple(manual))
 
     def number(key: str) -> int | None:
         try:
@@ -155,7 +175,9 @@ def parse(lines: list[str]) -> RunJournal:
             raise ValueError("not an object")
     except ValueError as exc:
         return RunJournal(
-            problem=f"unreadable run journal ({exc}): ignored", scratch_clones=tuple(clones)
+            problem=f"unreadable run journal ({exc}): ignored",
+            scratch_clones=tuple(clones),
+            manual_runs=tuple(manual),
         )
     present = info.get("toplevel_present")
     return RunJournal(
@@ -165,6 +187,7 @@ def parse(lines: list[str]) -> RunJournal:
         info.get("scratch_head"),
         None if present is None else present == "yes",
         scratch_clones=tuple(clones),
+        manual_runs=tuple(manual),
     )
 
 
@@ -175,6 +198,12 @@ SNIPPET = (
 j=$REMEDY_JOURNAL
 echo "@@remedy:section run.journal"
 for d in @SCRATCH_PREFIX@*; do [ -d "$d" ] && printf 'scratch_clone %s\n' "$d"; done
+# the manual script's records, read only as remedy's own files are (root's, 0600)
+m=${j%/run-*}/manual-runs-${j##*/run-}
+m=${m%.json}.jsonl
+if [ -n "$j" ] && [ -s "$m" ] && [ -z "$(journal_distrust "$m")" ]; then
+  sed 's/^/manual_run /' "$m"
+fi
 why=
 [ -z "$j" ] || why=$(journal_distrust "$j")
 if [ -n "$why" ]; then

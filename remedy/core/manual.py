@@ -113,7 +113,8 @@ def render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
     named = runbook.step_operations()
     if "nix.flake_input_updated" in named:
         # a flow runbook: the deploy's own step list, scratch clone and journal
-        lines = flow.render_flow(s, scope, named, head, allowed_signers)
+        who = (host, rb["id"], list(rb["issues"]))
+        lines = flow.render_flow(s, scope, named, head, allowed_signers, who)
         return "\n".join(lines) + "\n"
     out = list(head)
     for n, step in enumerate(rb["steps"], 1):

@@ -10,6 +10,7 @@ from what it finds: another run may have done the work while it waited.
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from remedy.core import bump, commands, desired, journal, probe
@@ -53,6 +54,39 @@ JOURNAL_KEYS = (
     "run_id", "scratch", "started", "toplevel",
 )  # fmt: skip
 NUMBERS = ("commits", "pid_at_override")
+
+
+def _manual_record(s, host: str, runbook: str, issues: list[str]) -> list[str]:
+    """manual_record STATUS, run when the script exits (trap): this run's audit record, one
+    JSON line appended to the host's manual-runs file (root's, 0600), which the next
+    remedy command that reads the host imports into its audit log, once (by run_id)."""
+    issue_list = ", ".join(json.dumps(i) for i in issues)
+    fmt = (
+        '{"host": "%s", "result": "%s", "time": "%s", "operator": "%s", "runbook": "%s", '
+        f'"issues": [{issue_list}], '
+        '"path": "%s", "details": {"run_id": "%s", "started": "%s", "exit": %s, '
+        '"manual_script": true, "restarts": %s, "lock_commit": "%s", "toplevel": "%s"}}'
+    )
+    return [
+        f"manual_runs={shlex.quote(journal.manual_runs_path(s.unit))}",
+        "js() { printf '%s' \"$1\" | sed 's/[\\\\\"]/\\\\&/g'; }  # a JSON string's inside",
+        "manual_record() {",
+        '  [ -n "${run_id:-}" ] || return 0  # stopped before it planned: nothing ran',
+        '  case "$1" in 0) result=ok ;; 5) result=locked ;; *) result=failed ;; esac',
+        "  p=${path:-none}",
+        '  [ "${durable_failed:-no}" = yes ] && [ "$p" = fallback ] && p=durable+fallback',
+        f"  now_pid={_main_pid(s)}",
+        "  restarts=0",
+        '  [ -n "${pid_at_start:-}" ] && [ "$now_pid" != "$pid_at_start" ] && restarts=1',
+        '  mkdir -p "${manual_runs%/*}" && (umask 077; printf '
+        + shlex.quote(fmt + "\n")
+        + f' "$(js {shlex.quote(host)})" "$result" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"'
+        ' "$(js "manual script, $(id -un)@$(hostname)")"'
+        f" {shlex.quote(runbook)}"
+        ' "$p" "$(js "$run_id")" "$(js "${started:-}")" "$1" "$restarts"'
+        ' "$(js "${lock_commit:-}")" "$(js "${toplevel:-}")" >> "$manual_runs")',
+        "}",
+    ]
 
 
 def _journal(s) -> list[str]:
@@ -196,6 +230,7 @@ def _plan(s, scope) -> list[str]:
         "recorded_current=$(readlink -f /run/current-system)",
         f"recorded_profile=$(readlink -f {commands.SYSTEM_PROFILE})",
         f"pid_before={_main_pid(s)}",
+        "pid_at_start=$pid_before",
     ]
 
 
@@ -760,13 +795,22 @@ def not_carried(s) -> list[str]:
 
 
 def render_flow(
-    s, scope, named: set[str], head: list[str], allowed_signers: str | None = None
+    s,
+    scope,
+    named: set[str],
+    head: list[str],
+    allowed_signers: str | None = None,
+    who: tuple[str, str, list[str]] = ("cfx-llm2", "001", []),
 ) -> list[str]:
     """The body of a flow runbook's script: HEAD (prelude, lock, owner), then the step
     list's steps the runbook names (NAMED), each a function behind its stage's guard."""
+    host, runbook, issues = who
     out = [
         *head,
         *not_carried(s),
+        *_manual_record(s, host, runbook, issues),
+        # the record on any exit (a failed check exits at once): then the lock goes
+        'trap \'st=$?; manual_record "$st"; rm -f "$holder"\' EXIT',
         *_journal(s),
         *_system_holds(s, scope),
         *_live_holds(s),

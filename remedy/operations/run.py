@@ -104,6 +104,11 @@ def begin_restore(
         raise SystemExit(f"remedy: {host.name}: {blocked[0]}")
     if snap.journal.problem:
         logger.warning(f"{host.name}: {snap.journal.problem}")
+    if snap.journal.manual_runs and not _dry_run():
+        for run_id in audit.import_manual_runs(
+            audit.log_path_for(dict(host.data.dict())), host.name, snap.journal.manual_runs
+        ):
+            logger.info(f"{host.name}: audited the manual run {run_id} (from the host)")
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
     if plan.managed_text is not None:

@@ -222,3 +222,40 @@ def test_the_manual_converge_and_the_deploy_leave_the_same_state(make_twin):
         code, settings = status_settings(twin)
         assert code == 0 and out_of_sync(settings) == set(), (twin.name, settings)
     assert converged_state(by_hand) == converged_state(by_deploy)
+
+
+def test_a_manual_run_is_audited_once_by_the_next_remedy_command(twin, tmp_path):
+    """Issue 32 item 6: runs of the manual script, one that switched and restarted the
+    server included, left no record. The script leaves its record on the host; the next
+    remedy command that reads the host imports it, once."""
+    import os
+
+    log = tmp_path / "audit.jsonl"
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
+    proc = over_ssh(twin, manual_script(twin))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    strict = twin_inventory(tmp_path / "strict.py", twin, min_mem_available_gb=100000)
+    refused = subprocess.run(
+        ["remedy", "runbooks", "show", "001", "--manual", "--inventory", str(strict),
+         "--host", twin.name], capture_output=True, text=True, cwd=PROJECT, check=True,
+    ).stdout  # fmt: skip
+    assert over_ssh(twin, refused).returncode != 0  # the memory gate fails it at once
+    for _ in range(2):  # the second read finds them imported already
+        status = subprocess.run(
+            ["remedy", "status", "inventory/twin.py", "--limit", twin.name],
+            capture_output=True, text=True, cwd=PROJECT, env=env, timeout=300,
+        )  # fmt: skip
+        assert "Traceback" not in status.stderr, status.stderr
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 2, records
+    ran, failed = records
+    assert ran["host"] == twin.name and ran["runbook"] == "001"
+    assert (ran["result"], ran["path"]) == ("ok", "durable"), ran
+    assert ran["details"]["manual_script"] is True and ran["details"]["restarts"] == 1
+    assert ran["details"]["toplevel"].startswith("/nix/store/")
+    assert ran["details"]["run_id"].startswith("manual:")
+    assert "tt-stack#49" in ran["issues"] and ran["operator"].startswith("manual script, root@")
+    assert failed["result"] == "failed" and failed["details"]["exit"] == 1
+    mode = twin.exec(["stat", "-c", "%u %a", "/var/lib/remedy/manual-runs-"
+                      "tenstorrent-serving.service.jsonl"]).stdout.split()  # fmt: skip
+    assert mode == ["0", "600"]

@@ -1,0 +1,44 @@
+"""Issue 32 item 6 without a host: the manual script's record, read back and imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from remedy import audit
+from remedy.core import journal, manual_flow
+from remedy.core.settings import Settings
+
+UNIT = "tenstorrent-serving.service"
+RECORD = {
+    "host": "cfx-llm2", "result": "ok", "time": "2026-12-02T03:00:00Z",
+    "operator": "manual script, root@cfx-llm2", "runbook": "001", "issues": ["tt-stack#49"],
+    "path": "durable",
+    "details": {"run_id": "manual:cfx-llm2:42:1", "exit": 0, "manual_script": True},
+}  # fmt: skip
+
+
+def test_the_snapshot_finds_the_manual_runs_file_where_the_script_writes_it():
+    """The remote read derives the file from the journal's path in shell."""
+    shell = 'j=$1\nm=${j%/run-*}/manual-runs-${j##*/run-}\nm=${m%.json}.jsonl\nprintf %s "$m"'
+    proc = subprocess.run(["sh", "-c", shell, "sh", journal.path(UNIT)], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert proc.stdout == journal.manual_runs_path(UNIT)
+    script = "\n".join(manual_flow._manual_record(Settings(), "h", "001", []))
+    assert f"manual_runs={journal.manual_runs_path(UNIT)}" in script
+
+
+def test_manual_run_lines_are_read_and_a_torn_one_left_out():
+    found = journal.parse(
+        ["manual_run " + json.dumps(RECORD), 'manual_run {"host": "cfx-', "scratch_clone /tmp/x"]
+    )
+    assert found.manual_runs == (RECORD,) and found.scratch_clones == ("/tmp/x",)
+
+
+def test_a_manual_run_is_imported_once_under_the_inventory_name(tmp_path):
+    log = tmp_path / "audit.jsonl"
+    assert audit.import_manual_runs(log, "prod-1", [RECORD]) == ["manual:cfx-llm2:42:1"]
+    assert audit.import_manual_runs(log, "prod-1", [RECORD]) == []
+    (record,) = audit.read(log)
+    assert record.host == "prod-1" and record.details["manual_script"] is True
+    assert audit.import_manual_runs(log, "prod-1", [{"details": {"run_id": "x"}}]) == []
