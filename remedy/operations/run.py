@@ -135,7 +135,8 @@ def begin_restore(
     if not _recording:
         # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
         _recording.append(audit.commits_of(project))
-        atexit.register(_record_all, state, _recording[0], _runbook_of(project, runbook))
+        _record_args.append((state, _recording[0], _runbook_of(project, runbook)))
+        atexit.register(_record_all, *_record_args[0])
         _watch_signals()
         state.add_callback_handler(_StepJournal())
     return r
@@ -319,6 +320,9 @@ class _StepJournal(BaseStateCallback):
 
         gevent.spawn(send)
 
+    def operation_start(self, st, op_hash) -> None:
+        _in_progress[:] = [", ".join(st.get_op_meta(op_hash).names)]
+
     def operation_host_success(self, st, h, op_hash, retry_count: int = 0) -> None:
         self._journal(st, h, op_hash, False)
 
@@ -327,6 +331,7 @@ class _StepJournal(BaseStateCallback):
 
 
 _exit_guard: list[bool] = []
+_in_progress: list[str] = []  # the step pyinfra runs now (for a run killed during it)
 
 
 def stop_on_signals() -> None:
@@ -358,7 +363,9 @@ def _watch_signals() -> None:
 
     def stop(signum, _frame) -> None:
         signame = signal.Signals(signum).name
+        first = said.interrupted()
         if not said.interrupt(signum):
+            _record_killed(f"{first}, then killed by a second {signame}")
             os._exit(128 + signum)
         print(
             f"remedy: {signame}: stopping after the step in progress (again to kill)",
@@ -367,6 +374,22 @@ def _watch_signals() -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
+
+
+def _record_killed(why: str) -> None:
+    """The audit line of a run killed by a second signal, written before it exits: the
+    next run would otherwise record it as a run that died (SIGKILL, a lost connection)
+    after the last step it finished, not during the one it was in."""
+    if not _recording or not _record_args:
+        return
+    step = _in_progress[0] if _in_progress else "?"
+    try:
+        _record_all(*_record_args[0], killed=f"{why} during '{step}'")
+    except Exception as exc:  # dying anyway: say what could not be recorded
+        print(f"remedy: could not record the killed run: {exc!r}", file=sys.stderr)
+
+
+_record_args: list[tuple] = []
 
 
 def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, list[str]]:
@@ -385,7 +408,9 @@ def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, lis
         return runbook_id, []
 
 
-def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
+def _record_all(
+    st, commits: dict, runbook: tuple[str, list[str]], killed: str | None = None
+) -> None:
     if st.current_stage < StateStage.Execute:
         return  # a dry run records nothing
     for h in st.inventory.iter_activated_hosts():
@@ -399,7 +424,7 @@ def _record_all(st, commits: dict, runbook: tuple[str, list[str]]) -> None:
             results,
             old_rev=r.before.flake_input.rev if r.before.flake_input else None,
             flake_input=r.settings.flake_input,
-            interrupted=said.interrupted(),
+            interrupted=killed or said.interrupted(),
             host_failed=h in st.failed_hosts,
             unhealthy=unhealthy(r.plan, r.before),
         )

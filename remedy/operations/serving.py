@@ -415,6 +415,12 @@ def toolcalling_verified(
     if _postponed(journal_path, run_id):  # live waits for the postponed restart
         later = later + tuple(k for k in plan.SERVING_PARSER_ENV if s.urgency(k) != "now")
     if parsed_before and now.main_pid == pid_before and not plan.serving_lacks(now.now, s, later):
+        # what the record says after the run is a probe of now, not an earlier step's
+        found = host.get_fact(
+            ToolCallProbe, url=s.server_url, model=s.model, timeout_s=s.probe_timeout_s
+        )
+        if found is not None:
+            say(probe_after=found.outcome)
         host.noop("nothing was restarted and the probe was parsed before the run")
         return
     why, unverified = _wait_until_parsed(s, later)

@@ -237,3 +237,30 @@ def test_kill_sweep_over_a_durable_converge(make_twin, tmp_path, when):
     if not when.startswith("sigint"):
         assert "died without ending" in first["failed"]
     assert not twin.exec(["ls", "/var/lib/remedy"], check=False).stdout.strip()  # no journal
+
+
+def test_a_sigterm_run_is_recorded_once_as_interrupted_not_again_as_killed(twin, tmp_path):
+    """Issue 32 item 5: the next run recorded a SIGTERM'd run a second time, as 'killed
+    (SIGKILL, a lost connection or a crash)' after the wrong step."""
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    argv = ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py"]
+    run = subprocess.Popen(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None and not scratch_clones(twin):
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    out, _ = run.communicate(timeout=600)
+    assert run.returncode != 0, out[-3000:]
+    assert "SIGTERM: stopping after the step in progress" in out
+    rerun = subprocess.run(
+        [*argv, "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env, capture_output=True,
+        text=True, timeout=900,
+    )  # fmt: skip
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["result"] for r in records] == ["interrupted", "ok"], records
+    assert "interrupted by SIGTERM" in records[0]["details"]["interrupted"]
+    assert "an earlier run died" not in rerun.stdout + rerun.stderr

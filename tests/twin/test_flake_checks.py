@@ -89,3 +89,50 @@ def test_a_flake_check_that_hangs_is_stopped_at_its_time_bound_and_leaves_nothin
         time.sleep(1)
     scopes = twin.exec(["systemctl", "list-units", "--no-legend", "remedy-nix-*"]).stdout
     assert scopes.strip() == "", scopes
+
+
+def test_a_second_sigterm_during_a_hung_check_is_recorded_once_with_the_step_it_was_in(
+    twin, tmp_path
+):
+    """Issue 32 items 4 and 5: the first SIGTERM waits for the step in progress; a second
+    one kills the run, which records itself first (the next run recorded it again, as a
+    run that died of SIGKILL, after the wrong step). Nothing of it keeps running."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import PROJECT, RESTART_NOW
+
+    log = tmp_path / "a.jsonl"
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.checked_commit())
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.hanging_check_commit())
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
+    argv = ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py",
+            "deploys/restore_toolcalling.py"]  # fmt: skip
+    run = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode != 0:
+        assert run.poll() is None and time.monotonic() < deadline, run.stdout.read()[-3000:]
+        time.sleep(0.2)
+    run.send_signal(signal.SIGTERM)
+    time.sleep(2)
+    run.send_signal(signal.SIGTERM)
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode == 128 + signal.SIGTERM, out[-3000:]
+    (record,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert record["result"] == "interrupted", record
+    assert record["details"]["interrupted"] == (
+        "interrupted by SIGTERM, then killed by a second SIGTERM during "
+        "'Prove the build holds the desired state (tt-stack#34)'"
+    )
+    rerun = subprocess.run([*argv[:-1], "--data", "nix_timeout_s=5", argv[-1]], cwd=PROJECT,
+                           env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+    results = [json.loads(x)["result"] for x in log.read_text().splitlines()]
+    assert results == ["interrupted", "ok"], results  # recorded once, not again as died
+    deadline = time.monotonic() + 30
+    while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
+        assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
+        time.sleep(1)
