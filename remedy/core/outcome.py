@@ -80,6 +80,7 @@ def outcome(
         and not (boot_pending or switch_locked)
     ]
     rollback_failed = _first(results, "rollback_failed")
+    rollback_not_run = _first(results, "rollback_not_run")
     unverified = _first(results, "unverified")
     restarts = sum(int(r.said.get("restarts") or 0) for r in results)
     notes = [n for r in results for n in r.said.get("notes") or []]
@@ -145,6 +146,7 @@ def outcome(
         "restarts": restarts,
         "durable_failed": durable_failed,
         "rollback_failed": rollback_failed,
+        "rollback_not_run": rollback_not_run,
         "unverified": unverified,
         "local_builds": _first(results, "local_builds") or [],
         "refused": refused,
@@ -199,6 +201,8 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
         parts.append(f"switch exit 4: failed units {', '.join(d['switch_failed_units'])}")
     if d["rollback_failed"]:
         parts.append(f"ROLLBACK FAILED: {d['rollback_failed']}")
+    elif d.get("rollback_not_run"):
+        parts.append(d["rollback_not_run"])
     if d["unverified"]:
         parts.append(f"NOT VERIFIED: {d['unverified']}")
     if path in ("durable+fallback", FALLBACK) and not d["switch_locked"] and d["override_held"]:

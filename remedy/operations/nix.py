@@ -878,7 +878,18 @@ def _roll_back(state, host, a: dict, now, found: dict) -> bool:
             say(lock_reverted=lock_commit)
         else:
             note(f"could not revert the lock commit {lock_commit[:12]}: {ran.why}")
-    if failed:
+    lost_connection = [f for f in failed if "was lost" in f]
+    if lost_connection:
+        # not a failed rollback: none could run. The switch runs in its own transient unit
+        # and may well have finished; the next run reads what the host shows.
+        why = (
+            f"the rollback did not run: the connection to {host.name} was lost; the switch "
+            "may have finished in its transient unit: run again, it reads the host and "
+            "finishes the switch or rolls it back"
+        )
+        say(rollback_not_run=why)
+        found["why"] = why
+    elif failed:
         say(rollback_failed="; ".join(failed))
         found["why"] = f"rollback FAILED: {'; '.join(failed)}; going on to the fallback"
     else:

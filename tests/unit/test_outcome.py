@@ -86,3 +86,18 @@ def test_flake_lock_left_at_the_old_rev_only_where_it_is():
     reverted = step("nix.system_rolled_back", "fallback", CHANGED, lock_reverted="c" * 40)
     back = outcome("durable", ["x"], [bumped, forwarded, switch_failed, reverted], old_rev=old)
     assert f"flake.lock left at {old[:12]}" in back.line
+
+
+def test_a_rollback_that_could_not_run_is_not_a_failed_rollback():
+    """After a dropped session the switch may have finished in its transient unit: the
+    killed run said ROLLBACK FAILED while the rerun found the host right."""
+    lost = "the rollback did not run: the connection to h was lost; ..."
+    results = [
+        step("nix.system_switched", "durable", ERROR, why="the connection to h was lost"),
+        step("nix.system_rolled_back", "fallback", ERROR, rollback_not_run=lost),
+    ]
+    done = outcome("durable", ["x"], results)
+    assert "ROLLBACK FAILED" not in done.line and lost in done.line
+    assert done.details["rollback_failed"] is None
+    failed = [results[0], step("nix.system_rolled_back", "fallback", ERROR, rollback_failed="x")]
+    assert "ROLLBACK FAILED: x" in outcome("durable", ["x"], failed).line
