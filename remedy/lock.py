@@ -49,6 +49,11 @@ class HostLock:
         run got, and the next run records it."""
         self._send(step_line(operation, result) + "\n")
 
+    def stop_builds(self) -> bool:
+        """The run was asked to stop: the host stops the owner's nix that the run runs
+        now (its transient scope), through this session, at once (no round trip)."""
+        return self._send("stop-nix\n")
+
     def _send(self, text: str) -> bool:
         try:
             self.channel.sendall(text.replace("\r", " ").encode())

@@ -65,6 +65,9 @@ ended=
 while IFS= read -r line; do
   case $line in
     "end "*) ended=yes; break ;;
+    # the run was asked to stop (its first SIGINT/SIGTERM): the owner's nix it runs now
+    # (a build, a check) is stopped as a whole, not waited for
+    stop-nix) systemctl stop --no-block 'remedy-nix-*.scope' >/dev/null 2>&1 ;;
     *) printf '%s\n' "$line" >> "$j" 2>/dev/null ;;
   esac
 done

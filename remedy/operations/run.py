@@ -368,9 +368,12 @@ def _watch_signals() -> None:
             _record_killed(f"{first}, then killed by a second {signame}")
             os._exit(128 + signum)
         print(
-            f"remedy: {signame}: stopping after the step in progress (again to kill)",
+            f"remedy: {signame}: stopping after the step in progress (again to kill); "
+            "a Nix build or evaluation in progress is stopped now",
             file=sys.stderr,
         )
+        for lock in list(_locks.values()):  # a hung build must not hold the step
+            lock.stop_builds()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
