@@ -478,5 +478,6 @@ def _record_all(
         except Exception as exc:  # never hide the run's own outcome behind the log
             print(f"remedy: could not write the audit line for {h.name}: {exc!r}", file=sys.stderr)
         lock = _locks.pop(h.name, None)
-        if lock is not None:  # the run ended and is recorded: its journal goes
+        if lock is not None and killed is None:  # ended and recorded: its journal goes
             lock.release(done.result)
+        # killed (a signal handler): no round trip; exiting closes the lock's session
