@@ -15,6 +15,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_VOLATILE = 3  # healthy, but held together by state a reboot loses
 EXIT_UNHEALTHY = 4  # tool calling is not parsed
+EXIT_LOCKED = 5  # another run holds a host's lock
 
 
 class RemedyError(Exception):

@@ -96,6 +96,7 @@ class DeployRun:
     returncode: int
     seconds: float
     output: str = field(repr=False, default="")
+    started: float = 0.0  # wall clock (time.time()) when the deploy began
 
     def tail(self, lines: int = 25) -> str:
         return "\n".join(self.output.rstrip().splitlines()[-lines:])
@@ -120,7 +121,7 @@ def deploy_each(
             argv += ["--data", f"{key}={value}"]
         argv += [inventory_path, deploy_path]
         progress(f"{name}: applying deploys/{deploy}")
-        started = time.monotonic()
+        began, started = time.time(), time.monotonic()
         proc = subprocess.run(
             argv,
             cwd=PROJECT,
@@ -131,7 +132,7 @@ def deploy_each(
         )
         took = time.monotonic() - started
         progress(f"{name}: deploy finished in {took:.0f}s (exit {proc.returncode})")
-        return DeployRun(name, proc.returncode, took, proc.stdout + proc.stderr)
+        return DeployRun(name, proc.returncode, took, proc.stdout + proc.stderr, began)
 
     if not hosts:
         return []

@@ -26,12 +26,11 @@ from remedy import inventory as inventory_mod
 from remedy.cli.status import UNMANAGED_TITLE
 from remedy.console import console, err_console
 from remedy.core import desired, volatile
-from remedy.core.plan import bump_blocked, plan_restore
-from remedy.core.report import host_status
+from remedy.core.plan import NOOP, bump_blocked, plan_restore
+from remedy.core.report import host_status, next_step
 from remedy.core.volatile import Unmanaged
-from remedy.errors import EXIT_ERROR, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
+from remedy.errors import EXIT_ERROR, EXIT_LOCKED, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
 
-EXIT_LOCKED = 5
 # "The worst one of all hosts": an error outranks a sick host, which outranks a lock
 # (the other run will finish) and drift.
 SEVERITY = [EXIT_OK, EXIT_VOLATILE, EXIT_LOCKED, EXIT_UNHEALTHY, EXIT_ERROR]
@@ -107,7 +106,10 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
         ]
     if applied:
         _audit_unreached(host_data, applied, {r.name: r.error for r in reads})
-    reports = [_report(r, applied.get(r.name), check, unattended) for r in reads]
+    reports = [
+        _report(r, applied.get(r.name), check, unattended, inventory, host_data.get(r.name))
+        for r in reads
+    ]
     code = worst([rep["exit_code"] for rep in reports])
     if textfile:
         metrics.write(
@@ -142,16 +144,25 @@ def _host_data(inventory: str, limit) -> dict[str, dict]:
 
 
 def _report(
-    read: fleet.HostRead, run: fleet.DeployRun | None, check: bool, unattended: bool = False
+    read: fleet.HostRead,
+    run: fleet.DeployRun | None,
+    check: bool,
+    unattended: bool = False,
+    inventory: str = "INVENTORY",
+    data: dict | None = None,
 ) -> dict:
     out: dict = {"host": read.name}
     if run is not None:
         out["apply"] = {"exit_code": run.returncode, "seconds": round(run.seconds, 1)}
         if run.returncode != 0:
             out["apply"]["tail"] = run.tail()
+        record = _run_record(read.name, run, data)
+        out["outcome"] = (record.details or {}).get("outcome") if record else None
+        out["result"] = record.result if record else None
     if read.error:
         out.update(exit_code=EXIT_ERROR, verdict=f"could not read the host: {read.error}")
         out["settings"] = []
+        out["next"] = next_step(EXIT_ERROR, read.name, inventory)
         return out
     status = host_status(read.name, read.settings, read.snapshot)
     settings = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
@@ -163,12 +174,23 @@ def _report(
         code, verdict = EXIT_LOCKED, "another run holds the host lock: " + _lock_line(run)
     elif run is not None and run.returncode != 0 and code == EXIT_OK:
         code, verdict = EXIT_ERROR, f"the deploy failed (exit {run.returncode})"
-    problems = list(status.problems)
-    if plan.bump_blocked:
-        problems.append(f"bump skipped: {plan.bump_blocked}")
+    # what stands in the durable path's way, as this run plans it (--unattended too)
+    blocked = "durable path not possible: "
+    problems = [p for p in status.problems if not p.startswith(blocked)]
+    if plan.path != NOOP:
+        problems += [blocked + b for b in plan.durable_blockers]
     out.update(
         exit_code=code,
         verdict=verdict,
+        next=next_step(
+            code,
+            read.name,
+            inventory,
+            boot_pending=status.boot_pending is not None,
+            blocked=plan.path != NOOP and bool(plan.durable_blockers),
+            unit_active=read.snapshot.unit.active_state == "active",
+            unit=read.settings.unit,
+        ),
         probe=read.snapshot.probe.outcome,
         bump_blocked=plan.bump_blocked,
         problems=problems,
@@ -196,6 +218,19 @@ def _report(
         ],
     )
     return out
+
+
+def _run_record(host: str, run: fleet.DeployRun, data: dict | None):
+    """The audit record the deploy RUN wrote for HOST (None: it wrote none)."""
+    from remedy import audit
+
+    try:
+        records = audit.read(audit.log_path_for(dict(data or {})), host)
+    except Exception:  # the report never hides behind the log
+        return None
+    since = run.started - 1
+    mine = [r for r in records if r.timestamp.timestamp() >= since]
+    return mine[-1] if mine else None
 
 
 def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) -> None:
@@ -234,7 +269,7 @@ def _metrics(
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
     from remedy import audit
-    from remedy.core.report import host_status
+    from remedy.core.report import host_status, next_step
 
     status = host_status(read.name, read.settings, read.snapshot)
     last = None
@@ -298,16 +333,21 @@ def _print(rep: dict) -> None:
         console.print(table)
     for note in rep.get("notes") or []:
         console.print(
-            textwrap.fill(note, 80, initial_indent="  • ", subsequent_indent="    "),
+            textwrap.fill(
+                note, 80, initial_indent="  • ", subsequent_indent="    ",
+                break_on_hyphens=False,
+            ),  # fmt: skip
             markup=False,
             highlight=False,
         )
     # what the table and the volatile list below do not say already (an untrusted run
     # journal, a file name systemd cannot show)
-    shown = ("volatile: ", "after a reboot the ", "bump skipped: ")
-    for problem in [p for p in rep.get("problems") or [] if not p.startswith(shown)]:
+    for problem in rep.get("problems") or []:
         console.print(
-            textwrap.fill(problem, 80, initial_indent="  ! ", subsequent_indent="    "),
+            textwrap.fill(
+                problem, 80, initial_indent="  ! ", subsequent_indent="    ",
+                break_on_hyphens=False,
+            ),  # fmt: skip
             style="red",
             markup=False,
             highlight=False,
@@ -327,6 +367,28 @@ def _print(rep: dict) -> None:
                 highlight=False,
             )
     apply = rep.get("apply")
+    if apply:  # what this run did, as the deploy said it (its audit line)
+        said = rep.get("outcome") or f"the deploy wrote no outcome (exit {apply['exit_code']})"
+        _said("  outcome: ", said, "green" if rep.get("result") == "ok" else "yellow")
+    if rep.get("next"):
+        _said("  next: ", rep["next"], None)
     if apply and apply["exit_code"] != 0 and apply.get("tail"):
         console.print(f"  deploy exit {apply['exit_code']}; its last lines:", style="red")
         console.print(apply["tail"], markup=False, highlight=False)
+
+
+def _said(label: str, text: str, style: str | None) -> None:
+    """LABEL TEXT folded at 80 columns; a `command` in backquotes is never broken, so
+    it can be pasted."""
+    import re
+
+    words = re.findall(r"`[^`]*`|\S+", text)
+    lines, line = [], label.rstrip()
+    for word in words:
+        if len(line) + 1 + len(word) > 80 and line.strip():
+            lines.append(line)
+            line = " " * len(label) + word
+        else:
+            line = f"{line} {word}" if line.strip() else label + word
+    lines.append(line)
+    console.print("\n".join(lines), style=style, markup=False, highlight=False, soft_wrap=True)

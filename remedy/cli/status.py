@@ -9,7 +9,7 @@ from rich.table import Table
 
 from remedy import fleet
 from remedy.console import console, err_console
-from remedy.core.report import host_status
+from remedy.core.report import host_status, next_step
 from remedy.errors import EXIT_ERROR
 
 
@@ -22,19 +22,33 @@ def status(inventory, limit, as_json):
     memory against the threshold, hugepages, the locked tt-stack rev and the probe.
 
     Exit 0 healthy and durable, 3 healthy but volatile or drifted, 4 unhealthy, 1 error."""
-    results, errors = [], {}
+    results, errors, nexts = [], {}, {}
     say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
     for read in fleet.read_hosts(inventory, list(limit) or None, say):
         if read.error:
             errors[read.name] = read.error
         else:
-            results.append(host_status(read.name, read.settings, read.snapshot))
+            r = host_status(read.name, read.settings, read.snapshot)
+            results.append(r)
+            nexts[r.host] = next_step(
+                r.exit_code,
+                r.host,
+                inventory,
+                boot_pending=r.boot_pending is not None,
+                blocked=any(p.startswith("durable path not possible: ") for p in r.problems),
+                unit_active=read.snapshot.unit.active_state == "active",
+                unit=read.settings.unit,
+            )
     # A host that cannot be read may be the frozen one: an incomplete report is an error.
     code = EXIT_ERROR if errors else max([r.exit_code for r in results] + [0])
     if as_json:
         click.echo(
             json.dumps(
-                {"exit_code": code, "hosts": [r.to_json() for r in results], "errors": errors},
+                {
+                    "exit_code": code,
+                    "hosts": [{**r.to_json(), "next": nexts[r.host]} for r in results],
+                    "errors": errors,
+                },
                 indent=2,
                 default=str,
             )
@@ -42,6 +56,8 @@ def status(inventory, limit, as_json):
     else:
         for r in results:
             _print(r)
+            if nexts[r.host]:
+                _bullets(console, "next:", [nexts[r.host]])
         for name, why in errors.items():
             err_console.print(f"[bold red]{name}[/]: {why}")
     raise SystemExit(code)

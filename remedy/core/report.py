@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 
 from remedy.core import desired, options, volatile
 from remedy.core import memory as mem
-from remedy.core.plan import managed_conflict, plan_restore
+from remedy.core.plan import NOOP, managed_conflict, plan_restore
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
-from remedy.errors import EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
+from remedy.errors import EXIT_LOCKED, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
 
 
 @dataclass
@@ -141,14 +141,24 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
     if kept and code == EXIT_OK:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
-    pending, boot = _pending(snap, settings, drift_list)
+    plan = plan_restore(snap, settings, desired.ALL)
+    pending, boot = _pending(snap, settings, plan)
     if boot and code == EXIT_VOLATILE:
         verdict = (
             "boot pending: durable at next boot; running the old generation until a "
             "reboot or a restart window"
         )
     for key, when in pending.items():
+        if key == "runtime_override":
+            # wanted only where the next boot holds every setting: elsewhere the override
+            # is what holds live right, and a reboot reverting it is the problem itself
+            if boot:
+                notes.append(f"pending: the /run override goes {when}; the next boot holds "
+                             "every setting without it")  # fmt: skip
+            continue
         notes.append(f"pending: {desired.BY_KEY[key].label} takes effect {when}")
+    if plan.path != NOOP:  # the durable path is wanted: say what stands in its way
+        problems += [f"durable path not possible: {b}" for b in plan.durable_blockers]
     # a switch that changed the kernel parameters takes full effect at the next boot
     reboot_for = [e.subject for e in kept if e.kind == volatile.KERNEL_PARAM]
     if reboot_for:
@@ -162,21 +172,25 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     )  # fmt: skip
 
 
-def _pending(snap, settings, drift_list) -> tuple[dict[str, str], str | None]:
+def _pending(snap, settings, p) -> tuple[dict[str, str], str | None]:
     """({setting: when it takes effect} for the drifted settings the restart policy makes
-    wait, the pending generation when the profile that boots holds every setting)."""
+    wait (P: the plan for every setting), the pending generation when the profile that
+    boots holds every setting)."""
     g = snap.generations
     boot = None
     if g.profile and g.current_system and g.profile != g.current_system:
         nxt = desired.next_boot(snap, settings)
         if not desired.missing(nxt, settings, desired.ALL):
             boot = g.profile
-    p = plan_restore(snap, settings, desired.ALL)
     waiting = p.restart.pending if p.restart and not p.restart.allowed else []
+    # pending only where the next boot already holds it: a setting that the next boot
+    # lacks too is drifted or volatile, not waiting for anything
     out = {
         sp.drift.key: sp.takes_effect
         for sp in p.settings
-        if sp.drift.key in waiting and sp.takes_effect
+        if sp.drift.key in waiting
+        and sp.takes_effect
+        and sp.drift.next_boot == sp.drift.desired
     }
     return out, boot
 
@@ -356,3 +370,42 @@ def _verdict(snap, settings, drift_list, rows, conflict) -> tuple[int, str]:
     ):
         return EXIT_VOLATILE, "healthy now, but drifted from the wanted configuration"
     return EXIT_OK, "healthy and durable"
+
+
+def next_step(
+    code: int,
+    host: str,
+    inventory: str,
+    *,
+    boot_pending: bool = False,
+    blocked: bool = False,
+    unit_active: bool = True,
+    unit: str = "tenstorrent-serving.service",
+) -> str | None:
+    """The command a person on call runs next for a verdict that is not healthy (CODE,
+    the exit code), pasteable as printed; None when nothing is to be done. BLOCKED: the
+    durable path is wanted and something stands in its way (the problems name it)."""
+    import shlex
+
+    converge = f"remedy converge {shlex.quote(inventory)} --limit {shlex.quote(host)}"
+    if code == EXIT_OK:
+        return None
+    if code == EXIT_LOCKED:
+        return f"another run holds the host: wait for it, or run `{converge} --wait 600`"
+    if code == EXIT_UNHEALTHY and not unit_active:
+        return (
+            f"{unit} is not active: read why with `ssh root@{host} systemctl status "
+            f"{shlex.quote(unit)}`, then run `{converge} --restart now`"
+        )
+    if code == EXIT_UNHEALTHY:
+        return f"restore tool calling now (one restart, memory-gated): `{converge} --restart now`"
+    if boot_pending:
+        return (
+            f"reboot {host} when convenient, or activate the pending generation now with "
+            f"one restart: `{converge} --restart now`"
+        )
+    if blocked:
+        return f"fix what blocks the durable path (above), then run `{converge}`"
+    if code == EXIT_VOLATILE:
+        return f"make it durable: `{converge}` (add --restart now to apply at once)"
+    return f"read the host again: `remedy status {shlex.quote(inventory)} --limit {host}`"

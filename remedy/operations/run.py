@@ -447,7 +447,11 @@ def _record_all(
             **done.details,
             "managed_conflict": r.plan.managed_conflict,
             "bump_blocked": r.plan.bump_blocked,
+            # why the durable path was not taken (e.g. Nix's version unreadable)
+            "durable_blockers": list(r.plan.durable_blockers),
             "run_id": RUN_ID,
+            # the line the deploy printed: `remedy converge` shows it to the person
+            "outcome": done.line,
         }
         if r.steps.resuming:
             details["resumed"] = r.steps.resuming

@@ -8,6 +8,7 @@ could. The management side (this test) holds the allowed-signers file.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
@@ -152,8 +153,27 @@ def test_an_unattended_run_with_nothing_to_verify_by_does_not_bump(make_twin, tm
     host = doc["hosts"][0]
     assert proc.returncode == 3, host["verdict"]
     assert host["bump_blocked"] == "unattended and neither bump_to nor trusted_signers is set"
-    assert any(p.startswith("bump skipped: unattended") for p in host["problems"])
+    blocked = "durable path not possible: bump skipped: unattended"
+    assert any(p.startswith(blocked) for p in host["problems"]), host["problems"]
+    assert host["outcome"].startswith("path fallback"), host
     assert locked_rev(twin) == before
     assert probe_inside(twin).outcome == "parsed"
     metrics = textfile.read_text()
     assert 'remedy_bump_blocked{host="' + twin.name + '",reason="unattended and neither' in metrics
+
+    # the table a person reads says the same (issue 28 item 7): why no bump, what the
+    # run did, and the command to run next, at 80 columns
+    proc = subprocess.run(
+        ["remedy", "converge", str(inventory), "--unattended"],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+        env={**os.environ, "COLUMNS": "80"},
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "! durable path not possible: bump skipped: unattended and neither bump_to" in said
+    assert "set bump_to (a rev a person approved)" in said
+    assert "outcome: path fallback;" in said and "restarts 0" in said, said
+    assert "next: fix what blocks the durable path (above), then run `remedy converge" in said
+    # only a command, whole on its line so that it pastes, may be longer
+    long = [ln for ln in proc.stdout.splitlines() if len(ln) > 80]
+    assert all(re.fullmatch(r" *`[^`]+`", ln) for ln in long), long

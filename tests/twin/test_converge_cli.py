@@ -82,6 +82,12 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     assert held.result() == "000"  # cut by the restart
     details = json.loads(log.read_text().splitlines()[-1])["details"]
     assert details["restarts"] == 1 and details["requests_cut"] == 1, details
+    # the report says what the run did (issue 28 item 7): the bump, the restart and
+    # the cut, and what waits for a reboot, as the deploy's outcome line says it
+    said = doc["hosts"][0]["outcome"]
+    assert said == details["outcome"] and said.startswith("path durable; tt-stack "), said
+    assert "restarts 1" in said and "requests cut 1" in said, said
+    assert "the new generation needs a reboot for: the kernel parameters" in said, said
     values = samples(prom)
     host = ("host", twin.name)
     assert values[("remedy_last_run_restarts", (host,))] == 1

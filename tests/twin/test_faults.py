@@ -142,6 +142,13 @@ def test_a_persons_commit_to_the_managed_file_is_named_and_not_overwritten(make_
     assert "hugepagesPerCard = lib.mkForce 2;" in said
     actions = {s["setting"]: s["action"] for s in host["settings"]}
     assert actions["hugepages"].startswith("kept: remedy.nix is a person's")
+    # the table a person reads names the commit and its author too (issue 28 item 7)
+    text = subprocess.run(
+        ["remedy", "converge", "inventory/twin.py", "--check", "--limit", twin.name],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+    )  # fmt: skip
+    said = " ".join(text.stdout.split())
+    assert text.returncode == 3 and f"commit {head[:12]} by Jane Ops <jane@ops.example>" in said
 
     code, doc = converge_json("--limit", twin.name)
     assert code == 3, doc["hosts"][0]["verdict"]
