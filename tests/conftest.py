@@ -367,7 +367,9 @@ class HeldRequest:
     remedy_double_hold_s), sent from inside the twin with curl; ``status`` is its HTTP
     code once it ended ("000": the connection was cut)."""
 
-    def __init__(self, twin: machine.Twin, hold_s: float):
+    def __init__(self, twin: machine.Twin, hold_s: float, gauge: bool = True):
+        """GAUGE: wait until the server's gauge counts it; False for a server without
+        the gauges (--disable-log-stats): wait until curl runs in the twin."""
         import json
         import subprocess
         import threading
@@ -388,7 +390,10 @@ class HeldRequest:
 
         self.thread = threading.Thread(target=send)
         self.thread.start()
-        self.wait_running()
+        if gauge:
+            self.wait_running()
+        else:
+            self.wait_sent()
 
     def running(self) -> int:
         out = self.twin.exec(["curl", "-s", f"{self.twin.server_url}/metrics"], check=False)
@@ -404,6 +409,15 @@ class HeldRequest:
         while self.running() < 1:
             assert time.monotonic() < deadline, "the held request never reached the server"
             time.sleep(0.2)
+
+    def wait_sent(self, timeout: float = 30) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.twin.exec(["pgrep", "-f", "remedy_double_hold_s"], check=False).returncode:
+            assert time.monotonic() < deadline, "the held request was never sent"
+            time.sleep(0.2)
+        time.sleep(1)  # curl connects and sends at once; the double then holds it
 
     def result(self, timeout: float = 300) -> str:
         self.thread.join(timeout)

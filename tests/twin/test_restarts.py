@@ -67,3 +67,34 @@ def test_a_window_restart_waits_for_its_window_then_for_the_request_in_flight(ma
     assert record["details"]["restart_reasons"], record["details"]
     code, settings = status_settings(twin)
     assert code == 0 and out_of_sync(settings) == set(), settings
+
+
+def test_a_metrics_page_without_gauges_is_load_unknown_and_a_window_restart_waits(
+    make_twin, tmp_path
+):
+    """vLLM started with --disable-log-stats serves /metrics without the request gauges
+    (vllm/v1/engine/async_llm.py): the load is unknown, never idle. A window restart with
+    a request in flight is postponed (the request completes), and the run says why."""
+    from remedy.twin import machine
+
+    twin = make_twin(with_emergency_override=True)
+    start = "/run/tt-serving-override/start"
+    twin.exec(["sed", "-i", "s/--enable-auto-tool-choice \\\\/&\\n  --disable-log-stats \\\\/", start])
+    assert "--disable-log-stats" in twin.exec(["cat", start]).stdout
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    machine.wait_serving(twin)
+    pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
+
+    held = HeldRequest(twin, hold_s=20, gauge=False)
+    log = tmp_path / "a.jsonl"
+    proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
+                      restart="window")  # fmt: skip
+    said = out_of(proc)
+    assert proc.returncode == 0, said[-4000:]
+    assert "load unknown (/metrics has no vllm:num_requests_running or _waiting gauge)" in said
+    assert "the window restart is postponed to the next run" in said, said[-4000:]
+    assert held.result() == "200"  # not cut by a restart that called the server idle
+    assert unit_props(twin)["MainPID"] == pid and server_starts(twin) == starts
+    details = json.loads(log.read_text().splitlines()[-1])["details"]
+    assert details["restarts"] == 0 and details["requests_cut"] == 0, details
+    assert "load unknown" in (details["restart_postponed"] or ""), details
