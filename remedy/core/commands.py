@@ -486,12 +486,28 @@ while :; do
     *) echo "unknown /metrics answered HTTP $code"; exit 0 ;;
   esac
   # vLLM's V1 gauges, summed over every model_name and engine series; no gauge at all
-  # (--disable-log-stats) or a value that is no number is "load unknown", never idle
+  # (--disable-log-stats) or a value that is no number is "load unknown", never idle.
+  # A sample is NAME[{LABELS}] VALUE [TIMESTAMP] (Prometheus' text format): the value is
+  # the first field after the label set, whose quoted values may hold spaces, } and \"
   set -- $(printf '%s\n' "$page" | awk '
-    /^vllm:num_requests_(running|waiting)[{ ]/ {
+    /^vllm:num_requests_(running|waiting)[{ \t]/ {
       g++
-      if ($NF !~ /^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/) { bad++; next }
-      if ($1 ~ /^vllm:num_requests_running/) r += $NF; else w += $NF
+      name = $0; sub(/[{ \t].*/, "", name)
+      rest = substr($0, length(name) + 1)
+      if (substr(rest, 1, 1) == "{") {
+        i = 2; q = 0
+        while (i <= length(rest)) {
+          c = substr(rest, i, 1)
+          if (q) { if (c == "\\") i++; else if (c == "\"") q = 0 }
+          else if (c == "\"") q = 1
+          else if (c == "}") break
+          i++
+        }
+        rest = substr(rest, i + 1)
+      }
+      sub(/^[ \t]+/, "", rest); split(rest, f, /[ \t]+/); v = f[1]
+      if (v !~ /^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/) { bad++; next }
+      if (name == "vllm:num_requests_running") r += v; else w += v
     }
     END { printf "%d %d %d %d\n", r, w, g, bad }')
   if [ "$3" = 0 ]; then

@@ -80,3 +80,36 @@ def test_a_server_that_does_not_answer_is_unreachable():
     proc = subprocess.run(commands.drain("http://127.0.0.1:9", 0), capture_output=True,
                           text=True, timeout=30)  # fmt: skip
     assert restarts.parse_drain(proc.stdout).outcome == "unreachable"
+
+
+# Prometheus' text format allows what a column-counting reader gets wrong: a sample
+# timestamp after the value, and label values with spaces, braces and escaped quotes.
+ODD_PAGES = [
+    'vllm:num_requests_running{model_name="m"} 2 1733150000000\n'
+    'vllm:num_requests_waiting{model_name="m"} 1 1733150000000\n',
+    'vllm:num_requests_running{model_name="a b} c",engine="0"} 3.0\n'
+    'vllm:num_requests_waiting{model_name="say \\"hi\\" }",engine="0"} 0\n',
+    "vllm:num_requests_running 1\nvllm:num_requests_waiting\t4e0\n",
+    'vllm:num_requests_running{engine="0",model_name="m"} 0.0 17\n'
+    'vllm:num_requests_running{engine="1",model_name="m"} 2.0 17\n'
+    'vllm:num_requests_waiting{engine="0",model_name="m"} 0.0 17\n',
+]
+
+
+def by_the_real_parser(page: str) -> tuple[int, int]:
+    """The same sums, by prometheus_client's parser of the exposition format."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            if sample.name in sums:
+                sums[sample.name] += sample.value
+    return int(sums["vllm:num_requests_running"]), int(sums["vllm:num_requests_waiting"])
+
+
+@pytest.mark.parametrize("page", ODD_PAGES)
+def test_the_host_side_reading_sums_as_prometheus_client_parses(server, page):
+    found = drain(server, 200, page)
+    assert (found.running, found.waiting) == by_the_real_parser(page), found
+    assert found.outcome == ("busy" if found.in_flight else "idle")
