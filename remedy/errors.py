@@ -9,13 +9,34 @@ is shown with its traceback.
 
 from __future__ import annotations
 
-# Exit codes shared by every command. ``remedy status`` adds the health codes.
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_VOLATILE = 3  # healthy, but held together by state a reboot loses
+# Exit codes shared by every command; ``remedy status`` and ``remedy converge`` give the
+# health codes, the same in both, so that a monitor can tell good from bad.
+EXIT_OK = 0  # healthy and durable
+EXIT_ERROR = 1  # a host could not be read, or the run failed outright
+EXIT_USAGE = 2  # bad input: inventory data, runbook files, command-line values
+EXIT_VOLATILE = 3  # healthy, but held together by state a reboot loses (or drifted)
 EXIT_UNHEALTHY = 4  # tool calling is not parsed
 EXIT_LOCKED = 5  # another run holds a host's lock
+EXIT_BOOT_PENDING = 6  # healthy, and the next boot holds every setting: no reboot breaks it
+
+# The worst host decides a fleet's code: an error outranks a sick host, which outranks a
+# lock (the other run will finish), then volatile state, then a pending boot.
+SEVERITY = [EXIT_OK, EXIT_BOOT_PENDING, EXIT_VOLATILE, EXIT_LOCKED, EXIT_UNHEALTHY, EXIT_ERROR]
+
+# What each code means, for --help and the README
+EXIT_CODES_HELP = (
+    "Exit codes (the worst host's): 0 healthy and durable; 6 boot pending (healthy, the "
+    "next boot holds every setting); 3 volatile or drifted (a reboot breaks or changes "
+    "it); 4 broken (tool calls not parsed); 5 another run holds the host's lock; 2 bad "
+    "input; 1 error (a host could not be read, or the run failed)."
+)
+
+
+def worst(codes) -> int:
+    """The most severe of CODES (0 when there are none)."""
+    return max(
+        codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else len(SEVERITY), default=0
+    )
 
 
 class RemedyError(Exception):

@@ -23,7 +23,7 @@ pyinfra inventory/twin.py deploys/converge.py -y --limit "$NAME"
 echo
 echo "== after: remedy status inventory/twin.py --limit $NAME =="
 remedy status inventory/twin.py --limit "$NAME" \
-  || echo "(exit $?: 3 = boot pending: durable at next boot, no restart yet)"
+  || echo "(exit $?: 6 = boot pending: durable at next boot, no restart yet)"
 echo
 echo "== remedy twin reboot --name $NAME, then status again (no run in between) =="
 remedy twin reboot --name "$NAME"

@@ -26,7 +26,7 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dat
         ) from None
 
 
-@click.command("audit")
+@click.command("audit", short_help="What remedy did on each host, and why.")
 @click.option("--host", help="Only records for this inventory host.")
 @click.option(
     "--since",

@@ -4,10 +4,8 @@
     remedy converge inventory/production.py                  # apply, then report
     remedy converge inventory/fleet.py --json --textfile /var/lib/node_exporter/remedy.prom
 
-Exit codes (the worst host's): 0 in sync and durable; 3 drift or volatile state
-(found by --check, or left by an apply); 4 unhealthy (tool calls not parsed
-after the apply); 5 another run holds a host's lock; 1 error (a host could not
-be read or the deploy failed outright).
+Exit codes (the worst host's, the same as ``remedy status``): ``remedy.errors``,
+EXIT_CODES_HELP.
 """
 
 from __future__ import annotations
@@ -29,11 +27,7 @@ from remedy.core import desired, volatile
 from remedy.core.plan import NOOP, bump_blocked, plan_restore
 from remedy.core.report import host_status, next_step
 from remedy.core.volatile import Unmanaged
-from remedy.errors import EXIT_ERROR, EXIT_LOCKED, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
-
-# "The worst one of all hosts": an error outranks a sick host, which outranks a lock
-# (the other run will finish) and drift.
-SEVERITY = [EXIT_OK, EXIT_VOLATILE, EXIT_LOCKED, EXIT_UNHEALTHY, EXIT_ERROR]
+from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, EXIT_LOCKED, EXIT_OK, worst
 
 
 # --wait, shared with `remedy schedule install` (which passes it on to converge)
@@ -47,13 +41,8 @@ wait_option = click.option(
 )
 
 
-def worst(codes: list[int]) -> int:
-    return max(
-        codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else len(SEVERITY), default=0
-    )
-
-
-@click.command()
+@click.command(short_help="Fix every managed setting, then report per host.",
+               epilog=EXIT_CODES_HELP)  # fmt: skip
 @click.argument("inventory")
 @click.option("--check", is_flag=True, help="Report drift only; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")

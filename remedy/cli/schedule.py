@@ -88,12 +88,12 @@ def _systemctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
-@click.group()
+@click.group(short_help="Run remedy converge on a systemd timer.")
 def schedule():
     """Run `remedy converge` on a systemd timer, on this (management) host."""
 
 
-@schedule.command()
+@schedule.command(short_help="Print the units install would write; change nothing.")
 @_options
 def show(inventory, interval, check_only, textfile, wait_s):
     """Print the service and timer `install` would write, and the same for NixOS."""
@@ -103,7 +103,7 @@ def show(inventory, interval, check_only, textfile, wait_s):
     click.echo(core.nixos_snippet(spec))
 
 
-@schedule.command()
+@schedule.command(short_help="Write and start the converge timer and its service.")
 @_options
 def install(inventory, interval, check_only, textfile, wait_s):
     """Write remedy-converge.service and .timer, check them with systemd-analyze verify,

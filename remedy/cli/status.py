@@ -10,18 +10,17 @@ from rich.table import Table
 from remedy import fleet
 from remedy.console import console, err_console
 from remedy.core.report import host_status, next_step
-from remedy.errors import EXIT_ERROR
+from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, worst
 
 
-@click.command()
+@click.command(short_help="What is live, what a reboot gives, and what is wrong.",
+               epilog=EXIT_CODES_HELP)  # fmt: skip
 @click.argument("inventory")
 @click.option("--limit", multiple=True, help="Only this host (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
 def status(inventory, limit, as_json):
     """Parser, SDPA streaming and merge guard now and after a reboot, drop-ins by origin,
-    memory against the threshold, hugepages, the locked tt-stack rev and the probe.
-
-    Exit 0 healthy and durable, 3 healthy but volatile or drifted, 4 unhealthy, 1 error."""
+    memory against the threshold, hugepages, the locked tt-stack rev and the probe."""
     results, errors, nexts = [], {}, {}
     say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
     for read in fleet.read_hosts(inventory, list(limit) or None, say):
@@ -40,7 +39,7 @@ def status(inventory, limit, as_json):
                 unit=read.settings.unit,
             )
     # A host that cannot be read may be the frozen one: an incomplete report is an error.
-    code = EXIT_ERROR if errors else max([r.exit_code for r in results] + [0])
+    code = EXIT_ERROR if errors else worst([r.exit_code for r in results])
     if as_json:
         click.echo(
             json.dumps(

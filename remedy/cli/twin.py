@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 
 import click
 from rich.table import Table
@@ -23,12 +24,12 @@ def _progress(message: str) -> None:
     err_console.print(f"[dim]…[/] {message}")
 
 
-@click.group()
+@click.group(short_help="A rebootable twin of the production host.")
 def twin():
     """A twin of the production host: real systemd, SSH, Nix; rebootable."""
 
 
-@twin.command()
+@twin.command(short_help="Boot a twin; wait until SSH and the server answer.")
 @NAME
 @click.option(
     "--with-emergency-override",
@@ -59,11 +60,10 @@ def up(name, with_emergency_override, fresh, suite, as_json):
     if as_json:
         click.echo(json.dumps({"name": t.name, "suite": t.suite, **t.inventory_data()}, indent=2))
         return
-    console.print(
-        f"twin [bold]{t.name}[/] ({t.suite}) is up: ssh root@127.0.0.1 -p {t.ssh_port}, "
-        f"server {t.server_url}"
-    )
-    console.print(f"  ssh: {' '.join(t.ssh_argv())}")
+    console.print(f"twin [bold]{t.name}[/] ({t.suite}) is up; its server: {t.server_url}")
+    console.print("log in with (its own key and known_hosts; one line, pasteable):")
+    # never wrapped: a terminal folds it visually, and it pastes as one command
+    click.echo(shlex.join(t.ssh_argv()))
 
 
 @twin.command()
@@ -74,7 +74,7 @@ def down(name):
     console.print(f"twin [bold]{name}[/] is down")
 
 
-@twin.command()
+@twin.command(short_help="A real reboot: /run comes back empty.")
 @NAME
 def reboot(name):
     """A real reboot: /run comes back empty, units start from the booted generation."""
@@ -114,9 +114,12 @@ def list_(as_json):
     if not rows:
         console.print("no twins; start one with `remedy twin up`")
         return
-    table = Table("name", "suite", "state", "ssh", "server", "state dir", width=80)
+    # at 80 columns an address is never split: the state directory (its keys, its
+    # known_hosts) is the same for every twin, under one root, said below the table
+    table = Table("name", "suite", "state", "ssh", "server")
     for column in table.columns:
-        column.overflow = "fold"  # a path or URL folds, never cut
+        column.overflow = "fold"
+    table.columns[3].no_wrap = table.columns[4].no_wrap = True
     for r in rows:
         table.add_row(
             r["name"],
@@ -124,12 +127,18 @@ def list_(as_json):
             "up" if r["running"] else "[red]down[/]",
             f"127.0.0.1:{r['ssh_port']}",
             r["server_url"],
-            r["state_dir"],
         )
-    console.print(table)
+    console.print(table, width=80)
+    console.print(
+        f"each twin's state (keys, known_hosts, overlay): {machine.state_root()}/NAME; "
+        "`remedy twin up --name NAME` prints its ssh command",
+        width=80,
+        markup=False,
+        highlight=False,
+    )
 
 
-@twin.command()
+@twin.command(short_help="The hosts and data inventory/twin.py reads, as JSON.")
 @click.option("--name", default=None, help="Only this twin (default: every twin that is up).")
 def inventory(name):
     """Print, as JSON, the hosts and data that inventory/twin.py reads."""

@@ -16,7 +16,13 @@ from remedy.core import memory as mem
 from remedy.core.plan import NOOP, managed_conflict, plan_restore
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
-from remedy.errors import EXIT_LOCKED, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
+from remedy.errors import (
+    EXIT_BOOT_PENDING,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_UNHEALTHY,
+    EXIT_VOLATILE,
+)
 
 
 @dataclass
@@ -144,7 +150,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     plan = plan_restore(snap, settings, desired.ALL)
     pending, boot = _pending(snap, settings, plan)
     if boot and code == EXIT_VOLATILE:
-        verdict = (
+        code, verdict = EXIT_BOOT_PENDING, (
             "boot pending: durable at next boot; running the old generation until a "
             "reboot or a restart window"
         )
@@ -399,7 +405,7 @@ def next_step(
         )
     if code == EXIT_UNHEALTHY:
         return f"restore tool calling now (one restart, memory-gated): `{converge} --restart now`"
-    if boot_pending:
+    if boot_pending or code == EXIT_BOOT_PENDING:
         return (
             f"reboot {host} when convenient, or activate the pending generation now with "
             f"one restart: `{converge} --restart now`"

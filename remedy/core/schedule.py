@@ -33,10 +33,11 @@ _UNIT_S = {
     "d": 86400, "day": 86400, "days": 86400,
     "w": 604800, "week": 604800, "weeks": 604800,
 }  # fmt: skip
-# The oneshot's exit codes that are not a failure of the unit: 3 is remedy's report of
+# The oneshot's exit codes that are not a failure of the unit: 6 (boot pending: the next
+# boot holds every setting) and 3, remedy's report of
 # drift or volatile state (the /run fallback holds production), which the metrics carry;
 # marking the unit failed for it would page for an expected, reported state.
-SUCCESS_EXIT = "3"
+SUCCESS_EXIT = "3 6"
 # The longest --interval taken: a converge timer rarer than yearly is no schedule, and
 # systemd overflows on spans past 2^64 microseconds.
 MAX_INTERVAL_S = 365 * 86400

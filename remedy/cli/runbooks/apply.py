@@ -67,7 +67,7 @@ def _record_refusal(
             err_console.print(f"[yellow]warning:[/] could not write the audit log {path}: {exc}")
 
 
-@click.command("apply")
+@click.command("apply", short_help="Run a runbook's deploy against an inventory.")
 @click.argument("runbook_id")
 @click.argument("inventory", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--dry", is_flag=True, help="Let pyinfra show what would change, change nothing.")

@@ -17,7 +17,7 @@ from remedy.cli.runbooks._common import (
 from remedy.console import err_console
 
 
-@click.command("check")
+@click.command("check", short_help="Validate every runbook against the code.")
 @click.option(
     "--operations-package",
     default=core.OPERATIONS_PACKAGE,

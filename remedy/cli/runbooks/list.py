@@ -61,7 +61,7 @@ def _list_rows(project: Path) -> list[dict[str, Any]]:
     return rows
 
 
-@click.command("list")
+@click.command("list", short_help="Each runbook: its id, title and issues.")
 @_project_option
 @_json_option
 def list_(project_dir: Path | None, as_json: bool):

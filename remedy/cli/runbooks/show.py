@@ -194,7 +194,7 @@ def _allowed_signers(host_data: dict[str, Any]) -> str | None:
     return text
 
 
-@click.command("show")
+@click.command("show", short_help="Show a runbook, or render it as a script.")
 @click.argument("runbook_id")
 @click.option(
     "--manual",
