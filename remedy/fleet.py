@@ -102,6 +102,54 @@ class DeployRun:
         return "\n".join(self.output.rstrip().splitlines()[-lines:])
 
 
+def _run_watched(
+    name: str, argv: list[str], progress: Callable[[str], None]
+) -> tuple[int, str]:
+    """Run a host's pyinfra ARGV; say each step as it starts and ends, and every 10 s
+    how long a long step has run (remedy.core.progress). Its exit code and output."""
+    import threading
+
+    from remedy.core.progress import StepWatch
+
+    watch, lock, done = StepWatch(name), threading.Lock(), threading.Event()
+    proc = subprocess.Popen(
+        argv,
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, "REMEDY_PROJECT": str(PROJECT), "PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.DEVNULL,
+    )
+
+    def beat() -> None:
+        while not done.wait(1):
+            with lock:
+                said = watch.heartbeat(time.monotonic())
+            if said:
+                progress(said)
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            with lock:
+                said = watch.feed(line, time.monotonic())
+            for message in said:
+                progress(message)
+        code = proc.wait()
+    finally:
+        done.set()
+        if proc.poll() is None:  # this process is stopping: so does the deploy
+            proc.terminate()
+            proc.wait()
+    return code, "".join(lines)
+
+
 def deploy_each(
     inventory: str,
     hosts: list[str],
@@ -122,17 +170,10 @@ def deploy_each(
         argv += [inventory_path, deploy_path]
         progress(f"{name}: applying deploys/{deploy}")
         began, started = time.time(), time.monotonic()
-        proc = subprocess.run(
-            argv,
-            cwd=PROJECT,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "REMEDY_PROJECT": str(PROJECT)},
-            stdin=subprocess.DEVNULL,
-        )
+        code, output = _run_watched(name, argv, progress)
         took = time.monotonic() - started
-        progress(f"{name}: deploy finished in {took:.0f}s (exit {proc.returncode})")
-        return DeployRun(name, proc.returncode, took, proc.stdout + proc.stderr, began)
+        progress(f"{name}: deploy finished in {took:.0f}s (exit {code})")
+        return DeployRun(name, code, took, output, began)
 
     if not hosts:
         return []

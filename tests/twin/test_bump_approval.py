@@ -174,6 +174,12 @@ def test_an_unattended_run_with_nothing_to_verify_by_does_not_bump(make_twin, tm
     assert "set bump_to (a rev a person approved)" in said
     assert "outcome: path fallback;" in said and "restarts 0" in said, said
     assert "next: fix what blocks the durable path (above), then run `remedy converge" in said
+    # stderr is no terminal here: each step is still said as it starts (issue 33 item 1)
+    steps = [ln.split(": ", 1)[1] for ln in proc.stderr.splitlines()
+             if ln.startswith(f"… {twin.name}: ") and "(tt-stack#" in ln]  # fmt: skip
+    assert steps[0] == "Memory gate before Nix evaluates and builds (tt-stack#49)", steps
+    assert "Scratch clone; bump the tt-stack input (tt-stack#49)" in steps
+    assert steps[-1] == "Report the outcome (tt-stack#49)", steps
     # only a command, whole on its line so that it pastes, may be longer
     long = [ln for ln in proc.stdout.splitlines() if len(ln) > 80]
     assert all(re.fullmatch(r" *`[^`]+`", ln) for ln in long), long
