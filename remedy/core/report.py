@@ -109,6 +109,11 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     problems: list[str] = []
     if not snap.unit.found:
         problems.append(f"{settings.unit}: LoadState={snap.unit.load_state or 'unknown'}")
+    elif stopped := _not_running(snap):
+        problems.append(
+            f"{settings.unit} is {stopped}: the server does not run (`systemctl status "
+            f"{settings.unit}` says why); the values under 'now' are what it would start with"
+        )
     drift_list = desired.drifts(snap, settings)
     rows = _setting_rows(snap, settings, drift_list, problems)
     rows += _unit_rows(snap, settings)
@@ -352,6 +357,14 @@ def _nix_rows(snap, settings) -> list[Row]:
     return rows
 
 
+def _not_running(snap) -> str | None:
+    """The unit's state when its server does not run (None: it runs or starts)."""
+    unit = snap.unit
+    if unit.active_state in ("active", "activating", "reloading", "deactivating"):
+        return None
+    return "/".join(s for s in (unit.active_state or "unknown", unit.sub_state) if s)
+
+
 def _verdict(snap, settings, drift_list, rows, conflict) -> tuple[int, str]:
     want = settings.tool_call_parser
     configured = snap.unit.now.parser.value == want
@@ -361,6 +374,8 @@ def _verdict(snap, settings, drift_list, rows, conflict) -> tuple[int, str]:
             EXIT_VOLATILE,
             f"unverified: the model answered in prose; the effective parser is {want}",
         )
+    if not snap.probe.parsed and snap.unit.found and (stopped := _not_running(snap)):
+        return EXIT_UNHEALTHY, f"unhealthy: {settings.unit} is {stopped}"
     if not snap.probe.parsed:
         return EXIT_UNHEALTHY, f"unhealthy: tool calls {snap.probe.outcome}"
     if snap.volatile or any(d.state == desired.VOLATILE for d in drift_list):
