@@ -36,13 +36,19 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dat
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of records.")
 @click.option(
+    "--last", is_flag=True, help="Only the newest record, in full (with --host: that host's)."
+)
+@click.option(
     "--log",
     "log_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The log file (default: $REMEDY_AUDIT_LOG, else ~/.local/state/remedy/audit.jsonl).",
 )
-def audit(host: str | None, since: datetime | None, as_json: bool, log_path: Path | None):
-    """Show what remedy did: who, where, which runbook and commit, what changed, the result."""
+def audit(
+    host: str | None, since: datetime | None, as_json: bool, log_path: Path | None, last: bool
+):
+    """Show what remedy did: who, where, which runbook and commit, what changed, the
+    result, how often it restarted the server and why."""
     path = log_path or audit_log.default_log_path()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", audit_log.AuditLogWarning)
@@ -50,11 +56,16 @@ def audit(host: str | None, since: datetime | None, as_json: bool, log_path: Pat
     for warning in caught:
         err_console.print(f"[yellow]warning:[/] {escape(str(warning.message))}")
 
+    if last:
+        records = records[-1:]
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in records], indent=2))
         return
     if not records:
         err_console.print(f"no audit records in {escape(str(path))}")
+        return
+    if last:
+        _print_one(records[0])
         return
     _print(records)
 
@@ -80,6 +91,56 @@ def _why(record) -> str | None:
     return str(notes[-1]) if notes and record.result != "ok" else None
 
 
+def _restarts(record) -> str | None:
+    """Why the run restarted the server, and what the restart cut (None: no restart)."""
+    details = record.details or {}
+    if not details.get("restarts"):
+        return None
+    why = "; ".join(str(r) for r in details.get("restart_reasons") or []) or "no reason recorded"
+    cut = int(details.get("requests_cut") or 0)
+    return f"{details['restarts']}x: {why}" + (f"; {cut} request(s) cut" if cut else "")
+
+
+def _print_one(record) -> None:
+    """One record in full, at 80 columns: what a person asks after a run."""
+    details = record.details or {}
+    rows = [
+        ("time (UTC)", record.time),
+        ("host", record.host),
+        ("operator", record.operator),
+        ("runbook", f"{record.runbook or '-'} ({', '.join(record.issues) or 'no issue'})"),
+        ("commit", ", ".join(f"{k} {(v or '-')[:12]}" for k, v in record.commits.items())),
+        ("result", record.result + (" (dirty checkout forced)" if record.dirty_override else "")),
+        ("path", record.path),
+        ("outcome", details.get("outcome")),
+        ("revs", " -> ".join(str(details.get(k) or "?")[:12] for k in ("old_rev", "new_rev"))
+         if details.get("new_rev") and details.get("new_rev") != details.get("old_rev")
+         else None),  # fmt: skip
+        ("restarts", _restarts(record) or "none"),
+        ("blocked", "; ".join(details.get("durable_blockers") or []) or None),
+        ("why", _why(record)),
+        ("probe", f"{record.probe_before or '-'} -> {record.probe_after or '-'}"),
+    ]
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        if value:
+            grid.add_row(label, str(value))
+    console.print(grid, width=80, markup=False, highlight=False)
+    console.print("steps:", width=80)
+    steps = Table.grid(padding=(0, 1))
+    steps.add_column(no_wrap=True)
+    steps.add_column(overflow="fold")
+    for op in record.operations:
+        mark = "changed" if op.get("changed") else "error" if not op.get("succeeded", True) else "-"
+        if op.get("executed") is False:
+            mark = "not run"
+        text = op.get("name", "?") + (f": {op['why']}" if op.get("why") else "")
+        steps.add_row(f"  {mark:<7}", text)
+    console.print(steps, width=80, markup=False, highlight=False)
+
+
 def _print(records) -> None:
     """At 80 columns: a table of short columns whose cells never wrap mid-word, then
     each runbook's issues once, then the reason of every run that did not end ok."""
@@ -87,11 +148,12 @@ def _print(records) -> None:
     # "rb" is the runbook id, "ops" changed/total operations. No cell folds mid-word:
     # the fixed-shape columns never wrap, the probe wraps at its arrow, a long host
     # name folds (it has no spaces).
+    # "rs": how many times the run restarted the model server (why: below the table)
     for column, min_width in (("time (UTC)", 16), ("host", 8), ("rb", 3), ("path", 16),
-                              ("ops", 5), ("probe", 12), ("result", 6)):  # fmt: skip
+                              ("ops", 5), ("rs", 2), ("probe", 12), ("result", 6)):  # fmt: skip
         table.add_column(
             column,
-            no_wrap=column in ("time (UTC)", "rb", "path", "ops"),
+            no_wrap=column in ("time (UTC)", "rb", "path", "ops", "rs"),
             overflow="fold",
             min_width=min_width,
         )
@@ -110,12 +172,15 @@ def _print(records) -> None:
             escape(record.runbook or "-"),
             escape(record.path),
             f"{changed}/{len(record.operations)}",
+            str((record.details or {}).get("restarts") or 0),
             escape(probe),
             result,
         )
         issues.setdefault(record.runbook or "-", record.issues)
         if record.result != "ok" and (why := _why(record)):
             reasons.append((f"{when} {record.host} {record.result}", why))
+        if restarted := _restarts(record):
+            reasons.append((f"{when} {record.host} restarted", restarted))
     console.print(table)
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)

@@ -266,3 +266,33 @@ def test_audit_warns_about_a_torn_line_on_stderr(log):
     assert result.exit_code == 0
     assert len(json.loads(result.stdout)) == 2
     assert "torn" in result.stderr
+
+
+def test_the_table_says_how_often_each_run_restarted_and_why(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    audit.append(path, record(host="cfx-llm2", time="2026-09-20T08:00:00Z"))
+    details = {
+        "restarts": 1,
+        "restart_reasons": ["the parser cannot wait (now)"],
+        "requests_cut": 2,
+        "outcome": "path durable; tt-stack ce1f90bd7b01 -> 7291b49161f6; restarts 1",
+        "old_rev": "ce1f90bd7b01" + "0" * 28,
+        "new_rev": "7291b49161f6" + "0" * 28,
+    }
+    audit.append(path, record(host="cfx-llm2", time="2026-09-21T08:00:00Z", details=details))
+    table = CliRunner().invoke(audit_cli, ["--log", str(path)])
+    assert table.exit_code == 0, table.output
+    rows = [ln.split() for ln in table.stdout.splitlines() if ln.startswith("2026-")]
+    assert [row[6] for row in rows] == ["0", "1"]  # the rs column
+    said = " ".join(table.stdout.split())
+    assert "cfx-llm2 restarted: 1x: the parser cannot wait (now); 2 request(s) cut" in said
+    assert said.count("restarted:") == 1  # the run that did not restart says nothing
+
+    last = CliRunner().invoke(audit_cli, ["--log", str(path), "--host", "cfx-llm2", "--last"])
+    assert last.exit_code == 0, last.output
+    said = " ".join(last.stdout.split())
+    assert "time (UTC) 2026-09-21T08:00:00Z" in said and "2026-09-20" not in said
+    assert "outcome path durable; tt-stack ce1f90bd7b01 -> 7291b49161f6; restarts 1" in said
+    assert "revs ce1f90bd7b01 -> 7291b49161f6" in said
+    assert "restarts 1x: the parser cannot wait (now); 2 request(s) cut" in said
+    assert max(map(len, last.stdout.splitlines())) <= 80
