@@ -652,6 +652,7 @@ id: "001"
 title: Fixture runbook whose deploy only records its environment
 issues: [tt-stack#49]
 summary: Used by the apply tests.
+use_when: the apply tests run.
 symptoms:
   - description: none
     detect: {facts: [], status_fields: []}
@@ -782,3 +783,15 @@ def test_apply_runbook_without_deploy_is_a_config_error(apply_project):
     result = invoke("apply", "001", str(inventory), "--project", str(root))
     assert isinstance(result.exception, ConfigError)
     assert "has no `deploy`" in str(result.exception)
+
+
+def test_list_says_when_to_use_each_runbook_at_80_columns(project):
+    root, package = project
+    text = invoke("list", "--project", str(root)).output
+    assert text.count("use when: ") == 6, text
+    assert "006  Converge every managed setting" in text
+    assert max(map(len, text.splitlines())) <= 80, text
+    # a runbook that does not say when to use it is refused, naming the field
+    edit(root / RUNBOOK_001, "use_when: >-", "when_to_use: >-")
+    said = problems_of(root, package)
+    assert any("missing required field 'use_when'" in p for p in said), said

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from remedy import audit
 from remedy import runbooks_check as core
@@ -43,6 +42,7 @@ def _list_rows(project: Path) -> list[dict[str, Any]]:
                 "id": entry.id,
                 "file": entry.file,
                 "title": runbook.title if runbook else None,
+                "use_when": (runbook.data.get("use_when") or None) if runbook else None,
                 "issues": runbook.issues if runbook else [],
                 "commit": (
                     {
@@ -65,7 +65,8 @@ def _list_rows(project: Path) -> list[dict[str, Any]]:
 @_project_option
 @_json_option
 def list_(project_dir: Path | None, as_json: bool):
-    """Id, title, issues and last commit of each runbook; marks uncommitted ones."""
+    """Id, title, when to use it, issues and last commit of each runbook; marks
+    uncommitted ones. One block per runbook, at 80 columns."""
     project = _project(project_dir)
     rows = _list_rows(project)
     broken = [row for row in rows if row["error"]]
@@ -77,31 +78,36 @@ def list_(project_dir: Path | None, as_json: bool):
     if not rows:
         err_console.print(f"no runbooks in {escape(str(project / core.RUNBOOKS_DIR))}")
         return
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("id", no_wrap=True)
-    table.add_column("title")
-    table.add_column("issues")
-    table.add_column("last commit", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    styles = {"clean": "dim", "not tracked": "dim"}
     for row in rows:
-        commit = row["commit"]
-        last = (
-            f"{commit['short']} {commit['date'][:10]} {escape(commit['author'])}" if commit else "-"
-        )
-        title = escape(row["title"]) if not row["error"] else f"[red]{escape(row['error'])}[/]"
-        state = row["state"]
-        table.add_row(
-            row["id"],
-            title,
-            escape(", ".join(row["issues"])),
-            last,
-            f"[{styles.get(state, 'bold yellow')}]{state}[/]",
-        )
-    console.print(table)
+        _print_row(row)
     if broken:  # a list a person trusts at 3 a.m. does not exit 0 over a broken runbook
         err_console.print(
             f"[red]{len(broken)} runbook(s) broken: {escape(', '.join(r['file'] for r in broken))};"
             " `remedy runbooks check` lists what is wrong[/]"
         )
         raise SystemExit(1)
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    """ID  TITLE, then 'use when', then issues, the last commit and the git state."""
+    import textwrap
+
+    def block(text: str, first: str, rest: str = "     ") -> str:
+        return textwrap.fill(text, 80, initial_indent=first, subsequent_indent=rest,
+                             break_on_hyphens=False, break_long_words=False)  # fmt: skip
+
+    if row["error"]:
+        console.print(block(f"{row['id']}  {row['error']}", ""), style="red", markup=False)
+    else:
+        console.print(block(f"{row['id']}  {row['title']}", ""), style="bold", markup=False)
+    if row.get("use_when") and not row["error"]:
+        console.print(block("use when: " + row["use_when"], "     "), markup=False)
+    commit = row["commit"]
+    last = f"{commit['short']} {commit['date'][:10]}" if commit else "not committed"
+    state = row["state"]
+    console.print(
+        block(f"issues: {', '.join(row['issues']) or '-'}; last commit {last}; {state}", "     "),
+        style=None if state in ("clean", "not tracked") else "bold yellow",
+        markup=False,
+        highlight=False,
+    )
