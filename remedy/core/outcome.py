@@ -187,6 +187,12 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
             f"restart window: {d['boot_pending']} is the boot default"
             + ("; the /run override keeps live right until then" if path else "")
         )
+    elif d["boot_pending"] and d.get("boot_pending_reason") == "switch inhibitors":
+        parts.append(
+            f"durable at next boot; reboot to activate: {d['boot_pending']} is the boot "
+            "default (the switch inhibitors refuse a live switch); the /run override keeps "
+            "live right until then"
+        )
     elif d["boot_pending"]:
         parts.append(
             f"durable at next boot; reboot to activate: {d['boot_pending']} is the boot "

@@ -427,6 +427,7 @@ class _Values:
             "base_head": self.snap.checkout.head,
             "min_gb": s.min_mem_available_gb,
             "transient": self.snap.tools.systemd_run,
+            "lock_wait_s": s.lock_wait_s,
             "skip": None if self.plan.path == DURABLE else "no switch in this run",
         }
 

@@ -1,7 +1,8 @@
 """What a switch-to-configuration's exit code means, and what remedy does on each.
 
-Checked against switch-to-configuration-ng (``src/main.rs``) and nixos-rebuild-ng
-(``nixos_rebuild/nix.py``, ``services.py``):
+Checked against switch-to-configuration-ng (``src/main.rs``), nixos-rebuild-ng
+(``nixos_rebuild/nix.py``, ``services.py``) and NixOS 26.05's switch inhibitors
+(``nixos/modules/system/activation/switchable-system.nix``):
 
 ====  =====================================================  ===============================
 exit  what happened                                          remedy
@@ -13,6 +14,9 @@ exit  what happened                                          remedy
 100   the init interface changed: the boot entry is          the /run override keeps live
       installed, nothing is activated; a reboot is needed    right; the boot entry is kept:
                                                              "durable at next boot"
+1     "Pre-switch check 'switchInhibitors' failed": the      switch-to-configuration boot
+      new generation changes a package listed as a switch    (which skips that check): the
+      inhibitor; nothing was done                            boot default, as after 100
 lock  another switch holds /run/nixos/switch-to-             change nothing durable (the
       configuration.lock (or its transient unit runs)        profile goes back); wait
                                                              lock_wait_s, then give up
@@ -28,10 +32,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
-DONE, UNITS_FAILED, BOOT_PENDING, LOCKED, FAILED = (
+DONE, UNITS_FAILED, BOOT_PENDING, INHIBITED, LOCKED, FAILED = (
     "done",
     "units failed",
     "boot pending",
+    "inhibited",
     "locked",
     "failed",
 )
@@ -42,6 +47,8 @@ _LOCK_SAID = re.compile(
     r"(was already loaded|already exists)"
 )
 _FAILED_UNITS = re.compile(r"the following units failed: (.+)")
+# NixOS 26.05's preSwitchChecks script, for its switchInhibitors check (`boot` skips it)
+_INHIBITED = re.compile(r"Pre-switch check 'switchInhibitors' failed")
 
 
 @dataclass(frozen=True)
@@ -64,8 +71,11 @@ def outcome(code: int | None, said: str) -> Outcome:
         return Outcome(UNITS_FAILED, 4, tuple(dict.fromkeys(units)))
     if code == 100:
         return Outcome(BOOT_PENDING, 100)
+    if code == 1 and _INHIBITED.search(said):
+        return Outcome(INHIBITED, 1)
     if code is not None and _LOCK_SAID.search(said):
-        return Outcome(LOCKED, code)
+        lines = [ln.strip() for ln in said.splitlines() if _LOCK_SAID.search(ln)]
+        return Outcome(LOCKED, code, holders=tuple(dict.fromkeys(lines)))
     return Outcome(FAILED, code)
 
 
@@ -85,6 +95,8 @@ class LastSwitch:
     running: bool = False  # a switch is running now (a person's, or a dropped run's)
     exit_code: int | None = None  # of the last one that ended (None: none this boot)
     failed_units: tuple[str, ...] = field(default_factory=tuple)  # failed now
+    # the last `switch` was refused by NixOS 26.05's switch inhibitors (a `boot` may follow)
+    inhibited: bool = False
 
     @property
     def units_failed(self) -> tuple[str, ...]:
@@ -93,8 +105,9 @@ class LastSwitch:
 
 
 def parse_last_switch(lines: list[str]) -> LastSwitch:
-    """The ``nix.switch`` section: ``state``, ``journal <json>`` and ``failed`` lines."""
-    state, code, failed = "", None, []
+    """The ``nix.switch`` section: ``state``, ``journal <json>`` and ``failed`` lines (the
+    transient unit's journal: systemd's words about it, and its own output)."""
+    state, code, failed, inhibited = "", None, [], False
     for line in lines:
         word, _, rest = line.partition(" ")
         if word == "state":
@@ -109,6 +122,10 @@ def parse_last_switch(lines: list[str]) -> LastSwitch:
             if not isinstance(entry, dict):
                 continue
             message = str(entry.get("MESSAGE") or "")
+            if _INHIBITED.search(message):
+                inhibited = True
+            elif re.search(r"^Start(ing|ed) .*/bin/switch-to-configuration switch\b", message):
+                inhibited = False  # a later switch: its own words decide
             if entry.get("EXIT_STATUS") not in (None, ""):
                 try:
                     code = int(entry["EXIT_STATUS"])
@@ -118,4 +135,5 @@ def parse_last_switch(lines: list[str]) -> LastSwitch:
                 code = 0
             elif message.startswith("Started ") or message.startswith("Starting "):
                 code = None  # a later start: its end decides
-    return LastSwitch(state in ("active", "activating", "deactivating"), code, tuple(failed))
+    running = state in ("active", "activating", "deactivating")
+    return LastSwitch(running, code, tuple(failed), inhibited)

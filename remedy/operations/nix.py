@@ -709,7 +709,7 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
         action = "boot"
     if action == "switch" and (cut := cut_by_restart(a["server_url"])):
         say(requests_cut=cut)
-    ran = run(host, commands.switch(toplevel, action, a["transient"]))
+    ran = run(host, commands.switch(toplevel, action, a["transient"], a["lock_wait_s"]))
     code = commands.switch_exit(ran.stdout)
     said_text = ran.stdout + "\n" + ran.stderr
     outcome = switch_core.outcome(code, said_text)
@@ -717,6 +717,8 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
         path, run_id, j, switching=toplevel, switch_exit=outcome.code if code is not None else None
     )
     say(switch_exit=code, switch_failed_units=list(outcome.failed_units) or None)
+    if outcome.kind == switch_core.INHIBITED and action == "switch":
+        return _inhibited(a, toplevel, found)
     if outcome.kind == switch_core.LOCKED:
         # another switch took the lock after the check: put the profile back, as it was
         if before:
@@ -765,6 +767,34 @@ def _switch(state, host, a: dict, toplevel: str, found: dict) -> bool:
     return True
 
 
+def _inhibited(a: dict, toplevel: str, found: dict) -> bool:
+    """NixOS 26.05's switch inhibitors refused a live switch (exit 1, before anything
+    was done); `boot` skips that check: the new generation becomes the boot default and
+    a reboot activates it, as after exit 100. The /run override keeps live right."""
+    path, run_id = a["journal_path"], a["run_id"]
+    refused = (
+        "switch-to-configuration switch exited 1: Pre-switch check 'switchInhibitors' "
+        "failed (the new generation changes a package NixOS will not switch live)"
+    )
+    host.log_styled(f"{refused}; making {toplevel} the boot default", fg="yellow")
+    ran = run(host, commands.switch(toplevel, "boot", a["transient"], a["lock_wait_s"]))
+    code = commands.switch_exit(ran.stdout)
+    if code != 0:
+        said = f"exited {code}" if code is not None else "did not report"
+        found["why"] = f"{refused}; switch-to-configuration boot {said}: {ran.why}"
+        host.log_styled(f"{found['why']}; the /run override goes back, then the rollback", fg="red")
+        return True
+    journal.record(path, run_id, None, boot_pending=toplevel)
+    say(boot_pending=toplevel, boot_pending_reason="switch inhibitors")
+    found["why"] = (
+        f"{refused}; switch-to-configuration boot made it the boot default and nothing was "
+        "activated (a reboot activates it); the /run override keeps live right until then"
+    )
+    then = "the /run override goes back; the new generation stays the boot default"
+    host.log_styled(f"{found['why']}; {then}", fg="yellow")
+    return True
+
+
 @operation(is_idempotent=False)
 def system_rolled_back(
     journal_path: str,
@@ -778,6 +808,7 @@ def system_rolled_back(
     base_head: str | None,
     min_gb: float,
     transient: bool = True,
+    lock_wait_s: float = 30.0,
     skip=None,
 ):
     """After a failed switch or verification, return to exactly the generation recorded
@@ -786,8 +817,10 @@ def system_rolled_back(
     the boot entry is right again (``boot`` when only it moved, or when the memory gate
     refuses the restart an activation would cause; ``switch`` when /run/current-system
     moved); and revert the lock commit the journal names. Not after a switch that
-    exited 100 (the new generation is meant to boot) nor one another switch held. A
-    failed rollback fails this step (ignored): the run goes on to the fallback.
+    exited 100, or that the switch inhibitors turned into a `boot` (the new generation
+    is meant to boot), nor one another switch held. Another switch, or the last one's
+    transient unit not yet collected, is waited for up to LOCK_WAIT_S. A failed
+    rollback fails this step (ignored): the run goes on to the fallback.
 
     + journal_path: the run journal (the lock commit, the switch's exit code)
     + run_id: this run
@@ -800,6 +833,7 @@ def system_rolled_back(
     + base_head: the checkout's HEAD before the run
     + min_gb: min_mem_available_gb
     + transient: switch in the transient unit (the host is booted with systemd)
+    + lock_wait_s: how long to wait for another switch (or the last one's unit)
     + skip: why this host does not need it
     """
     if skip:
@@ -818,6 +852,12 @@ def system_rolled_back(
         host.noop(
             "the switch exited 100: the new generation is the boot default, kept (a reboot "
             "activates it)"
+        )
+        return
+    if j.get("boot_pending"):
+        host.noop(
+            "the switch inhibitors refused a live switch: the new generation is the boot "
+            "default, kept (a reboot activates it)"
         )
         return
     switched = exit_ not in (None, switch_core.LOCKED)
@@ -846,13 +886,27 @@ def _restore_generation(a: dict, failed: list[str]) -> None:
             actions = [(profile, "switch")]
         else:  # a person's `nixos-rebuild boot` before the run: boot that, run this
             actions.append((current, "test"))
+    wait_s = a["lock_wait_s"]
+    if holders := switch_holders(wait_s):  # a person's switch started since the run's
+        failed.append(
+            f"switch-to-configuration {actions[0][1]} of {actions[0][0]} did not run: another "
+            f"switch holds the system after waiting {wait_s:g} s (lock_wait_s): "
+            f"{'; '.join(holders)}; run again once it is done"
+        )
+        return
     for toplevel, action in actions:
-        ran = run(host, commands.switch(toplevel, action, a["transient"]))
+        ran = run(host, commands.switch(toplevel, action, a["transient"], wait_s))
         code = commands.switch_exit(ran.stdout)
+        outcome = switch_core.outcome(code, ran.stdout + "\n" + ran.stderr)
         if code == 0:
             note(f"{toplevel}: switch-to-configuration {action}")
         elif code == 4:
             note(f"{toplevel}: switch-to-configuration {action} exited 4 (a unit failed)")
+        elif outcome.kind == switch_core.LOCKED:
+            failed.append(
+                f"switch-to-configuration {action} of {toplevel} did not run: "
+                f"{'; '.join(h.rstrip('.') for h in outcome.holders)}"
+            )
         else:
             failed.append(f"switch-to-configuration {action} of {toplevel} failed: {ran.why}")
 

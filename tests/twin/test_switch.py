@@ -1,10 +1,12 @@
 """Issue 15 on twins: the switch as NixOS does it.
 
-remedy runs switch-to-configuration in nixos-rebuild-ng's transient unit and acts on
-its exit code: 0 verify, 4 (a unit failed) done or fall back, 100 durable at next
-boot, a lock another holds changes nothing, anything else is rolled back with the
-restored generation's switch-to-configuration, so the boot entry is right again.
-None of this depends on Nix's CLI: trixie only.
+remedy runs switch-to-configuration in nixos-rebuild-ng's transient unit, its output
+in the journal (a closed pipe kills switch-to-configuration-ng, nixpkgs#462179), and
+acts on its exit code: 0 verify, 4 (a unit failed) done or fall back, 100 durable at
+next boot, the switch inhibitors durable at next boot (`boot`), a lock another holds
+changes nothing, anything else is rolled back with the restored generation's
+switch-to-configuration, so the boot entry is right again. None of this depends on
+Nix's CLI: trixie only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 
 import pytest
 
+from remedy.core import commands
 from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,
@@ -34,6 +37,9 @@ pytestmark = pytest.mark.twin
 KNOBS = "/etc/nixos-twin"
 PROFILE = "/nix/var/nix/profiles/system"
 OVERRIDE = "/run/systemd/system/tenstorrent-serving.service.d/override.conf"
+SWITCH_UNIT = "nixos-rebuild-switch-to-configuration"
+# the unit of some 26.05-pre nixos-rebuild-ng builds (nixpkgs#463029, reverted by #499837)
+SUFFIXED_UNIT = "nixos-rebuild-switch-to-configuration-0123abcd"
 
 
 def out_of(proc) -> str:
@@ -59,16 +65,27 @@ def systems(twin) -> dict[str, str]:
     return {"profile": profile, "current": current, "boot": boot}
 
 
-def wait_switch_running(twin, until=lambda: False, timeout: float = 120) -> None:
-    """Until nixos-rebuild-ng's transient unit runs (or UNTIL() is true)."""
+def wait_switch_running(twin, until=lambda: False, timeout: float = 120, unit=SWITCH_UNIT) -> None:
+    """Until nixos-rebuild-ng's transient unit runs and its switch-to-configuration holds
+    the switch lock (or UNTIL() is true)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not until():
-        state = twin.exec(
-            ["systemctl", "show", "-P", "ActiveState", "nixos-rebuild-switch-to-configuration"]
-        ).stdout.strip()
-        if state == "active":
+        if twin.exec(["systemctl", "-q", "is-active", unit], check=False).returncode == 0:
+            held = twin.exec(commands.switch_holders(), check=False).stdout
+            if "holder pid " in held:
+                return
+        time.sleep(0.3)
+
+
+def wait_said(twin, unit: str, words: str, timeout: float = 60) -> None:
+    """Until UNIT's journal (this boot) has WORDS."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        said = twin.exec(["journalctl", "-q", "-b", "-u", unit, "-o", "cat"], check=False)
+        if words in said.stdout:
             return
         time.sleep(0.3)
+    raise AssertionError(f"{unit} never said {words!r}")
 
 
 def audit_of(log) -> dict:
@@ -92,7 +109,7 @@ def test_exit_100_is_durable_at_next_boot_and_a_reboot_activates_it(make_twin, t
     record = audit_of(log)
     assert record["details"]["boot_pending"] == after["profile"], record
     code, settings = status_settings(twin)
-    assert code == 3  # the running system is the old one, on the override
+    assert code == 6  # boot pending: the old system runs, on the override; the next boot is right
     assert settings["tool_call_parser"]["next_boot"] == "qwen3_xml"
 
     # a run before the reboot switches nothing again (it would exit 100 again) and
@@ -129,7 +146,7 @@ def test_a_failed_switch_rolls_back_the_boot_entry_and_another_failing_unit_is_n
     )
     assert "path durable+fallback" in out and proc.returncode != 0  # the switch broke
     assert probe_inside(twin).outcome == "parsed"  # on the /run override
-    assert systems(twin) == before  # profile, live and boot default: the recorded one
+    assert systems(twin) == before, out[-4000:]  # profile, live and boot: the recorded one
     assert owner_git(twin, "show", "HEAD:flake.lock").stdout == lock  # lock commit reverted
     knob(twin, "fail-units", None)
     machine.reboot(twin.name, progress=lambda _m: None)
@@ -166,8 +183,9 @@ def test_a_failed_switch_rolls_back_the_boot_entry_and_another_failing_unit_is_n
     code, doc = converge_json("--check", "--limit", twin.name)
     assert any("tt-telemetry.service failed" in p for p in doc["hosts"][0]["problems"]), doc
     metrics = tmp_path / "remedy.prom"
-    converge_json("--check", "--limit", twin.name, "--textfile", str(metrics))
-    assert f'remedy_switch_failed_units{{host="{twin.name}"}} 1.0' in metrics.read_text()
+    _, doc = converge_json("--check", "--limit", twin.name, "--textfile", str(metrics))
+    said = metrics.read_text()
+    assert f'remedy_switch_failed_units{{host="{twin.name}"}} 1.0' in said, (said, doc)
     assert unit_props(twin)["NRestarts"] == starts  # no crash loop
 
 
@@ -177,23 +195,26 @@ def test_a_held_switch_changes_nothing_and_a_dropped_session_lets_the_switch_fin
     twin = make_twin(with_emergency_override=True)
     before = systems(twin)
     head = owner_git(twin, "rev-parse", "HEAD").stdout
-    # a person's nixos-rebuild holds the switch lock (the stand-in, slowed by a knob)
+    # a person's 26.05-pre nixos-rebuild holds the switch (the stand-in, slowed by a
+    # knob), in its transient unit named with a suffix
     knob(twin, "hold-lock-s", "25")
     twin.exec(
         [
-            "systemd-run", "--unit=person-rebuild", "--setenv=SUDO_UID=1000",
-            "--setenv=SUDO_USER=ops", "nixos-rebuild", "test", "--flake",
-            f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}",
+            "systemd-run", "--unit=person-rebuild", "--service-type=exec", "systemd-run",
+            "-E", "LOCALE_ARCHIVE", "--collect", "--wait", "--no-ask-password", "--quiet",
+            "--service-type=exec", f"--unit={SUFFIXED_UNIT}",
+            f"{before['current']}/bin/switch-to-configuration", "test",
         ]
     )  # fmt: skip
-    wait_switch_running(twin)
+    wait_switch_running(twin, unit=SUFFIXED_UNIT)
+    wait_said(twin, SUFFIXED_UNIT, "holding the switch lock")  # it read the knob
     knob(twin, "hold-lock-s", None)  # remedy's own switch does not wait
     log = tmp_path / "a.jsonl"
     proc = run_deploy(twin, "converge", "--data", "lock_wait_s=1", audit_log=log)
     out = out_of(proc)
     assert proc.returncode == 5, out[-3000:]
     assert "another switch holds the system" in out
-    assert "nixos-rebuild-switch-to-configuration.service" in out
+    assert f"{SUFFIXED_UNIT}.service" in out  # named as a person's switch
     assert systems(twin) == before
     assert owner_git(twin, "rev-parse", "HEAD").stdout == head
     assert probe_inside(twin).outcome == "parsed"
@@ -204,7 +225,10 @@ def test_a_held_switch_changes_nothing_and_a_dropped_session_lets_the_switch_fin
         check=True,
     )
 
-    # the rerun converges; its SSH session is killed mid-switch: the switch finishes
+    # the rerun converges; its SSH session is killed while the switch holds its lock,
+    # before the stand-in writes its next lines: a write to a closed pipe panics
+    # switch-to-configuration-ng (exit 101) as it would under `systemd-run --pipe`; its
+    # output is the journal, so the switch finishes
     knob(twin, "hold-lock-s", "6")
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
     run = subprocess.Popen(
@@ -233,6 +257,8 @@ def test_a_held_switch_changes_nothing_and_a_dropped_session_lets_the_switch_fin
         timeout=120,
         check=True,
     )
+    ended = twin.exec(["journalctl", "-q", "-b", "-u", SWITCH_UNIT, "-o", "cat", "-n", "20"]).stdout
+    assert "activating the configuration..." in ended and "status=101" not in ended, ended
     now = systems(twin)
     assert now["current"] == now["profile"] == now["boot"] != before["current"], now
     assert wait_probe(twin).outcome == "parsed"  # the server the activation restarted
@@ -243,3 +269,47 @@ def test_a_held_switch_changes_nothing_and_a_dropped_session_lets_the_switch_fin
     again = run_deploy(twin, "converge", audit_log=log)
     assert again.returncode == 0, out_of(again)[-3000:]
     assert unit_props(twin)["MainPID"] == pid  # no restart
+    assert systems(twin) == now  # and no switch
+
+
+def test_the_switch_inhibitors_make_it_durable_at_next_boot_without_a_rollback(make_twin, tmp_path):
+    """NixOS 26.05: `switch` exits 1 with "Pre-switch check 'switchInhibitors' failed"
+    when the new generation changes an inhibiting package; `boot` skips that check."""
+    twin = make_twin(with_emergency_override=True)
+    before = systems(twin)
+    knob(twin, "switch-inhibitors-changed", "systemd : 257.9 -> 258.1")
+    log = tmp_path / "a.jsonl"
+    proc = run_deploy(twin, "converge", audit_log=log)
+    out = out_of(proc)
+    assert "Pre-switch check 'switchInhibitors' failed" in out, out[-3000:]
+    assert "durable at next boot" in out and "rollback FAILED" not in out, out[-3000:]
+    after = systems(twin)
+    assert after["current"] == before["current"]  # nothing activated
+    assert after["boot"] == after["profile"] != before["profile"]  # the new one boots
+    assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode == 0
+    assert probe_inside(twin).outcome == "parsed"
+    record = audit_of(log)
+    assert record["details"]["boot_pending"] == after["profile"], record
+    assert "rolled_back" not in json.dumps(record), record
+    knob(twin, "switch-inhibitors-changed", None)
+    machine.reboot(twin.name, progress=lambda _m: None)
+    code, _ = status_settings(twin)
+    assert code == 0  # with no run
+    assert systems(twin)["current"] == after["profile"]
+
+
+def test_the_manual_script_takes_the_switch_inhibitors_as_the_deploy_does(make_twin):
+    from tests.twin.test_one_implementation import manual_script, over_ssh
+
+    twin = make_twin(with_emergency_override=True)
+    before = systems(twin)
+    knob(twin, "switch-inhibitors-changed", "systemd : 257.9 -> 258.1")
+    script = over_ssh(twin, manual_script("inventory/twin.py", twin))
+    said = out_of(script)
+    assert "Pre-switch check 'switchInhibitors' failed" in said, said[-3000:]
+    assert "durable at next boot" in said and "ROLLBACK FAILED" not in said, said[-3000:]
+    after = systems(twin)
+    assert after["current"] == before["current"]  # nothing activated
+    assert after["boot"] == after["profile"] != before["profile"]  # the new one boots
+    assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode == 0
+    assert probe_inside(twin).outcome == "parsed"
