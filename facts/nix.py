@@ -68,10 +68,26 @@ class SystemGenerations(FactBase[nix.SystemGenerations]):
 
 OPTIONS_SH = r"""
 echo "@@remedy:section nix.options"
-"$@" 2>&1
+rec=$1 key=$2
+shift 2
+out=$("$@" 2>&1)
 rc=$?
-echo  # Nix 2.8's `nix eval --json` ends without a newline
+printf '%s\n' "$out"  # also Nix 2.8's `nix eval --json`, which ends without a newline
 echo "@@remedy:exit $rc"
+# the answer, kept on the host (remedy.core.options.RECORD) under KEY: root's, mode
+# 0600, a temporary file in the same directory and a rename
+if [ "$rc" = 0 ] && [ -n "$key" ] && [ -n "$rec" ]; then
+  d=${rec%/*}
+  mkdir -p -m 0700 -- "$d" 2>/dev/null
+  if tmp=$(mktemp "$d/.options.XXXXXXXX" 2>/dev/null); then
+    if { printf 'key %s\ntime %s\n' "$key" "$(date +%s)"; printf '%s\n' "$out"; } >"$tmp" \
+      && chmod 0600 -- "$tmp" && mv -f -T -- "$tmp" "$rec"; then
+      echo "@@remedy:recorded $rec"
+    else
+      rm -f -- "$tmp"
+    fi
+  fi
+fi
 echo '@END@'
 """.replace("@END@", sections.END)
 
@@ -81,7 +97,8 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
     forces, evaluated without that file: per managed_options name, whether the option
     exists, its highestPrio and definitionsWithLocations (``remedy.core.options``).
     One ``nix eval`` as the checkout's OWNER, in a scope bounded to MEMORY_MAX bytes
-    when given (the host has systemd-run)."""
+    when given (the host has systemd-run). With RECORD_KEY, an answer (exit 0) is kept
+    on the host in ``options.RECORD`` under that key, in the same round trip."""
 
     def command(
         self,
@@ -93,6 +110,7 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
         home: str | None = None,
         memory_max: int | None = None,
         timeout_s: int = 1800,
+        record_key: str | None = None,
     ):
         argv = commands.as_owner(
             owner,
@@ -109,7 +127,10 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
         # a scope's name is unique on the host: this process's (none without a bound)
         name = f"remedy-nix-options-{os.getpid()}" if memory_max else "remedy-nix-options"
         argv = commands.nix_bounded(argv, memory_max, name, timeout_s)
-        return StringCommand("sh", "-c", QuoteString(OPTIONS_SH), "sh", *map(QuoteString, argv))
+        record = [options.RECORD if record_key else "", record_key or ""]
+        return StringCommand(
+            "sh", "-c", QuoteString(OPTIONS_SH), "sh", *map(QuoteString, [*record, *argv])
+        )
 
     def process(self, output):
         found = sections.split(output, "OptionDefinitions").get("nix.options")
@@ -118,8 +139,11 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
 
 def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions | None:
     """The OptionDefinitions of host HOST (settings S, its HostSnapshot SNAP) when the
-    managed file carries a value for SCOPE; None when there is nothing to evaluate. Not
-    read below the memory gate: the evaluation of a NixOS system takes GBs."""
+    managed file carries a value for SCOPE; None when there is nothing to evaluate.
+    remedy's record on the host (read in the snapshot's round trip) answers while what
+    the answer depends on is unchanged (``options.record_key``): no evaluation, no
+    second round trip. Not evaluated below the memory gate: the evaluation of a NixOS
+    system takes GBs."""
     from remedy.core import desired
     from remedy.core import memory as mem
 
@@ -127,11 +151,19 @@ def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions |
         return None
     if not snap.checkout.is_checkout or snap.checkout.problem:
         return options.OptionDefinitions(error=f"not evaluated: {snap.checkout.problem}")
+    key = options.record_key(s, snap)
+    rec = options.read_record(getattr(snap, "options_record", None))
+    if key and rec and rec.key == key:
+        recorded = options.from_record(rec, s.managed_options)
+        if not recorded.error:
+            return recorded
     gb = snap.memory.mem_available_kb * 1024 / 1e9
     if gb < s.min_mem_available_gb:
         return options.OptionDefinitions(
             error=f"not evaluated: MemAvailable {gb:.1f} GB is below min_mem_available_gb"
-        )
+            + ("" if key is None or rec is None or rec.problem else " (remedy's record on"
+               " the host is of an earlier HEAD, flake.lock, remedy's file or managed_options)")
+        )  # fmt: skip
     bound = mem.nix_memory_bound(snap.memory, s.min_mem_available_gb, s.nix_memory_max_gb)
     found = host.get_fact(
         OptionDefinitions,
@@ -143,6 +175,7 @@ def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions |
         home=snap.checkout.home,
         memory_max=bound if snap.tools.systemd_run else None,
         timeout_s=s.nix_timeout_s,
+        record_key=key,
     )
     if found is None:
         return options.OptionDefinitions(error="not evaluated: the remote read failed")

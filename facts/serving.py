@@ -139,6 +139,7 @@ class HostSnapshot(FactBase[Snapshot]):
                 _remote.SWITCH,
                 _remote.PROBE,
                 _remote.JOURNAL,
+                _remote.OPTIONS_RECORD,
             ],
             env,
         )

@@ -148,6 +148,7 @@ fi
 out=$(locked 2>/dev/null) \
   || refuse "cannot read the bumped flake.lock: $(why_of "$(locked 2>&1)")"
 new_rev=$(printf '%s\n' "$out" | sed -n 1p) new_url=$(printf '%s\n' "$out" | sed -n 2p)
+new_ref=$(printf '%s\n' "$out" | sed -n 3p)
 printf 'new-rev %s\nnew-url %s\n' "$new_rev" "$new_url"
 short=$(printf '%.12s' "${new_rev:-?}")
 repo=
@@ -156,7 +157,9 @@ if [ "$new_rev" = "$old_rev" ]; then
   echo unchanged
 elif [ -n "$signers_file" ]; then
   remote=$(git_remote "$new_url") || remote=$new_url
-  said=$(signature "$new_rev" "$remote" "$repo" "$signers_text" 2>&1) || true
+  # no repository holds a tarball input's rev: its branch is fetched, as --dry does
+  said=$(signature "$new_rev" "$remote" "$repo" "$signers_text" "${new_ref:-${ref:-HEAD}}" \
+    2>&1) || true
   line=$(printf '%s\n' "$said" | tail -n 1)
   case $line in
     "signature "*) ;;
@@ -198,7 +201,7 @@ esac
 FUNCTIONS = (
     FUNCTIONS.replace("@NIX@", shlex.join(commands.nix()))
     .replace("@ON_BRANCH@", commands.ON_BRANCH_SH)
-    .replace("@SIGNATURE@", commands.SIGNATURE_SH)
+    .replace("@SIGNATURE@", signers.SIGNATURE_SH)
     .replace("@ANCESTRY@", commands.FETCHED_ANCESTRY_SH)
     .replace("@STATES@", _states_case())
     .replace('"$LOCKED_EXPR"', shlex.quote(LOCKED_EXPR))

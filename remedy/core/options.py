@@ -13,14 +13,23 @@ evaluation, never by reading the files:
 * why does a configuration not evaluate? ``evaluation_blocker`` finds NixOS's own
   message about an option ("does not exist", "has conflicting definition values",
   "is not of type") and names the host-data key to fix.
+
+The evaluation takes seconds and GBs on a real host, so its answer is kept on the host
+(``RECORD``: root's, mode 0600, written atomically by the command that evaluated, next
+to the run journal) under a key of everything the answer depends on (``record_key``:
+the checkout's HEAD and flake.lock, remedy's file, host data's managed_options). The
+next read finds it in the snapshot's own round trip and evaluates nothing while the key
+holds (issue 28, item 8); the report says the answer comes from that record.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from remedy.core import desired
 from remedy.core.settings import Settings
@@ -76,6 +85,89 @@ class OptionState:
 class OptionDefinitions:
     options: dict[str, OptionState] = field(default_factory=dict)
     error: str | None = None  # why they were not read
+    # where the answer comes from when it is not this read's evaluation: remedy's
+    # record on the host ("the record of <when> in <path>")
+    recorded: str | None = None
+
+
+# The answer of the last evaluation, on the host, next to the run journal
+# (remedy.core.journal): ``key KEY``, ``time EPOCH``, then what ``nix eval`` printed.
+RECORD = "/var/lib/remedy/options.record"
+# What `nix --version` printed, under the binary it ran (facts._remote.NIX_VERSION)
+NIX_VERSION_RECORD = "/var/lib/remedy/nix-version.record"
+
+
+def record_key(s: Settings, snap) -> str | None:
+    """What the evaluation's answer depends on, as one hash: the checkout's HEAD and
+    flake.lock (the locked input), remedy's file as it is now, host data's
+    managed_options, the flake and host names, the expression and Nix's version. None
+    when no key can hold: uncommitted changes (Nix evaluates the work tree), no HEAD."""
+    c = snap.checkout
+    if not c.is_checkout or not c.head or c.changes or c.problem:
+        return None
+    lock = snap.flake_input
+    parts = {
+        "head": c.head,
+        "flake_lock": [lock.rev, lock.nar_hash, lock.url] if lock else snap.flake_error,
+        "managed_file": s.managed_file,
+        "managed_text": snap.managed.content,
+        "managed_options": dict(sorted(s.managed_options.items())),
+        "flake": [s.flake_dir, s.flake_host],
+        "expr": EXPR,
+        "nix": snap.nix.version if snap.nix else None,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str | None = None
+    time: int | None = None
+    lines: tuple[str, ...] = ()
+    problem: str | None = None  # why it is not read (not root's 0600 file …)
+
+
+def read_record(lines) -> Record | None:
+    """The snapshot's ``nix.options_record`` section (None: absent, or no record)."""
+    if not lines:
+        return None
+    head = list(lines)
+    if head[0].startswith("untrusted "):
+        return Record(problem=head[0].removeprefix("untrusted "))
+    key = time = None
+    body: list[str] = []
+    for i, line in enumerate(head):
+        word, _, rest = line.partition(" ")
+        if word == "key" and key is None and i == 0:
+            key = rest.strip()
+        elif word == "time" and time is None and i == 1:
+            time = int(rest) if rest.strip().isdigit() else None
+        else:
+            body = head[i:]
+            break
+    return Record(key, time, tuple(body)) if key else None
+
+
+def from_record(rec: Record, paths: dict[str, str]) -> OptionDefinitions:
+    """The recorded answer, as the evaluation gave it, saying that it is recorded."""
+    found = named(parse([*rec.lines, "@@remedy:exit 0"], {}), paths)
+    when = (
+        datetime.fromtimestamp(rec.time, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if rec.time is not None
+        else "an unknown time"
+    )
+    found.recorded = f"the record of {when} in {RECORD}"
+    return found
+
+
+def source_note(defs: OptionDefinitions | None) -> str | None:
+    """The report's line on where the answer comes from, when it is the record."""
+    if defs is None or not defs.recorded:
+        return None
+    return (
+        f"what remedy's file overrides: from {defs.recorded}; not evaluated again (the "
+        "checkout's HEAD, flake.lock, remedy's file and managed_options are unchanged)"
+    )
 
 
 def short_file(path: str) -> str:
@@ -96,6 +188,7 @@ def named(found: OptionDefinitions, paths: dict[str, str]) -> OptionDefinitions:
     return OptionDefinitions(
         {n: dataclasses.replace(o, path=paths.get(n, o.path)) for n, o in found.options.items()},
         found.error,
+        found.recorded,
     )
 
 
@@ -104,6 +197,8 @@ def parse(lines: list[str], paths: dict[str, str]) -> OptionDefinitions:
     the options (managed_options); empty: every name the evaluation answered for."""
     rc, body = None, []
     for line in lines:
+        if line.startswith("@@remedy:recorded "):  # the command kept its answer
+            continue
         text, marker, code = line.partition("@@remedy:exit ")
         if marker:  # also glued to an answer that ended without a newline
             rc = int(code.split()[0]) if code.split() and code.split()[0].isdigit() else 1
@@ -136,10 +231,16 @@ def parse(lines: list[str], paths: dict[str, str]) -> OptionDefinitions:
     return out
 
 
-def overrides(defs: OptionDefinitions | None, s: Settings, scope: tuple[str, ...]) -> list[str]:
+def overrides(
+    defs: OptionDefinitions | None,
+    s: Settings,
+    scope: tuple[str, ...],
+    written: bool = True,
+) -> list[str]:
     """What remedy's forced values win over, one line per option the host's configuration
     defines: "configuration.nix sets hugepagesPerCard = 2; remedy.nix forces 1
-    (tt-stack#49)"."""
+    (tt-stack#49)". WRITTEN: the checkout holds remedy's file (else it "will force",
+    once a run writes it)."""
     if defs is None or defs.error:
         return []
     out = []
@@ -156,7 +257,8 @@ def overrides(defs: OptionDefinitions | None, s: Settings, scope: tuple[str, ...
         same = (
             " (the same value)" if all(nix_value(d.value) == value for d in o.definitions) else ""
         )
-        out.append(f"{theirs}; {ours} forces {value}{same} ({issue})")
+        forces = "forces" if written else "will force (once a run writes it)"
+        out.append(f"{theirs}; {ours} {forces} {value}{same} ({issue})")
     return out
 
 

@@ -208,6 +208,35 @@ def record_definitions(twin, case: str, **options: str) -> None:
     )
 
 
+def record_options_record(twin) -> None:
+    """Issue 28, item 8: an evaluation that keeps its answer on the host (the command's
+    ``@@remedy:recorded`` line), then the snapshot that reads that record back."""
+    from remedy.core.settings import MANAGED_OPTIONS
+
+    record(
+        twin,
+        "nix",
+        facts.nix.OptionDefinitions,
+        "recorded",
+        flake_dir="/etc/nixos",
+        flake_host="cfx-llm2",
+        managed_file=MANAGED,
+        managed_options=dict(MANAGED_OPTIONS),
+        owner="ops",
+        home="/home/ops",
+        record_key="0" * 64,
+    )
+    record(
+        twin,
+        "serving",
+        facts.serving.HostSnapshot,
+        "options_recorded",
+        server_url=twin.server_url,
+        managed_file=MANAGED,
+    )
+    twin.exec(["rm", "-f", "/var/lib/remedy/options.record"])
+
+
 def record_state(twin, case: str):
     record(twin, "serving", facts.serving.ServingUnit, case)
     record(twin, "serving", facts.serving.VolatileState, case)
@@ -300,6 +329,7 @@ def main() -> int:
     try:
         record_state(twin, "fresh")
         record_definitions(twin, "fresh")
+        record_options_record(twin)
         record_definitions(twin, "no_such_option", deviceResident="services.tenstorrent.nope")
         record(twin, "memory", facts.memory.MemoryHeadroom, "fresh")
         record(twin, "nix", facts.nix.FlakeCheckout, "clean")

@@ -236,7 +236,9 @@ def test_kill_sweep_over_a_durable_converge(make_twin, tmp_path, when):
     assert first.get("failed") or first.get("interrupted"), records[0]
     if not when.startswith("sigint"):
         assert "died without ending" in first["failed"]
-    assert not twin.exec(["ls", "/var/lib/remedy"], check=False).stdout.strip()  # no journal
+    # no journal (what remedy keeps of Nix's answers, *.record, stays: issue 28)
+    left = twin.exec(["ls", "/var/lib/remedy"], check=False).stdout.split()
+    assert [f for f in left if not f.endswith(".record")] == []
 
 
 def test_a_sigterm_run_is_recorded_once_as_interrupted_not_again_as_killed(twin, tmp_path):
