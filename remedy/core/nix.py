@@ -42,17 +42,31 @@ def parse_nix_version(lines: list[str]) -> NixInfo | None:
     works from 2.19 on (before, its positional argument is the flake). Lix forked
     from Nix 2.18 and keeps ``--update-input`` (its own numbers, 2.90 and up, say
     nothing about CppNix's CLI), so Lix gets that form.
+
+    The version has a line of its own. Nix warns first about a setting of nix.conf it
+    does not know (``warning: unknown setting 'lazy-trees'``: libutil/config.cc,
+    ``warnUnknownSettings``, at start-up), so other lines are passed over. An answer
+    with no version line is a FactProcessError that quotes what was read.
     """
-    text = " ".join(lines).strip()
-    if not text or "not found" in text:
+    text = " ".join(ln.strip() for ln in lines if ln.strip())
+    if not text:
         return None
     # "nix (Nix) 2.8.0", "nix (Lix, like Nix) 2.91.1", "nix (Determinate Nix 3.6.2) 2.29.0":
     # the Nix-compatible version is the last one on the line.
-    found = _VERSION.findall(text)
-    if not text.startswith("nix") or not found:
-        raise FactProcessError(f"nix --version: unreadable answer {text[:120]!r}")
+    line, found = next(
+        (
+            (ln.strip(), _VERSION.findall(ln))
+            for ln in lines
+            if re.match(r"nix \(", ln.strip()) and _VERSION.search(ln)
+        ),
+        ("", []),
+    )
+    if not found:
+        if "not found" in text:
+            return None
+        raise FactProcessError(f"nix --version printed no version line: {text[:200]!r}")
     version = found[-1]
-    flavour = text.split(")", 1)[0]
+    flavour = line.split(")", 1)[0]
     implementation = LIX if "Lix" in flavour else DETERMINATE if "Determinate" in flavour else NIX
     major_minor = tuple(int(x) for x in version.split(".")[:2])
     if major_minor >= (2, 19) and implementation != LIX:
@@ -227,6 +241,24 @@ def parse_dry_run(lines: list[str]) -> DryRun:
     return out
 
 
+# writeTextFile's build command, line by line, in the forms nixpkgs has had (@T@ is its
+# target variable, ``target``): pkgs/build-support/trivial-builders/default.nix.
+_TEXT_TARGET = re.compile(r"(\w+)=\$out(?:'[^']*'|[\w./+@-]*)")
+_TEXT_FILE_LINES = [
+    _TEXT_TARGET.pattern.replace(r"(\w+)", "@T@", 1),
+    r'mkdir -p "\$\(dirname "\$@T@"\)"',
+    r'if \[ -e "\$textPath" \]; then',
+    r'mv "\$textPath" "\$@T@"',
+    r"else",
+    r'echo -n "\$text" > "\$@T@"',
+    r"fi",
+    r'if \[ -n "\$executable" \]; then',
+    r'chmod \+x "\$@T@"',
+    r'eval "\$checkPhase"',
+    r'\(test -n "\$executable" && chmod \+x "\$@T@"\) \|\| true',
+]
+
+
 @dataclass
 class Derivation:
     """One derivation of ``nix derivation show``, whatever the Nix version's shape."""
@@ -250,15 +282,28 @@ class Derivation:
     @property
     def text_file(self) -> bool:
         """nixpkgs' ``writeTextFile`` family (``writeText``, ``writeScript``,
-        ``writeShellScript``, ``writeShellApplication``: pkgs/build-support/trivial-builders):
-        a ``runCommand`` whose ``text`` is passed as a file and whose ``buildCommand`` only
-        moves it into place (then its ``checkPhase``, shellcheck for a strict-shell
-        script). ``writeShellApplication`` sets ``preferLocalBuild = false`` and
+        ``writeShellScript``, ``writeShellApplication``: pkgs/build-support/trivial-builders,
+        ``writeTextFile``): a ``runCommand`` whose ``text`` is passed as a file
+        (``passAsFile`` holds ``text``) and whose ``buildCommand`` only moves it into place,
+        ``target=$out'/bin/NAME'`` then ``mv "$textPath" "$target"``, makes it executable
+        and evals its ``checkPhase`` (a dry run or shellcheck of the script).
+        ``destination`` is no attribute: it is only inside that command.
+        ``writeShellApplication`` sets ``preferLocalBuild = false`` and
         ``allowSubstitutes = true``, so it looks like a package; building it takes a
-        moment and no memory to speak of."""
-        pass_as_file = self.env.get("passAsFile", "").split()
-        command = self.env.get("buildCommand", "")
-        return "text" in pass_as_file and "$textPath" in command and "destination" in self.env
+        moment and no memory to speak of. A build command with any other line is not
+        one of these (it may compile)."""
+        if "text" not in self.env.get("passAsFile", "").split():
+            return False
+        lines = [
+            ln.strip()
+            for ln in self.env.get("buildCommand", "").splitlines()
+            if ln.strip() and not ln.strip().startswith("#")
+        ]
+        target = next((m[1] for ln in lines if (m := _TEXT_TARGET.fullmatch(ln))), None)
+        if target is None or f'mv "$textPath" "${target}"' not in lines:
+            return False
+        shapes = [re.compile(p.replace("@T@", re.escape(target))) for p in _TEXT_FILE_LINES]
+        return all(any(p.fullmatch(ln) for p in shapes) for ln in lines)
 
     @property
     def compiles(self) -> bool:

@@ -8,6 +8,7 @@ have come from the same places: nixVersions.git, Lix's and Determinate's own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -51,6 +52,41 @@ def test_a_run_command_that_is_not_a_text_file_still_compiles():
         [],
     )
     assert drv.compiles
+
+
+def _documented_script(version: str = "nix_2_34") -> nix.Derivation:
+    text = (DOCUMENTED / f"{version}.derivation_show.json").read_text()
+    return {d.name: d for d in nix.parse_derivation_show(text)}["start-tenstorrent-serving"]
+
+
+def test_a_text_file_is_known_by_its_build_command_as_nixpkgs_writes_it():
+    """Issue 28 item 1: writeTextFile gives the derivation no `destination` attribute;
+    its build command moves $textPath to $out'/bin/NAME'."""
+    script = _documented_script()
+    assert "destination" not in script.env and script.env["preferLocalBuild"] == ""
+    assert script.text_file and not script.compiles
+    # nixpkgs' writeTextFile before the executable bit moved into an `if`
+    older = script.env["buildCommand"].replace(
+        'if [ -n "$executable" ]; then\n  chmod +x "$target"\nfi\n',
+        '(test -n "$executable" && chmod +x "$target") || true\n',
+    )
+    assert older != script.env["buildCommand"]
+    assert dataclasses.replace(script, env={**script.env, "buildCommand": older}).text_file
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"passAsFile": "buildCommand"},  # text is not passed as a file
+        {"buildCommand": 'make -j8 install\nmv "$textPath" "$out"\n'},
+        {"buildCommand": 'target=$out\nmv "$textPath" "$target"\ngcc -O2 x.c -o $out\n'},
+        {"buildCommand": 'target=$out\nmv "$textPath" "$elsewhere"\n'},
+    ],
+)
+def test_a_derivation_that_only_looks_like_a_text_file_still_compiles(change):
+    script = _documented_script()
+    drv = dataclasses.replace(script, env={**script.env, **change})
+    assert not drv.text_file and drv.compiles
 
 
 # -- 2. nix derivation show in Nix 2.32, 2.33 and 2.34 --------------------------------

@@ -78,6 +78,55 @@ def test_every_nix_call_passes_the_flake_features(version):
     assert commands.build_toplevel("/d", "h", 1, 3)[6:10] == ["--max-jobs", "1", "--cores", "3"]
 
 
+# -- issue 28 item 6: `nix --version` may warn first -----------------------------------
+
+
+@pytest.mark.parametrize("version", ["nix_2_26", "nix_2_8"])
+def test_a_warning_before_the_version_line_is_passed_over(version):
+    """Recorded: `lazy-trees = true` (Determinate Nix's setting) in nix.conf makes the
+    twin's Nix print `warning: unknown setting 'lazy-trees'` before its version."""
+    case = f"{version}_unknown_setting"
+    data = json.loads((FIXTURES / "nix.NixInfo" / f"{case}.json").read_text())
+    assert any(ln.startswith("warning: unknown setting 'lazy-trees'") for ln in data["output"])
+    info = fact("nix.NixInfo", case, facts.nix.NixInfo)
+    plain = fact("nix.NixInfo", version, facts.nix.NixInfo)
+    assert info == plain and info.version.startswith(version[4:].replace("_", "."))
+
+
+def _snapshot_with_nix_version(lines: list[str]):
+    """The recorded fresh snapshot, its nix.version section replaced by LINES."""
+    data = json.loads((FIXTURES / "serving.HostSnapshot" / "fresh.json").read_text())
+    out, skip = [], False
+    for ln in data["output"]:
+        if ln.startswith("@@remedy:section "):
+            skip = ln.startswith("@@remedy:section nix.version")
+            if skip:
+                out += [ln, *(f"{x}$" for x in lines)]
+                continue
+        if not skip:
+            out.append(ln)
+    return facts.serving.HostSnapshot().process(out)
+
+
+def test_an_unreadable_nix_version_is_named_with_what_was_read():
+    from remedy.core.plan import durable_blockers
+
+    s = from_host_data("cfx-llm2", {})
+    broken = "nix: error while loading shared libraries: libnixexpr.so"
+    snap = _snapshot_with_nix_version([broken])
+    assert snap.nix is None and broken in (snap.nix_unreadable or "")
+    (blocker,) = [b for b in durable_blockers(snap, s) if "Nix" in b]
+    assert blocker.startswith("Nix's version could not be read (nix --version printed no")
+    assert broken in blocker and "not installed" not in blocker
+    warned = _snapshot_with_nix_version(
+        ["warning: unknown setting 'lazy-trees'", "nix (Nix) 2.26.3"]
+    )
+    assert warned.nix is not None and warned.nix.version == "2.26.3"
+    assert not [b for b in durable_blockers(warned, s) if "Nix" in b]
+    absent = _snapshot_with_nix_version([])
+    assert "Nix is not installed on the host" in durable_blockers(absent, s)
+
+
 # -- the checkout and its owner -----------------------------------------------------
 
 
