@@ -1,5 +1,6 @@
 """The raw readings of runtime state a reboot reverts (``remedy.core.volatile`` judges
-them): the files under /run/systemd/system, the serving process, systemd's environment.
+them): the files under /run/systemd/system, the serving process, systemd's environment,
+and what the next boot's start chain sets beyond the unit's ``Environment=``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,38 @@ class ServingProcess:
     environ: dict[str, str] | None = None  # None: not readable (not root)
 
 
+@dataclass(frozen=True)
+class UnitEnvLine:
+    """An ``EnvironmentFile=`` or ``PassEnvironment=`` line of one of the serving unit's
+    files: KIND is where the file stands (``fragment`` and ``dropin``: the unit systemd
+    loaded; ``next`` and ``next-dropin``: the system profile's, what the next boot loads)."""
+
+    kind: str
+    path: str
+    realpath: str
+    directive: str  # EnvironmentFile | PassEnvironment
+    value: str
+
+
+@dataclass
+class StartChain:
+    """What the start chain sets besides the unit's ``Environment=`` and the start script.
+
+    ``default_env``: each ``DefaultEnvironment=`` line (its file, its raw value) of the
+    system.conf the next boot reads (the system profile's, else /etc's) and of the
+    system.conf.d directories; ``unit_env``: the unit files' ``EnvironmentFile=`` and
+    ``PassEnvironment=`` lines; ``env_files``: per ``EnvironmentFile=`` pattern, the
+    names of the variables its files set (never their values: sops-nix and agenix keep
+    secrets there), None when no file matches; ``wrappers``: the text of the scripts the
+    start scripts exec (nixpkgs' makeWrapper scripts), by path."""
+
+    default_env: list[tuple[str, str]] = field(default_factory=list)
+    unit_env: list[UnitEnvLine] = field(default_factory=list)
+    env_files: dict[str, list[str] | None] = field(default_factory=dict)
+    wrappers: dict[str, str] = field(default_factory=dict)
+    next_unit: str | None = None  # the system profile's unit file, when it has one
+
+
 @dataclass
 class RuntimeState:
     """The raw readings: /run/systemd files, the serving process, systemd's environment."""
@@ -31,18 +64,47 @@ class RuntimeState:
     process: ServingProcess | None = None
     manager_env: dict[str, str] = field(default_factory=dict)
     read: bool = False  # False: the snapshot had no such section (an older recording)
+    chain: StartChain | None = None  # None: not read (a recording made before it)
 
 
 def parse(lines: list[str], files) -> RuntimeState:
     """The ``volatile.*`` sections' LINES: ``link PATH TARGET``, ``pid N``, the process's
     ``arg`` and ``env`` lines (``unreadable`` when its environ is not), ``manager
-    KEY=VALUE``; FILES: the file blocks of ``volatile.files``."""
+    KEY=VALUE``, then after ``chain``: ``default-env FILE VALUE``, ``next-unit PATH``,
+    ``unit-env KIND PATH REALPATH DIRECTIVE=VALUE``, ``env-file PATTERN NAME``
+    (``env-file PATTERN`` alone: no file matched), ``wrapper PATH`` followed by its
+    ``wline TEXT`` lines; FILES: the file blocks of ``volatile.files``."""
     state = RuntimeState(read=True)
     state.files = [RuntimeFile(b.path, None, b.text) for b in files]
     process: ServingProcess | None = None
+    chain: StartChain | None = None
+    wrapper_lines: dict[str, list[str]] = {}
+    wrapper: list[str] | None = None
     for line in lines:
         word, _, rest = line.partition(" ")
-        if word == "link":
+        if word == "chain":
+            chain = StartChain()
+        elif chain is not None and word == "default-env":
+            path, _, value = rest.partition(" ")
+            chain.default_env.append((path, value))
+        elif chain is not None and word == "next-unit":
+            chain.next_unit = rest.strip() or None
+        elif chain is not None and word == "unit-env":
+            parts = rest.split(" ", 3)
+            if len(parts) == 4 and "=" in parts[3]:
+                directive, _, value = parts[3].partition("=")
+                chain.unit_env.append(UnitEnvLine(*parts[:3], directive.strip(), value.strip()))
+        elif chain is not None and word == "env-file":
+            pattern, _, name = rest.rpartition(" ")
+            if not pattern:  # `env-file PATTERN`: no file matched it
+                chain.env_files.setdefault(name, None)
+            else:
+                chain.env_files[pattern] = [*(chain.env_files.get(pattern) or []), name]
+        elif chain is not None and word == "wrapper":
+            wrapper = wrapper_lines.setdefault(rest, [])
+        elif chain is not None and word == "wline" and wrapper is not None:
+            wrapper.append(line[len("wline ") :])
+        elif word == "link":
             path, _, target = rest.partition(" ")
             state.files.append(RuntimeFile(path, target))
         elif word == "pid" and rest.strip().isdigit():
@@ -61,4 +123,7 @@ def parse(lines: list[str], files) -> RuntimeState:
                 state.manager_env[key] = value
     state.files.sort(key=lambda f: f.path)
     state.process = process
+    if chain is not None:
+        chain.wrappers = {p: "\n".join(text) + "\n" for p, text in wrapper_lines.items()}
+    state.chain = chain
     return state

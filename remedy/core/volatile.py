@@ -8,7 +8,12 @@ Three places hold such state, all read in the snapshot's one round trip:
   enable --runtime`` makes, for any unit (transient units live elsewhere, in
   ``/run/systemd/transient``);
 - the serving process itself (``/proc/<MainPID>/cmdline`` and ``environ``)
-  against what the next boot's unit would start;
+  against what the next boot's whole start chain sets (``start_chain_env``): the
+  manager's environment as system.conf's ``DefaultEnvironment=`` gives it, the unit's
+  ``PassEnvironment=``, ``Environment=`` and ``EnvironmentFile=`` (durable wherever the
+  file lives), the start script's exports and the wrapper it execs (nixpkgs'
+  makeWrapper, ``remedy.core.wrapper``). What only ``systemctl set-environment`` gives
+  is volatile;
 - the live kernel command line against the next boot's ``kernel-params``.
 
 The managed settings (the parser, SDPA streaming, the merge guard, Phase 2a,
@@ -25,8 +30,10 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from remedy.core import desired
-from remedy.core.runtime import RuntimeFile, RuntimeState
+from pyinfra.api.exceptions import FactProcessError
+
+from remedy.core import desired, systemd, wrapper
+from remedy.core.runtime import RuntimeFile, RuntimeState, UnitEnvLine
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
 
@@ -194,20 +201,31 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
             out.append(d)
     if proc.environ is not None:
         env = proc.environ
-        want = {k: v.value for k, v in nxt.environment.items() if v.value is not None}
+        manager = durable_manager_env(runtime)
+        want = start_chain_env(nxt, runtime, manager, next_boot=True)
+        # the manager has what system.conf gives once it is re-executed: until then a
+        # value it lacks is pending, as a generation that is not running yet is
+        pending = {k: v if runtime.manager_env.get(k) == v.value else ChainVar(None, v.source)
+                   for k, v in manager.items()}  # fmt: skip
+        have = start_chain_env(now, runtime, pending, next_boot=False)
         for key in sorted(set(env) | set(want)):
             if key in PROVIDED_ENV or key in s.required_env:
                 continue
-            a, b = env.get(key), want.get(key)
-            if a == b or (b is not None and "$" in b):
+            a, w = env.get(key), want.get(key)
+            if w is not None and w.value is None:
+                continue  # the next boot sets it, to a value not known here (durable)
+            b = w.value if w is not None else None
+            if a == b:
                 continue
-            if b is None and runtime.manager_env.get(key) == a:
-                continue  # systemd's own environment (DefaultEnvironment=, locale.conf)
-            live = now.environment.get(key)
-            live_value = live.value if live is not None else None
-            if live_value == a and not _runtime(live.source if live is not None else None):
+            h = have.get(key)
+            if h is None and a is None:
+                continue  # the running generation does not set it either: a pending one
+            if h is not None and h.value in (None, a) and not _runtime(h.source):
                 continue  # as the running generation's own files say: a pending generation
-            src = live.source if live is not None and live.value == a else None
+            if h is not None and h.value in (None, a):
+                src = h.source
+            else:
+                src = _manager_source(key, a, runtime)
             if b is None:
                 d = _Difference(f"the server runs with {shown(key, a)}", f"{key} gone", key, src)
             elif a is None:
@@ -224,6 +242,132 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
 def _runtime(path: str | None) -> bool:
     """PATH is runtime state (under /run), not a file of the running generation."""
     return bool(path and path.startswith("/run/"))
+
+
+SET_ENVIRONMENT = "systemctl set-environment"
+
+
+@dataclass(frozen=True)
+class ChainVar:
+    """One variable the start chain gives the server: its value (None: set, but to a value
+    not known here, as an environment file's) and the file that sets it (None: systemd)."""
+
+    value: str | None
+    source: str | None
+
+
+def _systemd_own(key: str) -> bool:
+    """What the system manager puts in every service's environment itself at boot: PATH
+    and the locale (systemd src/core/main.c and manager.c, manager_default_environment:
+    ``PATH=`` DEFAULT_PATH, then locale_setup() from locale.conf, C.UTF-8 without one)."""
+    return key in ("PATH", "LANG", "LANGUAGE") or key.startswith("LC_")
+
+
+def durable_manager_env(runtime: RuntimeState) -> dict[str, ChainVar]:
+    """The manager's environment at the next boot: systemd's own PATH and locale (as it
+    has them now), then ``DefaultEnvironment=`` of the system.conf the next boot reads and
+    of system.conf.d outside /run. What ``systemctl set-environment`` or
+    ``import-environment`` added, or a system.conf.d file under /run, is not in it: a
+    reboot reverts them. A read without the start chain (an older recording) takes the
+    manager's environment as it is."""
+    if runtime.chain is None:
+        return {k: ChainVar(v, None) for k, v in runtime.manager_env.items()}
+    out = {k: ChainVar(v, None) for k, v in runtime.manager_env.items() if _systemd_own(k)}
+    for path, value in runtime.chain.default_env:
+        if _runtime(path):
+            continue
+        if not value.strip():  # an empty assignment resets the list
+            out = {k: v for k, v in out.items() if v.source is None}
+            continue
+        try:
+            parsed = systemd.parse_environment(value)
+        except FactProcessError:
+            continue
+        out.update({k: ChainVar(v, path) for k, v in parsed.items()})
+    return out
+
+
+def _manager_source(key: str, value: str | None, runtime: RuntimeState) -> str | None:
+    """Where a variable of the manager's environment that no durable file gives comes from:
+    a system.conf.d file under /run, else ``systemctl set-environment``."""
+    if value is None or runtime.chain is None or runtime.manager_env.get(key) != value:
+        return None
+    for path, line in runtime.chain.default_env:
+        if _runtime(path) and key in line:
+            try:
+                if systemd.parse_environment(line).get(key) == value:
+                    return path
+            except FactProcessError:
+                continue
+    return SET_ENVIRONMENT
+
+
+def _chain_unit_lines(runtime: RuntimeState, next_boot: bool) -> list[UnitEnvLine]:
+    """The unit files' EnvironmentFile=/PassEnvironment= lines that apply: now, the files
+    systemd loaded; at next boot, as ``remedy.core.serving.next_boot_dropins`` has it, the
+    system profile's unit and drop-ins (or, without one, the loaded fragment) and the
+    loaded drop-ins outside /run that are not the running generation's own."""
+    chain = runtime.chain
+    if chain is None:
+        return []
+    if not next_boot:
+        return [ln for ln in chain.unit_env if ln.kind in ("fragment", "dropin")]
+    profile = chain.next_unit is not None
+    out = []
+    for ln in chain.unit_env:
+        if ln.kind in ("next", "next-dropin"):
+            out.append(ln)
+        elif ln.kind == "fragment" and not profile:
+            out.append(ln)
+        elif ln.kind == "dropin" and not _runtime(ln.path):
+            generation = ln.path.startswith("/etc/") and ln.realpath.startswith("/nix/store/")
+            if not (profile and generation):
+                out.append(ln)
+    return out
+
+
+def start_chain_env(
+    view, runtime: RuntimeState, manager: dict[str, ChainVar], next_boot: bool
+) -> dict[str, ChainVar]:
+    """The environment VIEW's start chain gives the server, in the order systemd and the
+    shell apply it (systemd src/core/execute.c, build_environment and its merge: the
+    manager's, PassEnvironment=, Environment=, EnvironmentFile=), then the start script's
+    exports, then the wrapper the start script execs (``remedy.core.wrapper``)."""
+    env = dict(manager)
+    lines = _chain_unit_lines(runtime, next_boot)
+    for ln in lines:
+        if ln.directive == "PassEnvironment":
+            for name in ln.value.split():
+                env[name] = ChainVar(None, ln.path)
+    script = view.script
+    script_path = script.path if script else None
+
+    def known(value: str | None) -> str | None:
+        return None if value is None or "$" in value else value
+
+    exports = {}
+    for key, setting in view.environment.items():
+        if script_path and setting.source == script_path:
+            exports[key] = ChainVar(known(setting.value), setting.source)
+        else:
+            env[key] = ChainVar(known(setting.value), setting.source)
+    chain = runtime.chain
+    for ln in lines:
+        if ln.directive == "EnvironmentFile" and chain is not None:
+            pattern = ln.value.lstrip("-").strip()
+            for name in chain.env_files.get(pattern) or []:
+                env[name] = ChainVar(None, ln.path)
+    env.update(exports)
+    target = script.execs if script else None
+    text = chain.wrappers.get(target) if chain is not None and target else None
+    if text is not None:
+        inherited = {k: v.value for k, v in env.items()}
+        for key, value in wrapper.evaluate(text, inherited).items():
+            if value == wrapper.REMOVED:
+                env.pop(key, None)
+            else:
+                env[key] = ChainVar(value, target)
+    return env
 
 
 def _kernel_params(text: str, skip: tuple[str, ...]) -> dict[str, list[str]]:

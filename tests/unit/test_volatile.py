@@ -163,3 +163,188 @@ def test_a_bad_ignore_volatile_is_refused_naming_the_host_and_the_item(value, ke
     with pytest.raises(ConfigError) as err:
         settings(ignore_volatile=value)
     assert f"host cfx-llm2: data key {key!r}" in str(err.value)
+
+
+# -- issue 28, item 5: the next boot's whole start chain is durable configuration -------
+
+PROFILE_UNIT = "/nix/var/nix/profiles/system/etc/systemd/system/tenstorrent-serving.service"
+RUN_DROPIN = "/run/systemd/system/tenstorrent-serving.service.d/zz-env.conf"
+WRAPPER = "/nix/store/9x0hs1n7y8kq5w6a0v2m4c3b1z7d8e5f-vllm-tt-0.9.2/bin/vllm"
+# bin/vllm of a Python application, as nixpkgs' makeShellWrapper writes it for wrap.sh's
+# `--prefix PATH : $program_PATH --set PYTHONNOUSERSITE true` and a makeWrapperArgs
+# `--prefix LD_LIBRARY_PATH : …/lib` (pkgs/build-support/setup-hooks/make-wrapper.sh)
+WRAPPER_TEXT = """#! /nix/store/4fvc5vc4bpb9ymq8kcbyi5sv1wfnp3hx-bash-5.2p37/bin/bash -e
+PATH=${PATH:+':'$PATH':'}
+PATH=${PATH/':''/nix/store/9x0hs1n7y8kq5w6a0v2m4c3b1z7d8e5f-vllm-tt-0.9.2/bin'':'/':'}
+PATH='/nix/store/9x0hs1n7y8kq5w6a0v2m4c3b1z7d8e5f-vllm-tt-0.9.2/bin'$PATH
+PATH=${PATH#':'}
+PATH=${PATH%':'}
+export PATH
+export PYTHONNOUSERSITE='true'
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+':'$LD_LIBRARY_PATH':'}
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH/':''/run/opengl-driver/lib'':'/':'}
+LD_LIBRARY_PATH='/run/opengl-driver/lib'$LD_LIBRARY_PATH
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH#':'}
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH%':'}
+export LD_LIBRARY_PATH
+exec -a "$0" "/nix/store/9x0hs1n7y8kq5w6a0v2m4c3b1z7d8e5f-vllm-tt-0.9.2/bin/.vllm-wrapped"  "$@" 
+"""
+STORE_BIN = "/nix/store/9x0hs1n7y8kq5w6a0v2m4c3b1z7d8e5f-vllm-tt-0.9.2/bin"
+
+
+def with_chain(snap, chain=None, manager=None, env=None, execs=None):
+    """SNAP read with the start chain (CHAIN, default: nothing beyond the unit), the
+    manager's environment MANAGER, the server's environment ENV, and start scripts that
+    exec EXECS (the wrapper)."""
+    from remedy.core.runtime import StartChain
+
+    runtime = dataclasses.replace(
+        snap.runtime,
+        chain=chain if chain is not None else StartChain(next_unit=PROFILE_UNIT),
+        manager_env=dict(manager if manager is not None else snap.runtime.manager_env),
+    )
+    snap = dataclasses.replace(snap, runtime=runtime)
+    if env is not None:
+        snap = with_process(snap, env={**snap.runtime.process.environ, **env})
+    if execs is not None:
+        views = {}
+        for name in ("now", "after_reboot"):
+            view = getattr(snap.unit, name)
+            script = dataclasses.replace(view.script, execs=execs)
+            views[name] = dataclasses.replace(view, script=script)
+        snap = dataclasses.replace(snap, unit=dataclasses.replace(snap.unit, **views))
+    return snap
+
+
+def test_a_variable_only_set_environment_gives_is_volatile_not_the_managers_own():
+    snap = snapshot("durable")
+    manager = {**snap.runtime.manager_env, "FOO": "1"}
+    found = volatile.unmanaged(with_chain(snap, manager=manager, env={"FOO": "1"}), settings())
+    assert [e.text() for e in found] == [
+        "FOO: the server runs with FOO=1 (from systemctl set-environment); after reboot: FOO gone"
+    ]
+    # systemd's own PATH and locale are not (they are in the manager's environment too)
+    assert volatile.unmanaged(with_chain(snap), settings()) == []
+
+
+def test_default_environment_of_the_next_boots_system_conf_is_durable_run_is_not():
+    from remedy.core.runtime import StartChain
+
+    snap = snapshot("durable")
+    manager = {**snap.runtime.manager_env, "FOO": "1", "BAR": "2 3"}
+    conf = "/nix/var/nix/profiles/system/etc/systemd/system.conf"
+    run_conf = "/run/systemd/system.conf.d/50-bar.conf"
+    chain = StartChain(
+        default_env=[(conf, "FOO=1 LOCALE_ARCHIVE=/x"), (run_conf, '"BAR=2 3"')],
+        next_unit=PROFILE_UNIT,
+    )
+    snap = with_chain(snap, chain, manager, env={"FOO": "1", "BAR": "2 3"})
+    # LOCALE_ARCHIVE: system.conf gives it, the manager has not been re-executed since:
+    # pending, not volatile
+    (entry,) = volatile.unmanaged(snap, settings())
+    assert entry.text() == f"BAR: the server runs with BAR=2 3 (from {run_conf}); after reboot: " \
+        "BAR gone"  # fmt: skip
+
+
+def test_environment_files_and_pass_environment_the_next_boot_names_are_durable():
+    from remedy.core.runtime import StartChain, UnitEnvLine
+
+    snap = snapshot("durable")
+    chain = StartChain(
+        unit_env=[
+            UnitEnvLine(
+                "next", PROFILE_UNIT, "/nix/store/u", "EnvironmentFile", "-/run/secrets/tt"
+            ),
+            UnitEnvLine("next", PROFILE_UNIT, "/nix/store/u", "EnvironmentFile", "/etc/tt.env"),
+            UnitEnvLine("next", PROFILE_UNIT, "/nix/store/u", "PassEnvironment", "CUDA_X HOSTID"),
+            UnitEnvLine("dropin", RUN_DROPIN, RUN_DROPIN, "EnvironmentFile", "/etc/debug.env"),
+        ],
+        env_files={
+            "/run/secrets/tt": ["HF_TOKEN"],
+            "/etc/tt.env": ["HF_HOME"],
+            "/etc/debug.env": ["VLLM_LOGGING_LEVEL"],
+        },
+        next_unit=PROFILE_UNIT,
+    )
+    env = {"HF_TOKEN": "hf_x", "HF_HOME": "/var/lib/hf", "HOSTID": "7", "VLLM_LOGGING_LEVEL": "D"}
+    (entry,) = volatile.unmanaged(with_chain(snap, chain, env=env), settings())
+    # the file a runtime drop-in names is that drop-in's: a reboot forgets both
+    assert entry.text() == (
+        f"VLLM_LOGGING_LEVEL: the server runs with VLLM_LOGGING_LEVEL=D (from {RUN_DROPIN}); "
+        "after reboot: VLLM_LOGGING_LEVEL gone"
+    )
+    assert "hf_x" not in json.dumps([e.to_json() for e in volatile.unmanaged(
+        with_chain(snap, StartChain(next_unit=PROFILE_UNIT), env=env), settings())])  # fmt: skip
+
+
+def test_what_nixpkgs_wrapper_sets_is_durable_and_computed_as_bash_would():
+    from remedy.core.runtime import StartChain
+
+    snap = snapshot("durable")
+    chain = StartChain(wrappers={WRAPPER: WRAPPER_TEXT}, next_unit=PROFILE_UNIT)
+    env = {
+        "PATH": f"{STORE_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONNOUSERSITE": "true",
+        "LD_LIBRARY_PATH": "/run/opengl-driver/lib",
+    }
+    assert volatile.unmanaged(with_chain(snap, chain, env=env, execs=WRAPPER), settings()) == []
+    # a PATH the wrapper did not give: the next boot gives the wrapper's
+    env["PATH"] = "/opt/debug/bin:" + env["PATH"]
+    (entry,) = volatile.unmanaged(with_chain(snap, chain, env=env, execs=WRAPPER), settings())
+    assert entry.subject == "PATH"
+    assert entry.after_reboot == f"PATH → {STORE_BIN}:/usr/local/bin:/usr/bin:/bin"
+
+
+def test_the_wrapper_evaluation_matches_bash_on_make_wrapper_forms():
+    from remedy.core import wrapper
+
+    text = "\n".join([
+        "#! /bin/bash -e",
+        "XDG_DATA_DIRS=${XDG_DATA_DIRS:+':'$XDG_DATA_DIRS':'}",
+        "if [[ $XDG_DATA_DIRS != *':''/s'':'* ]]; then",
+        "    XDG_DATA_DIRS=$XDG_DATA_DIRS'/s'",
+        "fi",
+        "XDG_DATA_DIRS=${XDG_DATA_DIRS#':'}",
+        "XDG_DATA_DIRS=${XDG_DATA_DIRS%':'}",
+        "export XDG_DATA_DIRS",
+        "export GIO=${GIO-'/g'}",
+        "export OLD='/o'${OLD:+':'$OLD}",
+        "export SUF+=${SUF:+':'}'/u'",
+        "unset PYTHONPATH",
+        'export TOKEN="$(cat /run/secrets/t)"',
+        'exec -a "$0" "/nix/store/x/bin/.a-wrapped"  "$@" ',
+    ])  # fmt: skip
+    inherited = {"XDG_DATA_DIRS": "/a:/s", "OLD": "/p", "PYTHONPATH": "/q"}
+    assert wrapper.evaluate(text, inherited) == {
+        "XDG_DATA_DIRS": "/a:/s",  # already there: a suffix adds nothing
+        "GIO": "/g",
+        "OLD": "/o:/p",
+        "SUF": "/u",
+        "PYTHONPATH": wrapper.REMOVED,
+        "TOKEN": wrapper.UNKNOWN,  # a command substitution: not guessed
+    }
+    assert wrapper.exec_target(text) == "/nix/store/x/bin/.a-wrapped"
+
+
+def test_recorded_a_wrapped_server_with_an_environment_file_has_nothing_volatile():
+    """A twin whose server runs through nixpkgs' wrapper and whose unit reads
+    /etc/tenstorrent-serving/env (tests.facts.record_chain)."""
+    snap = snapshot("wrapped_env_file")
+    chain = snap.runtime.chain
+    wrapper_path = snap.unit.after_reboot.script.execs
+    assert wrapper_path.endswith("/bin/vllm") and wrapper_path in chain.wrappers
+    assert chain.env_files == {"/etc/tenstorrent-serving/env": ["HF_HOME", "VLLM_API_KEY"]}
+    env = snap.runtime.process.environ
+    assert env["PYTHONNOUSERSITE"] == "true" and "HF_HOME" in env
+    assert volatile.unmanaged(snap, settings()) == []
+
+
+def test_recorded_set_environment_is_named_with_what_a_reboot_does():
+    snap = snapshot("set_environment")
+    found = volatile.unmanaged(snap, settings())
+    assert [e.text() for e in found] == [
+        "FOO: the server runs with FOO=1 (from systemctl set-environment); after reboot: FOO gone"
+    ]
+    status = report.host_status("cfx-llm2", settings(), snap)
+    assert status.exit_code == 3 and status.unmanaged == found
+    assert report.host_status("cfx-llm2", settings(ignore_volatile=["FOO"]), snap).ignored == 1

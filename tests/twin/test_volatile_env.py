@@ -1,0 +1,90 @@
+"""Issue 28, item 5 on a twin: what the next boot's start chain sets is not volatile state.
+
+The server runs through nixpkgs' wrapper of a Python application (PATH prefixed,
+PYTHONNOUSERSITE, a makeWrapperArgs variable) and its unit reads an environment file
+under /etc: all of it is durable configuration, and `status` exits 0. A variable that
+only `systemctl set-environment` gives (the manager's environment, which a reboot
+resets to what system.conf's DefaultEnvironment= says) is volatile: exit 3, naming it;
+so is one from an environment file that only a runtime drop-in names.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from remedy.twin import fixtures, machine
+from tests.conftest import PROJECT, remedy_json, twin_inventory
+
+pytestmark = pytest.mark.twin
+
+UNIT = "tenstorrent-serving.service"
+RUN_DROPIN = f"/run/systemd/system/{UNIT}.d/zz-debug-env.conf"
+
+
+def server_environ(twin) -> dict[str, str]:
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip()
+    raw = twin.exec(["sh", "-c", f"tr '\\0' '\\n' < /proc/{pid}/environ"]).stdout
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def status(inventory) -> tuple[int, dict]:
+    code, doc = remedy_json("status", str(inventory))
+    (host,) = doc["hosts"]
+    return code, host
+
+
+def test_a_wrapped_server_and_its_environment_file_are_durable_set_environment_is_not(
+    make_twin, tmp_path
+):
+    twin = make_twin()
+    # a person's environment file beside the unit, then the wrapped package and a unit
+    # that reads the file (the package compiles on the host: allowed for this host)
+    twin.exec(["mkdir", "-p", fixtures.ENV_FILE.rsplit("/", 1)[0]])
+    twin.exec(["tee", fixtures.ENV_FILE], input="HF_HOME=/var/lib/hf\nVLLM_API_KEY=tw1n\n")
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.env_file_commit())
+    inventory = twin_inventory(tmp_path / "inventory.py", twin, allow_local_build=True)
+    proc = subprocess.run(
+        ["remedy", "converge", str(inventory), "--restart", "now"],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+
+    # the server runs through the wrapper, with what the file and the wrapper set
+    env = server_environ(twin)
+    assert env["PYTHONNOUSERSITE"] == "true", env
+    assert env["PATH"].startswith("/nix/store/") and env["PATH"].endswith(
+        ":/usr/local/bin:/usr/bin:/bin"
+    ), env["PATH"]
+    assert env["LD_LIBRARY_PATH"].startswith("/nix/store/"), env
+    assert env["HF_HOME"] == "/var/lib/hf"
+    code, host = status(inventory)
+    assert code == 0, (host["verdict"], host["unmanaged_volatile"], host["problems"])
+    assert host["unmanaged_volatile"] == []
+
+    # what a reboot reverts: the manager's environment, set at runtime
+    twin.exec(["systemctl", "set-environment", "FOO=1"])
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    assert server_environ(twin)["FOO"] == "1"
+    code, host = status(inventory)
+    entries = host["unmanaged_volatile"]
+    assert code == 3 and [e["subject"] for e in entries] == ["FOO"], entries
+    (foo,) = entries
+    assert foo["kind"] == "process" and foo["after_reboot"] == "FOO gone", foo
+    assert "systemctl set-environment" in foo["now"], foo
+
+    # an environment file that only a runtime drop-in names is that drop-in's: gone too
+    debug_env = "/etc/tenstorrent-serving/debug.env"
+    twin.exec(["tee", debug_env], input="VLLM_LOGGING_LEVEL=DEBUG\n")
+    twin.exec(["mkdir", "-p", RUN_DROPIN.rsplit("/", 1)[0]])
+    twin.exec(["tee", RUN_DROPIN], input=f"[Service]\nEnvironmentFile={debug_env}\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    code, host = status(inventory)
+    entries = {e["subject"]: e for e in host["unmanaged_volatile"]}
+    assert code == 3 and set(entries) == {"FOO", RUN_DROPIN}, entries
+    assert entries[RUN_DROPIN]["details"] == ["the server runs with VLLM_LOGGING_LEVEL=DEBUG"]
