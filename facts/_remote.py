@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pyinfra.api import QuoteString, StringCommand
 
-from remedy.core import commands, journal, probe
+from remedy.core import commands, journal, options, probe
 from remedy.core.sections import END, ESCAPE_SH, ESCAPED
 
 # Shell functions every remote snippet may use.
@@ -106,6 +106,56 @@ if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/cmdline" ]; then
   fi
 fi
 systemctl show-environment 2>/dev/null | sed 's/^/manager /'
+# What the next boot's start chain sets beyond the unit's Environment=: DefaultEnvironment=
+# of the system.conf the next boot reads (the profile's, else /etc's) and of system.conf.d;
+# the unit files' EnvironmentFile= and PassEnvironment= lines, with the names (never the
+# values) each environment file sets; the scripts the start scripts exec (nixpkgs'
+# makeWrapper scripts), two levels down from ExecStart.
+echo "chain"
+p=/nix/var/nix/profiles/system/etc/systemd
+c=$p/system.conf
+[ -f "$c" ] || c=/etc/systemd/system.conf
+for f in "$c" "$p/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
+    /run/systemd/system.conf.d/*.conf /usr/lib/systemd/system.conf.d/*.conf; do
+  [ -f "$f" ] && sed -n 's/^[[:space:]]*DefaultEnvironment=//p' "$f" 2>/dev/null \
+    | while IFS= read -r v; do printf 'default-env %s %s\n' "$f" "$v"; done
+done
+nx=$p/system/$REMEDY_UNIT
+frag=$(systemctl show -P FragmentPath "$REMEDY_UNIT" 2>/dev/null)
+dropins=$(systemctl show -P DropInPaths "$REMEDY_UNIT" 2>/dev/null)
+[ -e "$nx" ] && printf 'next-unit %s\n' "$nx"
+unitenv() {
+  [ -f "$2" ] || return 0
+  r=$(readlink -f -- "$2" 2>/dev/null || printf '%s' "$2")
+  sed -n -e 's/^[[:space:]]*\(EnvironmentFile=\)/\1/p' \
+    -e 's/^[[:space:]]*\(PassEnvironment=\)/\1/p' "$2" 2>/dev/null \
+    | while IFS= read -r l; do printf 'unit-env %s %s %s %s\n' "$1" "$2" "$r" "$l"; done
+}
+unitenv fragment "$frag"
+for f in $dropins; do unitenv dropin "$f"; done
+unitenv next "$nx"
+for f in "$nx.d/"*.conf; do unitenv next-dropin "$f"; done
+for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do
+  [ -f "$f" ] && sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$f" 2>/dev/null
+done | sort -u | while IFS= read -r g; do
+  n=0
+  for e in $g; do
+    [ -f "$e" ] && [ -r "$e" ] || continue
+    n=1
+    sed -n 's/^[[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\)[[:space:]]*=.*/\1/p' "$e" 2>/dev/null \
+      | while IFS= read -r k; do printf 'env-file %s %s\n' "$g" "$k"; done
+  done
+  [ "$n" = 1 ] || printf 'env-file %s\n' "$g"
+done
+for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && exec_paths "$f"; done \
+  | sort -u | while read -r s; do [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
+  | sort -u | while read -r s; do
+    echo "$s"; [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
+  | sort -u | while read -r w; do
+    [ -f "$w" ] && grep -Iq . "$w" 2>/dev/null || continue
+    printf 'wrapper %s\n' "$w"
+    sed -n '1,400s/^/wline /p' "$w" 2>/dev/null
+  done
 """
 
 MEMORY = r"""
@@ -135,10 +185,34 @@ echo "@@remedy:section clock"
 date '+%Y-%m-%dT%H:%M:%S%z'
 """
 
-NIX_VERSION = r"""
+# `nix --version` once per Nix (and nix.conf, whose unknown settings it warns about):
+# what it printed is kept next to the run journal (options.NIX_VERSION_RECORD, read
+# only as the journal is read) under the binary's and nix.conf's real paths, sizes and
+# times, so that a check that finds nothing to do starts no nix process (issue 28).
+NIX_VERSION = (
+    journal.TRUST_SH
+    + r"""
 echo "@@remedy:section nix.version"
-if command -v nix >/dev/null 2>&1; then nix --version 2>&1; fi
+if n=$(command -v nix 2>/dev/null); then
+  v=@RECORD@
+  c=/etc/nix/nix.conf
+  k="$(readlink -f -- "$n") $(stat -L -c '%s %Y' -- "$n" 2>/dev/null)"
+  k="$k $(readlink -f -- "$c" 2>/dev/null) $(stat -L -c '%s %Y' -- "$c" 2>/dev/null)"
+  if [ -s "$v" ] && [ -z "$(journal_distrust "$v")" ] && [ "$(sed -n 1p "$v")" = "key $k" ]
+  then
+    sed -e 1d -e '$a\' "$v"
+  else
+    out=$(nix --version 2>&1) && ok=1 || ok=
+    printf '%s\n' "$out"
+    if [ -n "$ok" ] && mkdir -p -m 0700 -- "${v%/*}" 2>/dev/null \
+      && tmp=$(mktemp "${v%/*}/.nix-version.XXXXXXXX" 2>/dev/null); then
+      { printf 'key %s\n%s\n' "$k" "$out" >"$tmp" && chmod 0600 -- "$tmp" \
+        && mv -f -T -- "$tmp" "$v"; } || rm -f -- "$tmp"
+    fi
+  fi
+fi
 """
+).replace("@RECORD@", options.NIX_VERSION_RECORD)
 
 FLAKE = r"""
 d=$REMEDY_FLAKE_DIR
@@ -210,11 +284,15 @@ done
 
 # The last switch-to-configuration of nixos-rebuild-ng's transient unit in this boot,
 # as systemd recorded it (a run whose SSH session dropped learns its result here), and
-# the units that are failed now.
+# the units that are failed now. The unit is also `…-<8 hex>` in some 26.05-pre
+# nixos-rebuild-ng builds (nixpkgs#463029, reverted by #499837). Its state comes from
+# list-units: a `systemctl show` would load the unit again (systemd 252 then keeps it).
 SWITCH = r"""
 echo "@@remedy:section nix.switch"
-u=@SWITCH_UNIT@.service
-printf 'state %s\n' "$(systemctl show -P ActiveState "$u" 2>/dev/null)"
+u='@SWITCH_UNIT@*.service'
+printf 'state %s\n' "$(systemctl list-units --all --plain --no-legend --no-pager "$u" \
+  2>/dev/null | awk '$3 ~ /^(active|activating|deactivating|reloading)$/ { a = $3 }
+    s == "" { s = $3 } END { print (a != "" ? a : s) }')"
 journalctl -q -b -u "$u" -n 40 -o json --output-fields=MESSAGE,EXIT_STATUS,INVOCATION_ID \
   2>/dev/null | sed 's/^/journal /'
 systemctl list-units --failed --plain --no-legend --no-pager 2>/dev/null \
@@ -261,3 +339,23 @@ echo "@@remedy:section built.scripts"
 f=$t/etc/systemd/system/$u
 for g in "$f" "$f.d/"*.conf; do [ -f "$g" ] && exec_paths "$g"; done | sort -u | catscripts
 """
+
+
+# The answer of the last evaluation of what remedy's file overrides
+# (remedy.core.options.RECORD, next to the run journal), read only as the run journal
+# is read: a regular file, root's, mode 0600, printable ASCII. Otherwise it is named
+# untrusted and not read; the next evaluation replaces it (a rename, never a write
+# through it).
+OPTIONS_RECORD = (
+    journal.TRUST_SH
+    + r"""
+r=@RECORD@
+echo "@@remedy:section nix.options_record"
+why=$(journal_distrust "$r")
+if [ -n "$why" ]; then
+  printf 'untrusted %s: %s\n' "$r" "$why"
+elif [ -s "$r" ]; then
+  sed -e '$a\' "$r"
+fi
+"""
+).replace("@RECORD@", options.RECORD)

@@ -199,12 +199,18 @@ class HostSnapshot:
     # The managed options as the host's configuration defines them without remedy's file
     # (remedy.core.options.OptionDefinitions): a second read, only where it matters.
     definitions: Any = None
+    # remedy's record of the last such evaluation on the host: its lines as read (the
+    # section nix.options_record; None when absent), remedy.core.options.read_record
+    options_record: tuple[str, ...] | None = None
     # nixos-rebuild-ng's transient unit: its last switch in this boot, the failed units
     last_switch: switch.LastSwitch = field(default_factory=switch.LastSwitch)
     # /run/systemd files, the serving process, systemd's environment (remedy.core.volatile)
     runtime: runtime.RuntimeState = field(default_factory=runtime.RuntimeState)
     # the host's local time when it was read (restart windows); None: not read
     clock: datetime | None = None
+    # why Nix's version could not be read (what `nix --version` printed); None: it was
+    # read, or Nix is not installed
+    nix_unreadable: str | None = None
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -215,10 +221,11 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         lock, error = read_flake_input(parts), None
     except FactProcessError as exc:
         lock, error = None, str(exc)
+    nix_unreadable = None
     try:  # an unknown Nix must not blind the whole snapshot: the fallback needs none
         nix_info = read_nix(parts)
     except FactProcessError as exc:
-        nix_info, error = None, error or str(exc)
+        nix_info, nix_unreadable = None, str(exc)
     return HostSnapshot(
         unit=serving,
         memory=memory,
@@ -235,7 +242,14 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         last_switch=read_last_switch(parts),
         runtime=read_runtime(parts),
         clock=read_clock(parts),
+        options_record=read_options_record(parts),
+        nix_unreadable=nix_unreadable,
     )
+
+
+def read_options_record(parts: Parts) -> tuple[str, ...] | None:
+    found = parts.get("nix.options_record")
+    return tuple(found[0].lines) if found and found[0].lines else None
 
 
 def read_clock(parts: Parts) -> datetime | None:

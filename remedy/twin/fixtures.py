@@ -143,39 +143,49 @@ START_SCRIPT_CONFIG = r"""  # Config derivations are built locally and never sub
 """
 
 # The start script as nixpkgs' writeShellApplication makes it (NixOS does so for unit
-# scripts with systemd.enableStrictShellChecks): writeTextFile's runCommand, the text
-# passed as a file and moved to bin/NAME by buildCommand, then checkPhase;
-# preferLocalBuild = false and allowSubstitutes = true, like a package
-# (nixpkgs pkgs/build-support/trivial-builders/default.nix, writeTextFile and
-# writeShellApplication). Its script starts as writeShellApplication's does.
+# scripts with systemd.enableStrictShellChecks), with exactly the attributes that
+# writeTextFile's runCommand gives the derivation (nixpkgs
+# pkgs/build-support/trivial-builders/default.nix: writeTextFile, runCommandWith,
+# writeShellApplication): text passed as a file, executable, the default checkPhase (a
+# dry run of the script), allowSubstitutes = true and preferLocalBuild = false, like a
+# package. `destination` is no attribute: it appears only in buildCommand, which moves
+# the text to $out/bin/NAME. builder and args stand in for stdenv (its setup's PATH and
+# runHook, then genericBuild sourcing $buildCommandPath); stdenv's own attributes are
+# left out. Its script starts as writeShellApplication's does.
 START_SCRIPT_STRICT = r"""  # writeShellApplication: a strict-shell script, substitutable like a package.
   startScript = builtins.derivation {
     name = "start-tenstorrent-serving";
     inherit system;
     builder = "/bin/sh";
-    PATH = "/usr/bin:/bin";
-    text = builtins.replaceStrings [ "#!/bin/sh\nset -e\n" ]
-      [ "#!/bin/bash\nset -o errexit\nset -o nounset\nset -o pipefail\n" ] scriptText;
+    args = [ "-c" "PATH=/usr/bin:/bin; runHook() { :; }; . \"$buildCommandPath\"" ];
+    text = "#!/bin/bash\nset -o errexit\nset -o nounset\nset -o pipefail\n\n"
+      + builtins.replaceStrings [ "#!/bin/sh\n" ] [ "" ] scriptText + "\n";
     executable = true;
-    destination = "/bin/start-tenstorrent-serving";
-    checkPhase = "";
-    preferLocalBuild = false;
+    checkPhase = ''
+      runHook preCheck
+      /bin/bash -n -O extglob "$target"
+      runHook postCheck
+    '';
     allowSubstitutes = true;
+    preferLocalBuild = false;
+    enableParallelBuilding = true;
     passAsFile = [ "buildCommand" "text" ];
     buildCommand = ''
-      target=$out/bin/start-tenstorrent-serving
+      target=$out'/bin/start-tenstorrent-serving'
       mkdir -p "$(dirname "$target")"
+
       if [ -e "$textPath" ]; then
         mv "$textPath" "$target"
       else
         echo -n "$text" > "$target"
       fi
+
       if [ -n "$executable" ]; then
         chmod +x "$target"
       fi
+
       eval "$checkPhase"
     '';
-    args = [ "-c" ". \"$buildCommandPath\"" ];
   };
 """
 
@@ -251,6 +261,78 @@ VLLM_VERSION = "0.9.2"
 HEAVY_VLLM_VERSION = "0.9.3"  # heavy_package_commit's: a new version of the fork
 VLLM_PATCHES = ["0001-tt-backend", "0012-qwen3-xml-tool-parser", "0020-sdpa-streaming"]
 
+# vllm-tt as nixpkgs packages a Python application (buildPythonApplication): bin/vllm is
+# the wrapper wrapPythonPrograms writes (pkgs/development/interpreters/python/wrap.sh:
+# wrapProgram with --prefix PATH and --set PYTHONNOUSERSITE true, then makeWrapperArgs)
+# and execs bin/.vllm-wrapped, the console script. The builder is a file of its own, in
+# bash as stdenv's is, since the wrapper is written as makeShellWrapper writes it.
+VLLM_TT_WRAPPED_PACKAGE = r"""# vllm-tt: the Tenstorrent vLLM fork, built from source with tt-stack's patches,
+# packaged as a Python application: bin/vllm is nixpkgs' wrapper (vllm-tt-build.sh).
+# (Twin fixture: "compiling" takes a second and writes the patch list.)
+{ system ? "x86_64-linux" }:
+builtins.derivation {
+  name = "vllm-tt-@VLLM_VERSION@";
+  inherit system;
+  builder = "/bin/bash";
+  PATH = "/usr/bin:/bin";
+  patches = "@PATCHES@";
+  args = [ ./vllm-tt-build.sh ];
+}
+"""
+
+# What the builder writes follows nixpkgs: the console script as pip writes it, with the
+# line wrap.sh's patchPythonScript puts after the shebang (sys.argv[0]), moved to
+# .vllm-wrapped by wrapProgram; the wrapper in the words of makeShellWrapper
+# (pkgs/build-support/setup-hooks/make-wrapper.sh): a --prefix is six lines (separators
+# on both ends, the value removed, prepended, the separators trimmed, export), a --set
+# one `export VAR='value'`, then `exec -a "$0" "<.vllm-wrapped>"  "$@" `. The console
+# script runs the model-server double (the twin has no vLLM and no Python in the store).
+VLLM_TT_BUILD = r"""# vllm-tt's builder (twin fixture): buildPythonApplication's install and wrap.
+set -e
+sleep 1
+mkdir -p "$out/share/vllm-tt" "$out/bin" "$out/lib"
+for p in $patches; do echo "$p"; done > "$out/share/vllm-tt/patches"
+cat > "$out/bin/vllm" <<'CONSOLE'
+#!/usr/bin/python3
+import sys;sys.argv[0] = 'vllm'
+# -*- coding: utf-8 -*-
+import re
+import runpy
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r'(-script\.pyw|\.exe)?$', '', sys.argv[0])
+    runpy.run_path("@SERVER@", run_name="__main__")
+CONSOLE
+chmod +x "$out/bin/vllm"
+mv "$out/bin/vllm" "$out/bin/.vllm-wrapped"
+prefix() {  # VAR SEP VALUE, as makeShellWrapper writes --prefix VAR SEP VALUE
+  local v=$1 sep=${2@Q} value=${3@Q}
+  printf '%s=${%s:+%s$%s%s}\n' "$v" "$v" "$sep" "$v" "$sep"
+  printf '%s=${%s/%s%s%s/%s}\n' "$v" "$v" "$sep" "$value" "$sep" "$sep"
+  printf '%s=%s$%s\n' "$v" "$value" "$v"
+  printf '%s=${%s#%s}\n' "$v" "$v" "$sep"
+  printf '%s=${%s%%%s}\n' "$v" "$v" "$sep"
+  printf 'export %s\n' "$v"
+}
+set_var() {  # VAR VALUE, as makeShellWrapper writes --set VAR VALUE
+  local value=$2
+  printf 'export %s=%s\n' "$1" "${value@Q}"
+}
+{
+  printf '#! %s -e\n' /bin/bash
+  # wrap.sh: --prefix PATH : $program_PATH, --set PYTHONNOUSERSITE true
+  prefix PATH : "$out/bin"
+  set_var PYTHONNOUSERSITE true
+  # makeWrapperArgs (the Tenstorrent runtime's libraries)
+  prefix LD_LIBRARY_PATH : "$out/lib"
+  printf 'exec -a "$0" "%s"  "$@" \n' "$out/bin/.vllm-wrapped"
+} > "$out/bin/vllm"
+chmod +x "$out/bin/vllm"
+"""
+
+# An environment file a person keeps beside the unit (tokens, cache paths); the unit
+# names it with a leading "-" (optional), as NixOS writes serviceConfig.EnvironmentFile.
+ENV_FILE = "/etc/tenstorrent-serving/env"
+
 HOST_MODULE = r"""# tenstorrent-host: hugepages for the Tenstorrent cards (kernel parameters).
 { config, lib, ... }:
 let
@@ -286,16 +368,27 @@ def _serving(
     exports: list[str],
     strict_shell: bool = False,
     unit_env: list[str] | None = None,
+    wrapped: bool = False,
+    env_file: str | None = None,
 ) -> str:
     """The serving module: STRICT_SHELL makes the start script as writeShellApplication
     does; UNIT_ENV (a list) writes the unit as a package's plus NixOS's overrides.conf
-    drop-in, whose Environment= lines carry UNIT_ENV."""
+    drop-in, whose Environment= lines carry UNIT_ENV; WRAPPED execs the vllm-tt package's
+    bin/vllm (nixpkgs' wrapper) instead of the server on the twin's PATH; ENV_FILE adds
+    ``EnvironmentFile=-ENV_FILE`` to the unit."""
+    unit = UNIT_INLINE if unit_env is None else UNIT_ASDROPIN
+    if env_file is not None:
+        unit = unit.replace("    ExecStart=${execStart}", f"    EnvironmentFile=-{env_file}\n"
+                            "    ExecStart=${execStart}")  # fmt: skip
+    module = SERVING_MODULE
+    if wrapped:
+        module = module.replace("exec @SERVER@ serve", "exec ${vllmTt}/bin/vllm serve")
     return (
-        SERVING_MODULE.replace(
+        module.replace(
             "@START_SCRIPT@", START_SCRIPT_STRICT if strict_shell else START_SCRIPT_CONFIG
         )
         .replace("@START_BIN@", "/bin/start-tenstorrent-serving" if strict_shell else "")
-        .replace("@UNIT@", UNIT_INLINE if unit_env is None else UNIT_ASDROPIN)
+        .replace("@UNIT@", unit)
         .replace("@UNIT_ENV@", "".join(f' "{e}"' for e in unit_env or []))
         .replace("@MODEL@", MODEL)
         .replace("@SERVED_MODEL@", SERVED_MODEL)
@@ -507,6 +600,35 @@ def asdropin_commit() -> Commit:
         },
         "2026-09-27T09:00:00+02:00",
     )
+
+
+def wrapped_commit(env_file: str | None = None) -> Commit:
+    """A tt-stack commit on top of #44 that packages vLLM as nixpkgs packages a Python
+    application: the start script execs the vllm-tt package's bin/vllm, a makeWrapper
+    script (--prefix PATH, --set PYTHONNOUSERSITE true, a makeWrapperArgs --prefix
+    LD_LIBRARY_PATH) that execs bin/.vllm-wrapped. The package changes, so it compiles on
+    the host. ENV_FILE also gives the unit ``EnvironmentFile=-ENV_FILE``."""
+    serving = _serving("qwen3_xml", FIX_EXPORTS, wrapped=True, env_file=env_file)
+    subject = "vllm-tt as a Python application (wrapPythonPrograms)"
+    if env_file is not None:
+        subject += f", EnvironmentFile={env_file}"
+    package = VLLM_TT_WRAPPED_PACKAGE.replace("@VLLM_VERSION@", VLLM_VERSION)
+    return Commit(
+        f"serve: {subject}\n\n"
+        "bin/vllm is nixpkgs' wrapper: PATH, PYTHONNOUSERSITE, LD_LIBRARY_PATH.",
+        {
+            "modules/tenstorrent-serving.nix": serving,
+            "packages/vllm-tt.nix": package.replace("@PATCHES@", " ".join(VLLM_PATCHES)),
+            "packages/vllm-tt-build.sh": VLLM_TT_BUILD.replace("@SERVER@", SERVER_BIN),
+        },
+        "2026-09-24T09:00:00+02:00",
+    )
+
+
+def env_file_commit() -> Commit:
+    """wrapped_commit() whose unit also reads ``EnvironmentFile=-ENV_FILE``
+    (/etc/tenstorrent-serving/env), a person's file that the next boot reads as well."""
+    return wrapped_commit(env_file=ENV_FILE)
 
 
 NIXOS_FLAKE = """{
