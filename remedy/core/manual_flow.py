@@ -226,6 +226,16 @@ def _plan(s, scope) -> list[str]:
         " ]; then",
         "  durable_needed=no",
         "  echo 'the next boot holds every setting in scope: no bump, no build, no switch' >&2",
+        # a profile that holds every setting but is not running: remedy's own pending
+        # generation (a converge under the default restart policy) or a person's
+        # `nixos-rebuild boot`. A person running this script is the restart policy: it is
+        # activated now, with no bump and no build, as the deploy does at a window.
+        f'elif [ "$resumed" = no ] && system_holds "$(readlink -f {commands.SYSTEM_PROFILE})" '
+        ">/dev/null; then",
+        "  durable_needed=no",
+        f"  toplevel=$(readlink -f {commands.SYSTEM_PROFILE})",
+        '  echo "the system profile $toplevel holds every setting in scope but is not running '
+        "(a pending generation): activating it, one restart; no bump, no build\" >&2",
         "fi",
         "recorded_current=$(readlink -f /run/current-system)",
         f"recorded_profile=$(readlink -f {commands.SYSTEM_PROFILE})",
@@ -274,9 +284,19 @@ def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
     message = lock_message(s, "@O@", "manual script").replace("{new}", "@N@")
     commit = qv(commands.lock_commit("@S@", message, s.flake_host), S="scratch", O="o", N="n")
     stale = qv(commands.stale_scratch_removed("@O@"), O="owner")
+    dirty = qv(commands.git("@D@", "status", "--porcelain", "--untracked-files=no"),
+               D="flake_dir")  # fmt: skip
     return [
         '[ "$resumed" = no ] || { echo "proven by the earlier run: no bump" >&2; return 0; }',
         '[ "$durable_needed" = yes ] || return 0',
+        # the deploy's blocker (remedy.core.plan.durable_blockers): remedy commits only
+        # its own files, and never mixes its bump with a person's changes
+        f"flake_dir={shlex.quote(s.flake_dir)}",
+        f"dirty=$(as_owner {dirty} </dev/null 2>&1 | head -n 3 | tr '\n' ';')",
+        'if [ -n "$dirty" ]; then',
+        f'  abandon "{s.flake_dir} has uncommitted changes ($dirty); commit or stash them first, '
+        'remedy only commits its own files"; return 0',
+        "fi",
         'if [ "$recorded_current" != "$recorded_profile" ]; then',
         '  abandon "the system profile ($recorded_profile) differs from /run/current-system '
         '($recorded_current): reconcile them by hand first"; return 0',
@@ -306,6 +326,8 @@ def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
         """if printf '%s\n' "$bumped" | grep -qx unchanged; then""",
         f'  echo "{s.flake_input} is already at $n" >&2',
         "else",
+        f'  echo "the bump takes {s.flake_input} $o -> $n (in the scratch clone; the checkout '
+        'moves only once the build proves it)" >&2',
         f"  as_owner {commit}",
         "  commits=$((commits + 1))",
         "fi",
@@ -386,9 +408,10 @@ def _prove(s, scope) -> list[str]:
         # a config derivation (preferLocalBuild) or a text file (writeTextFile's family,
         # writeShellApplication included) is no compile; anything else is
         """    printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' && continue""",
+        # (writeTextFile's buildCommand moves $textPath to its target; nixpkgs sets no
+        # `destination` attribute)
         """    printf '%s' "$j" | grep -q '"passAsFile": *"[^"]*text' \\""",
-        """      && printf '%s' "$j" | grep -q '"destination":' \\""",
-        """      && printf '%s' "$j" | grep -qF '$textPath' && continue""",
+        """      && printf '%s' "$j" | grep -qF 'mv \\"$textPath\\" \\"$' && continue""",
         '    heavy="$heavy ${d##*/}"',
         "  done",
         "}",
@@ -519,14 +542,17 @@ def _remove_override(s, scope) -> list[str]:
     ]
 
 
-def _switch_run(target: str, action: str) -> str:
+def _switch_run(target: str, action: str, wait_s: float) -> str:
     """``out=$(…)``: TARGET's switch-to-configuration ACTION as nixos-rebuild-ng runs it
-    (in its transient unit on a host booted with systemd); ``$switch_exit`` its code."""
+    (in its transient unit on a host booted with systemd, its output read back from the
+    journal; the last switch's unit waited for up to WAIT_S); ``$switch_exit`` its code."""
     unit, plain = (
-        qv(commands.switch("@T@", action, transient), T=target) for transient in (True, False)
+        qv(commands.switch("@T@", action, transient, wait_s), T=target)
+        for transient in (True, False)
     )
     return (
         f"if [ -d /run/systemd/system ]; then out=$({unit}); else out=$({plain}); fi; "
+        f"printf '%s\\n' \"$out\" | grep -v '^{commands.SWITCH_EXIT} ' >&2; "
         f"switch_exit=$(printf '%s\\n' \"$out\" | sed -n 's/^{commands.SWITCH_EXIT} //p')"
     )
 
@@ -546,7 +572,7 @@ def _switch(s, scope) -> list[str]:
         f"{qv(commands.profile_set('@T@'), T='toplevel')} || "
         '{ abandon "setting the system profile failed"; return 0; }',
         "switched=yes",
-        _switch_run("toplevel", "switch"),
+        _switch_run("toplevel", "switch", s.lock_wait_s),
         'case "$switch_exit" in',
         "  0) ;;",
         f'  4) if [ "$(systemctl is-active {unit})" = active ]; then',
@@ -560,6 +586,21 @@ def _switch(s, scope) -> list[str]:
         '  100) echo "switch exit 100: durable at next boot; reboot to activate (the init '
         'interface changed); the /run override keeps live right until then" >&2',
         "       durable_failed=yes path=fallback rc=3 boot_pending=yes ;;",
+        # NixOS 26.05's switch inhibitors refuse a live switch; `boot` skips that check
+        """  1) if printf '%s\\n' "$out" """
+        """| grep -q "^Pre-switch check .switchInhibitors. failed"; then""",
+        "       echo 'the switch inhibitors refuse a live switch: making it the boot default' >&2",
+        f"       {_switch_run('toplevel', 'boot', s.lock_wait_s)}",
+        "     fi",
+        '     if [ "$switch_exit" = 0 ]; then',
+        '       echo "durable at next boot; reboot to activate (the switch inhibitors refuse '
+        'a live switch); the /run override keeps live right until then" >&2',
+        "       durable_failed=yes path=fallback rc=3 boot_pending=yes",
+        "     else",
+        '       echo "the switch FAILED (exit ${switch_exit:-none}, see above): the /run '
+        'override goes back, then the rollback" >&2',
+        "       durable_failed=yes path=fallback rc=1",
+        "     fi ;;",
         '  *) echo "the switch FAILED (exit ${switch_exit:-none}, see above): the /run '
         'override goes back, then the rollback" >&2',
         "     durable_failed=yes path=fallback rc=1 ;;",
@@ -628,7 +669,8 @@ def _rollback(s, scope) -> list[str]:
     return [
         '[ "$switched" = yes ] || { echo "nothing was switched: no rollback" >&2; return 0; }',
         'if [ "${boot_pending:-}" = yes ]; then',
-        '  echo "the new generation is the boot default (switch exit 100): kept" >&2; return 0',
+        '  echo "the new generation is the boot default (switch exit 100, or the switch '
+        'inhibitors): kept" >&2; return 0',
         "fi",
         f'if [ "$(readlink -f {commands.SYSTEM_PROFILE})" != "$recorded_profile" ]; then',
         f"  {qv(commands.profile_set('@P@'), P='recorded_profile')} "
@@ -645,13 +687,13 @@ def _rollback(s, scope) -> list[str]:
         "  fi",
         "fi",
         'if [ "$act" = switch ] && [ "$recorded_profile" != "$recorded_current" ]; then',
-        f"  {_switch_run('recorded_profile', 'boot')}",
+        f"  {_switch_run('recorded_profile', 'boot', s.lock_wait_s)}",
         '  [ "$switch_exit" = 0 ] || echo "ROLLBACK FAILED: the boot entry" >&2',
-        f"  {_switch_run('recorded_current', 'test')}",
+        f"  {_switch_run('recorded_current', 'test', s.lock_wait_s)}",
         'elif [ "$act" = switch ]; then',
-        f"  {_switch_run('recorded_profile', 'switch')}",
+        f"  {_switch_run('recorded_profile', 'switch', s.lock_wait_s)}",
         "else",
-        f"  {_switch_run('recorded_profile', 'boot')}",
+        f"  {_switch_run('recorded_profile', 'boot', s.lock_wait_s)}",
         "fi",
         'case "${switch_exit:-}" in 0|4) ;; *) echo "ROLLBACK FAILED: switch-to-configuration '
         '$act of the recorded generation exited ${switch_exit:-none}" >&2 ;; esac',
@@ -723,10 +765,19 @@ def _scratch_removed(s, scope) -> list[str]:
 
 
 def _outcome(s, scope) -> list[str]:
+    """The run's outcome in one line, as the deploy's (remedy.core.outcome): the path, the
+    bump's revs, what holds tool calling, the restarts."""
     return [
-        """if [ "$path" = fallback ] && [ "$override_ok" != no ]; then echo 'VOLATILE: tool """
-        """calling rests on the /run override until the durable fix is deployed; a reboot """
-        """reverts it' >&2; fi""",
+        'p=$path; [ "$durable_failed" = yes ] && [ "$path" = fallback ] && p=durable+fallback',
+        '[ "${boot_pending:-no}" = yes ] && p="durable at next boot"',
+        f'restarts=0; [ "{_main_pid(s)}" = "${{pid_at_start:-}}" ] || restarts=1',
+        'line="outcome: path $p"',
+        '[ "${commits:-0}" -gt 0 ] && [ -n "${new_rev:-}" ] && '
+        f'line="$line; {s.flake_input} ${{o:-?}} -> $(printf %s "$new_rev" | cut -c1-12)"',
+        """if [ "$path" = fallback ] && [ "$override_ok" != no ]; then line="$line; VOLATILE: """
+        """tool calling rests on the /run override until the durable fix is deployed; a """
+        """reboot reverts it"; fi""",
+        'echo "$line; restarts $restarts" >&2',
         '[ "$rc" -eq 0 ] || echo "the durable path FAILED (see above); the fallback holds" >&2',
         'rm -f "$journal"  # the run ended: nothing left to finish',
     ]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from remedy.twin import fixtures
 from tests.conftest import (
     PROJECT,
     hugepages_1g,
@@ -259,3 +260,52 @@ def test_a_manual_run_is_audited_once_by_the_next_remedy_command(twin, tmp_path)
     mode = twin.exec(["stat", "-c", "%u %a", "/var/lib/remedy/manual-runs-"
                       "tenstorrent-serving.service.jsonl"]).stdout.split()  # fmt: skip
     assert mode == ["0", "600"]
+
+
+def test_the_manual_script_refuses_a_dirty_checkout_before_it_bumps(twin):
+    """Issue 33: the deploy refuses a checkout with a person's uncommitted changes; the
+    manual script switched on it. Now it abandons the durable path before it clones or
+    bumps, names the change and what to do, and holds tool calling on the fallback."""
+    config = f"{fixtures.NIXOS_DIR}/hosts/cfx-llm2/configuration.nix"
+    twin.exec(["sh", "-c", f"echo '# a note' >> {config}"], user=fixtures.OWNER)
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    before = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout
+    proc = over_ssh(twin, manual_script(twin, runbook="006"))
+    said = " ".join(proc.stderr.split())
+    assert (
+        "durable path abandoned: /etc/nixos has uncommitted changes ( M "
+        "hosts/cfx-llm2/configuration.nix;); commit or stash them first"
+    ) in said, proc.stderr[-3000:]
+    assert "bump of tt-stack takes" not in said  # refused before the bump
+    assert "outcome: path durable+fallback; VOLATILE: tool calling rests on the /run" in said
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head
+    assert twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout == before
+    assert probe_inside(twin).outcome == "parsed"  # on the /run fallback
+
+
+@pytest.mark.nix_cli
+def test_after_a_default_converge_the_manual_script_activates_the_pending_generation(
+    make_twin,
+):
+    """After `remedy converge` under the default policy (boot pending: the profile holds
+    every setting, the old generation runs), the manual script called that generation a
+    blocker ('reconcile them by hand') and restarted onto the fallback. A person running
+    it is the restart policy: it activates the pending generation with one restart, no
+    bump and no build."""
+    twin = make_twin(with_emergency_override=True)
+    assert run_deploy(twin, "converge", restart=None).returncode == 0
+    code, _ = status_settings(twin)
+    assert code == 6  # boot pending
+    pending = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout.strip()
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    proc = over_ssh(twin, manual_script(twin, runbook="006"))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "(a pending generation): activating it, one restart; no bump, no build" in said
+    assert "reconcile them by hand" not in said and "abandoned" not in said, said[-3000:]
+    assert "outcome: path durable; restarts 1" in said, said[-3000:]
+    assert "bump of tt-stack takes" not in said
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head
+    assert twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip() == pending
+    code, settings = status_settings(twin)
+    assert code == 0 and out_of_sync(settings) == set(), settings
