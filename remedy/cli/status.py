@@ -57,15 +57,16 @@ def status(inventory, limit, as_json):
             _print(r)
             if nexts[r.host]:
                 _bullets(console, "next:", [nexts[r.host]])
+            _print_where(r)  # the store paths last: problems and next stay on screen
         for name, why in errors.items():
             err_console.print(f"[bold red]{name}[/]: {why}")
     raise SystemExit(code)
 
 
 def _print(r) -> None:
-    """One host at 80 columns: a table of short values, then where each comes from and
-    what is wrong, in full (paths are never cut; a long one folds onto the next line)."""
-    colour = {0: "green", 3: "yellow", 4: "red"}.get(r.exit_code, "red")
+    """One host at 80 columns: a table of short values, then the notes and what is
+    wrong, in full (paths are never cut; a long one folds onto the next line)."""
+    colour = {0: "green", 6: "green", 3: "yellow", 4: "red"}.get(r.exit_code, "red")
     table = Table(title=f"{r.host}: [{colour}]{r.verdict}[/]", title_justify="left", width=80)
     table.add_column("", no_wrap=True, min_width=len(max((x.label for x in r.rows), key=len)))
     table.add_column("now", overflow="fold")
@@ -74,6 +75,16 @@ def _print(r) -> None:
         style = "red" if row.bad else None
         table.add_row(row.label, row.now, row.after_reboot, style=style)
     console.print(table, markup=True)
+    if r.notes:
+        _bullets(console, "notes:", r.notes)
+    if r.unmanaged:
+        _bullets(console, UNMANAGED_TITLE, r.unmanaged_lines, "yellow")
+    if r.problems:
+        _bullets(console, "problems:", r.problems, "red")
+
+
+def _print_where(r) -> None:
+    """Where each value comes from, in full (store paths fold, never cut)."""
     details = [(row.label, w) for row in r.rows for w in row.where]
     if details:
         console.print("where:", width=80)
@@ -87,12 +98,6 @@ def _print(r) -> None:
                 console.print(
                     f"    {path}", width=80, markup=False, highlight=False, overflow="fold"
                 )
-    if r.notes:
-        _bullets(console, "notes:", r.notes)
-    if r.unmanaged:
-        _bullets(console, UNMANAGED_TITLE, r.unmanaged_lines, "yellow")
-    if r.problems:
-        _bullets(console, "problems:", r.problems, "red")
 
 
 UNMANAGED_TITLE = "unmanaged volatile state (a reboot reverts it):"

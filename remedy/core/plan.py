@@ -183,7 +183,9 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
     out = []
     if not s.durable:
         out.append("disabled by host data (durable=false)")
-    if snap.nix is None:
+    if snap.nix is None and snap.nix_unreadable:
+        out.append(f"Nix's version could not be read ({snap.nix_unreadable})")
+    elif snap.nix is None:
         out.append("Nix is not installed on the host")
     if snap.flake_input is None:
         out.append(snap.flake_error or f"no flake input {s.flake_input!r} in {s.flake_dir}")
@@ -285,7 +287,15 @@ def _actions(plan: RestorePlan, snap: HostSnapshot, s: Settings, import_note: st
                 else "no free pages to release: the next reboot gives the target"
             )
         elif m.key == "runtime_override":
-            d.action = "remove it" if plan.remove_override else "kept: the fallback rests on it"
+            # the fallback rests on it; on the durable path it holds live right until
+            # the next boot (or the restart that activates the pending generation)
+            d.action = (
+                "remove it"
+                if plan.remove_override
+                else "kept until the next boot: it holds live right until then"
+                if drift.next_boot == drift.desired and (durable or plan.path == NOOP)
+                else "kept: the fallback rests on it"
+            )
         else:
             d.action = "restart onto the durable configuration"
 
@@ -503,10 +513,11 @@ def _not_loaded(sit: Situation) -> RestorePlan:
 
 
 def _boot_pending(snap: HostSnapshot) -> bool:
-    """The profile's switch exited 100 in this boot: the init interface changed, so it
-    is the boot default and a reboot activates it (another switch would exit 100
-    again)."""
-    return snap.last_switch.exit_code == 100 and not snap.last_switch.running
+    """The profile's switch exited 100 in this boot (the init interface changed), or NixOS'
+    switch inhibitors refused a live switch and it was made the boot default: a reboot
+    activates it (another switch would be refused again)."""
+    last = snap.last_switch
+    return (last.exit_code == 100 or last.inhibited) and not last.running
 
 
 def _awaiting_reboot(sit: Situation) -> RestorePlan:
@@ -546,7 +557,7 @@ def _boot_pending_wait(sit: Situation) -> RestorePlan:
     g = sit.snap.generations
     reasons = [
         f"boot pending: the system profile ({g.profile}) holds every setting in scope; "
-        "running the old generation until a reboot or a restart window",
+        f"running the old generation {restarts.old_generation_until(sit.s.restart_window)}",
         sit.decision.why,
     ]
     if sit.release:
@@ -645,7 +656,8 @@ def _rebuild(sit: Situation) -> RestorePlan:
         )
         reasons = [r for r in reasons if "remove the stale /run override" not in r]
         reasons.append(
-            "durable at next boot; running the old generation until a reboot or a restart window"
+            "durable at next boot; running the old generation "
+            + restarts.old_generation_until(sit.s.restart_window)
         )
         return RestorePlan(
             DURABLE,

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from remedy.core import desired, options, volatile
+from remedy.core import desired, options, restarts, volatile
 from remedy.core import memory as mem
 from remedy.core.plan import NOOP, managed_conflict, plan_restore
 from remedy.core.settings import Settings
@@ -115,14 +115,23 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
             f"{settings.unit}` says why); the values under 'now' are what it would start with"
         )
     drift_list = desired.drifts(snap, settings)
+    plan = plan_restore(snap, settings, desired.ALL)
+    pending, boot = _pending(snap, settings, plan)
     rows = _setting_rows(snap, settings, drift_list, problems)
+    if boot:  # what the pending generation brings at the reboot is wanted, not a problem
+        labels = tuple(f"drifted: {desired.BY_KEY[k].label} is " for k in pending)
+        problems[:] = [p for p in problems if not p.startswith(labels)]
     rows += _unit_rows(snap, settings)
     rows += _memory_rows(snap, settings, problems)
     rows += _nix_rows(snap, settings)
+    at_boot: list[str] = []
     for v in snap.volatile:
         if v.kind == "setting":
             continue  # said above, per managed setting
-        problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
+        if boot:
+            at_boot.append(f"at the next boot: {v.subject}: now {v.now}; then {v.after_reboot}")
+        else:
+            problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
     if failed := snap.last_switch.units_failed:
         problems.append(
             f"the last switch-to-configuration exited 4: {', '.join(failed)} failed (systemctl "
@@ -134,7 +143,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     if snap.journal.problem:
         problems.append(snap.journal.problem)
     problems += volatile.unshowable(snap, settings)
-    notes = _definition_notes(snap, settings, problems)
+    notes = _definition_notes(snap, settings, problems) + at_boot
     kept, ignored = volatile.split_ignored(
         volatile.unmanaged(snap, settings), settings.ignore_volatile
     )
@@ -152,12 +161,10 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
     if kept and code == EXIT_OK:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
-    plan = plan_restore(snap, settings, desired.ALL)
-    pending, boot = _pending(snap, settings, plan)
     if boot and code == EXIT_VOLATILE:
         code, verdict = EXIT_BOOT_PENDING, (
-            "boot pending: durable at next boot; running the old generation until a "
-            "reboot or a restart window"
+            "boot pending: durable at next boot; running the old generation "
+            + restarts.old_generation_until(settings.restart_window)
         )
     for key, when in pending.items():
         if key == "runtime_override":
@@ -219,7 +226,10 @@ def _definition_notes(snap, settings, problems: list[str]) -> list[str]:
             f"the configuration declares no option {path}: remedy's file cannot set it; "
             "fix host data managed_options"
         )
-    return [f"overrides: {line}" for line in options.overrides(defs, settings, desired.ALL)]
+    written = snap.managed.content is not None
+    lines = options.overrides(defs, settings, desired.ALL, written)
+    notes = [f"overrides: {line}" for line in lines]
+    return notes + [n for n in [options.source_note(defs)] if n]  # from remedy's record
 
 
 def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:

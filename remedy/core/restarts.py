@@ -152,6 +152,16 @@ class RestartDecision:
         return bool(self.urgent or self.pending)
 
 
+def old_generation_until(restart_window: str) -> str:
+    """How long the old generation keeps running when the next boot is right: said as
+    RESTART_WINDOW (host data) has it, never promising a window that is never."""
+    if restart_window.strip() in ("", "never"):
+        return "until a reboot (restart_window is never; --restart now activates it)"
+    if restart_window.strip() == "always":
+        return "until the next run restarts it (restart_window is always)"
+    return f"until a reboot or the restart window {restart_window.strip()}"
+
+
 def when_window(window: Window, run: str | None, local: datetime | None) -> tuple[bool, str]:
     """(a window restart may run now, when it will otherwise) under RUN (--restart)."""
     if run == NOW:

@@ -74,6 +74,11 @@ def test_converge_from_the_emergency_override_is_durable_at_next_boot_with_no_re
     (host,) = host["hosts"]
     # boot pending is not volatile: a monitor tells them apart (issue 33 item 3)
     assert code == 6 and host["verdict"].startswith("boot pending"), host["verdict"]
+    # what the reboot brings is wanted: no problem, and no window that is never promised
+    assert host["problems"] == [], host["problems"]
+    assert "until a reboot (restart_window is never" in host["verdict"], host["verdict"]
+    assert any(n.startswith("at the next boot: /run/tt-serving-override/start") for n in
+               host["notes"]), host["notes"]  # fmt: skip
     assert host["boot_pending"] == twin.exec(["readlink", "-f", NEXT_BOOT]).stdout.strip()
     assert "QWEN36_MERGE_BATCH_GUARD" in host["pending"]  # a window setting
     # what the pending generation brings is boot pending, not unmanaged volatile state

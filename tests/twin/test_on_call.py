@@ -75,6 +75,9 @@ def test_a_stopped_server_is_named_and_a_command_suggested(make_twin):
         f"`ssh root@{twin.name} systemctl status tenstorrent-serving.service`, then run "
         f"`remedy converge inventory/twin.py --limit {twin.name} --restart now`"
     ) in said, said
+    # the store paths come last: the problems and the next command stay on the screen
+    text = status.stdout
+    assert text.index("problems:") < text.index("next:") < text.index("where:"), text
     fits(status.stdout)
 
 

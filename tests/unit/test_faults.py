@@ -112,11 +112,13 @@ def test_status_fits_80_columns_and_names_every_path_in_full():
         "import json, facts.serving\n"
         "from remedy.core.report import host_status\n"
         "from remedy.core.settings import from_host_data\n"
-        "from remedy.cli.status import _print\n"
+        "from remedy.cli.status import _print, _print_where\n"
         "lines = json.load(open('tests/facts/serving.HostSnapshot/emergency_override.json'))"
         "['output']\n"
         "snap = facts.serving.HostSnapshot().process(lines)\n"
-        "_print(host_status('cfx-llm2', from_host_data('cfx-llm2', {}), snap))\n"
+        "r = host_status('cfx-llm2', from_host_data('cfx-llm2', {}), snap)\n"
+        "_print(r)\n"
+        "_print_where(r)\n"
     )
     lines = _at_80([sys.executable, "-c", script])
     assert max(len(line) for line in lines) <= 80, lines

@@ -92,3 +92,35 @@ def test_the_suggested_command_can_be_pasted_whatever_the_inventory_path():
     assert shlex.split(command) == [
         "remedy", "converge", "my inventories/prod.py", "--limit", "h1",
     ]  # fmt: skip
+
+
+def test_remedys_file_that_is_not_written_yet_is_not_said_to_force_anything():
+    import dataclasses
+
+    from tests.unit.test_options import recorded_definitions
+
+    snap = dataclasses.replace(
+        snapshot("emergency_override"), definitions=recorded_definitions("fresh")
+    )
+    assert snap.managed.content is None  # the seed state: no remedy.nix yet
+    s = from_host_data("cfx-llm2", {})
+    notes = report.host_status("cfx-llm2", s, snap).notes
+    assert (
+        "overrides: configuration.nix sets hugepagesPerCard = 2; remedy.nix will force (once "
+        "a run writes it) 1 (tt-stack#49)"
+    ) in notes, notes
+    assert not [n for n in notes if "remedy.nix forces" in n]
+
+
+@pytest.mark.parametrize(
+    "window, said",
+    [
+        ("never", "until a reboot (restart_window is never; --restart now activates it)"),
+        ("Mon..Fri 02:00-04:00", "until a reboot or the restart window Mon..Fri 02:00-04:00"),
+        ("always", "until the next run restarts it (restart_window is always)"),
+    ],
+)
+def test_the_old_generation_runs_until_what_the_restart_window_allows(window, said):
+    from remedy.core.restarts import old_generation_until
+
+    assert old_generation_until(window) == said
