@@ -89,7 +89,14 @@ RENDERERS: dict[str, Callable] = {
 def render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
     """The runbook's steps as one POSIX shell script, values from HOST_DATA.
     ALLOWED_SIGNERS: the text of host data's trusted_signers file (the bump checks the
-    rev it takes against it, as the deploy does)."""
+    rev it takes against it, as the deploy does). The programs the steps run are written
+    once, at the top (``manual_flow.with_programs``)."""
+    with flow.programs() as found:
+        script = _render(runbook, host_data, allowed_signers)
+    return flow.with_programs(script, found)
+
+
+def _render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
     data = dict(host_data)
     host = data.pop("_host_name", None) or data.get("flake_host") or "cfx-llm2"
     s = settings_mod.from_host_data(host, data)

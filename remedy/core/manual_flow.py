@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from remedy.core import bump, commands, desired, journal, probe
 from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES, lock_message
@@ -19,16 +22,67 @@ from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES, lock_message
 SCRATCH_FIND = commands.stale_scratch_removed("@OWNER@")
 
 
+# The programs (sh and awk text) of the script being rendered: each is written once, as
+# a here-document at the top, and named by its variable wherever it runs. Quoted inline,
+# a program is unreadable at 3 a.m. ('"'"' at every quote) and appears once per use.
+_PROGRAMS: ContextVar[dict[str, str] | None] = ContextVar("remedy_programs", default=None)
+PROGRAM_MIN = 120  # shorter text, or text of one line, is quoted where it is used
+
+
+def word(text: str) -> str:
+    """TEXT as one shell word: a program (several lines) rendered once at the top of the
+    script, named here by its variable; anything else quoted."""
+    programs = _PROGRAMS.get()
+    if programs is None or "\n" not in text.strip() or len(text) < PROGRAM_MIN:
+        return shlex.quote(text)
+    name = programs.setdefault(text, f"remedy_program_{len(programs) + 1}")
+    return f'"${name}"'
+
+
+@contextmanager
+def programs() -> Iterator[dict[str, str]]:
+    """Collect the programs of one rendering (``word``); ``with_programs`` writes them."""
+    found: dict[str, str] = {}
+    token = _PROGRAMS.set(found)
+    try:
+        yield found
+    finally:
+        _PROGRAMS.reset(token)
+
+
+def with_programs(script: str, found: dict[str, str]) -> str:
+    """SCRIPT with FOUND's programs defined right after its ``set -eu``: each a quoted
+    here-document, so nothing in it is expanded or needs quoting."""
+    lines = ["# The programs the steps below run, each once (quoted here-documents)."]
+    for text, name in found.items():
+        tag = "REMEDY_PROGRAM"
+        while tag in text.splitlines():
+            tag += "_"
+        lines += [f"{name}=$(cat <<'{tag}'", text.strip("\n"), tag, ")"]
+    if not found:
+        return script
+    head, sep, rest = script.partition("\nset -eu\n")
+    if not sep:
+        return "\n".join(lines) + "\n" + script
+    return head + sep + "\n".join(lines) + "\n" + rest
+
+
+def _words(argv: list[str]) -> list[tuple[str, bool]]:
+    """Each element of ARGV, and whether it is a program (the text after ``-c``: the
+    script of ``sh -c``); data (a commit message, a file's text) is never hoisted."""
+    return [(a, i > 0 and argv[i - 1] == "-c") for i, a in enumerate(argv)]
+
+
 def q(argv: list[str]) -> str:
     # `ssh HOST sh -s < FILE` feeds the script on stdin: no command may read from it.
-    return shlex.join(argv) + " </dev/null"
+    return " ".join(word(a) if p else shlex.quote(a) for a, p in _words(argv)) + " </dev/null"
 
 
 def qv(argv: list[str], **variables: str) -> str:
     """q(ARGV) where the placeholders @NAME@, whole elements or inside one, become the
     shell variables given (double-quoted, next to the quoted rest of the element)."""
     words = []
-    for element in argv:
+    for element, program in _words(argv):
         parts = [element]
         for key, var in variables.items():
             split = []
@@ -42,10 +96,15 @@ def qv(argv: list[str], **variables: str) -> str:
                         split.append((var,))
                     split.append(piece)
             parts = split
-        word = "".join(
-            f'"${p[0]}"' if isinstance(p, tuple) else shlex.quote(p) if p else "" for p in parts
+        quoted = "".join(
+            f'"${p[0]}"'
+            if isinstance(p, tuple)
+            else (word(p) if program and len(parts) == 1 else shlex.quote(p))
+            if p
+            else ""
+            for p in parts
         )
-        words.append(word or "''")
+        words.append(quoted or "''")
     return " ".join(words) + " </dev/null"
 
 
@@ -176,10 +235,10 @@ def _owner_nix(s) -> list[str]:
     floor = f"{s.min_mem_available_gb * 1e9:.0f}"
     cap = f"{s.nix_memory_max_gb * 1e9:.0f}" if s.nix_memory_max_gb else "0"
     return [
-        f"bounded_program={shlex.quote(commands.BOUNDED_SH)}",
+        f"bounded_program={word(commands.BOUNDED_SH)}",
         "owner_nix() {",
         "  what=$1; shift",
-        f"  bound=$(awk -v floor={floor} -v cap={cap} {shlex.quote(NIX_BOUND_AWK)} /proc/meminfo)",
+        f"  bound=$(awk -v floor={floor} -v cap={cap} {word(NIX_BOUND_AWK)} /proc/meminfo)",
         '  [ "$owner" = "$(id -un)" ] || '
         'set -- runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"',
         '  sh -c "$bounded_program" sh "remedy-nix-$what-$$" "${bound:-0}" '
@@ -235,7 +294,7 @@ def _plan(s, scope) -> list[str]:
         "  durable_needed=no",
         f"  toplevel=$(readlink -f {commands.SYSTEM_PROFILE})",
         '  echo "the system profile $toplevel holds every setting in scope but is not running '
-        "(a pending generation): activating it, one restart; no bump, no build\" >&2",
+        '(a pending generation): activating it, one restart; no bump, no build" >&2',
         "fi",
         "recorded_current=$(readlink -f /run/current-system)",
         f"recorded_profile=$(readlink -f {commands.SYSTEM_PROFILE})",
@@ -309,7 +368,7 @@ def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
         f"as_owner {qv(commands.scratch_clone(s.flake_dir, '@S@'), S='scratch')} || "
         '{ abandon "cannot clone the checkout into $scratch"; return 0; }',
         f"echo {shlex.quote(approval(s))} >&2",
-        f"bump_program={shlex.quote(bump.PROGRAM)}",
+        f"bump_program={word(bump.PROGRAM)}",
         # the host's update command, as remedy.core.nix.parse_nix_version picks it
         "if nix_at_least 2 19 && ! nix --version 2>/dev/null | grep -q '(Lix'; then",
         f"  bumped=$(as_owner {run_bump(new)}) || true",

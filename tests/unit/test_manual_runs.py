@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from remedy import audit
 from remedy.core import journal, manual_flow
@@ -42,3 +43,27 @@ def test_a_manual_run_is_imported_once_under_the_inventory_name(tmp_path):
     (record,) = audit.read(log)
     assert record.host == "prod-1" and record.details["manual_script"] is True
     assert audit.import_manual_runs(log, "prod-1", [{"details": {"run_id": "x"}}]) == []
+
+
+def test_each_program_is_written_once_at_the_top_and_runs_by_name():
+    """Issue 33 item 8: the script a person reviews at 3 a.m. The programs (the drain, the
+    switch, the bump, ...) were quoted inline ('"'"' at every quote), once per use. Now
+    each is a quoted here-document after `set -eu`, named wherever it runs; data (a
+    commit message, remedy.nix) stays where it is used, byte for byte."""
+    import re
+
+    from remedy.core import bump, manual
+    from remedy.runbooks_check import discover
+
+    project = Path(__file__).resolve().parents[2]
+    entry = next(e for e in discover(project) if e.id == "006")
+    script = manual.render(entry.runbook, {"_host_name": "cfx-llm2"})
+    defined = re.findall(r"^(remedy_program_\d+)=\$\(cat <<'(REMEDY_PROGRAM_*)'$", script, re.M)
+    assert len(defined) >= 5, defined
+    for name, _tag in defined:
+        assert f'"${name}"' in script.split(f"{name}=$(cat", 1)[1], name  # used below
+    first = bump.PROGRAM.strip("\n").splitlines()[0]
+    assert script.count(first) == 1  # the bump program: once
+    assert script.count("vllm:num_requests_(running|waiting)") == 1  # the drain: once
+    assert script.index("set -eu") < script.index("remedy_program_1=") < script.index("step_1()")
+    assert script.count("'\"'\"'") < 20, script.count("'\"'\"'")
