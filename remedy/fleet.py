@@ -102,9 +102,7 @@ class DeployRun:
         return "\n".join(self.output.rstrip().splitlines()[-lines:])
 
 
-def _run_watched(
-    name: str, argv: list[str], progress: Callable[[str], None]
-) -> tuple[int, str]:
+def _run_watched(name: str, argv: list[str], progress: Callable[[str], None]) -> tuple[int, str]:
     """Run a host's pyinfra ARGV; say each step as it starts and ends, and every 10 s
     how long a long step has run (remedy.core.progress). Its exit code and output."""
     import threading

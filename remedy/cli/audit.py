@@ -113,9 +113,12 @@ def _print_one(record) -> None:
         ("result", record.result + (" (dirty checkout forced)" if record.dirty_override else "")),
         ("path", record.path),
         ("outcome", details.get("outcome")),
-        ("revs", " -> ".join(str(details.get(k) or "?")[:12] for k in ("old_rev", "new_rev"))
-         if details.get("new_rev") and details.get("new_rev") != details.get("old_rev")
-         else None),  # fmt: skip
+        (
+            "revs",
+            " -> ".join(str(details.get(k) or "?")[:12] for k in ("old_rev", "new_rev"))
+            if details.get("new_rev") and details.get("new_rev") != details.get("old_rev")
+            else None,
+        ),  # fmt: skip
         ("restarts", _restarts(record) or "none"),
         ("blocked", "; ".join(details.get("durable_blockers") or []) or None),
         ("why", _why(record)),

@@ -29,7 +29,6 @@ from remedy.core.report import host_status, next_step
 from remedy.core.volatile import Unmanaged
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, EXIT_LOCKED, EXIT_OK, worst
 
-
 # --wait, shared with `remedy schedule install` (which passes it on to converge)
 wait_option = click.option(
     "--wait",
@@ -258,7 +257,7 @@ def _metrics(
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
     from remedy import audit
-    from remedy.core.report import host_status, next_step
+    from remedy.core.report import host_status
 
     status = host_status(read.name, read.settings, read.snapshot)
     last = None
@@ -323,7 +322,10 @@ def _print(rep: dict) -> None:
     for note in rep.get("notes") or []:
         console.print(
             textwrap.fill(
-                note, 80, initial_indent="  • ", subsequent_indent="    ",
+                note,
+                80,
+                initial_indent="  • ",
+                subsequent_indent="    ",
                 break_on_hyphens=False,
             ),  # fmt: skip
             markup=False,
@@ -334,7 +336,10 @@ def _print(rep: dict) -> None:
     for problem in rep.get("problems") or []:
         console.print(
             textwrap.fill(
-                problem, 80, initial_indent="  ! ", subsequent_indent="    ",
+                problem,
+                80,
+                initial_indent="  ! ",
+                subsequent_indent="    ",
                 break_on_hyphens=False,
             ),  # fmt: skip
             style="red",

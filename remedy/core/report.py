@@ -162,9 +162,12 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     if kept and code == EXIT_OK:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
     if boot and code == EXIT_VOLATILE:
-        code, verdict = EXIT_BOOT_PENDING, (
-            "boot pending: durable at next boot; running the old generation "
-            + restarts.old_generation_until(settings.restart_window)
+        code, verdict = (
+            EXIT_BOOT_PENDING,
+            (
+                "boot pending: durable at next boot; running the old generation "
+                + restarts.old_generation_until(settings.restart_window)
+            ),
         )
     for key, when in pending.items():
         if key == "runtime_override":
@@ -206,9 +209,7 @@ def _pending(snap, settings, p) -> tuple[dict[str, str], str | None]:
     out = {
         sp.drift.key: sp.takes_effect
         for sp in p.settings
-        if sp.drift.key in waiting
-        and sp.takes_effect
-        and sp.drift.next_boot == sp.drift.desired
+        if sp.drift.key in waiting and sp.takes_effect and sp.drift.next_boot == sp.drift.desired
     }
     return out, boot
 

@@ -79,7 +79,8 @@ def test_a_metrics_page_without_gauges_is_load_unknown_and_a_window_restart_wait
 
     twin = make_twin(with_emergency_override=True)
     start = "/run/tt-serving-override/start"
-    twin.exec(["sed", "-i", "s/--enable-auto-tool-choice \\\\/&\\n  --disable-log-stats \\\\/", start])
+    flag = "s/--enable-auto-tool-choice \\\\/&\\n  --disable-log-stats \\\\/"
+    twin.exec(["sed", "-i", flag, start])
     assert "--disable-log-stats" in twin.exec(["cat", start]).stdout
     twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
     machine.wait_serving(twin)
