@@ -396,3 +396,13 @@ def import_manual_runs(path: Path | str, host: str, records) -> list[str]:
         known.add(run_id)
         imported.append(run_id)
     return imported
+
+
+def restarts_said(details: dict) -> str | None:
+    """How often a run restarted the server, why, and what the restarts cut, from its
+    record's DETAILS (None: no restart)."""
+    if not details.get("restarts"):
+        return None
+    why = "; ".join(str(r) for r in details.get("restart_reasons") or []) or "no reason recorded"
+    cut = int(details.get("requests_cut") or 0)
+    return f"{details['restarts']}x: {why}" + (f"; {cut} request(s) cut" if cut else "")

@@ -92,13 +92,7 @@ def _why(record) -> str | None:
 
 
 def _restarts(record) -> str | None:
-    """Why the run restarted the server, and what the restart cut (None: no restart)."""
-    details = record.details or {}
-    if not details.get("restarts"):
-        return None
-    why = "; ".join(str(r) for r in details.get("restart_reasons") or []) or "no reason recorded"
-    cut = int(details.get("requests_cut") or 0)
-    return f"{details['restarts']}x: {why}" + (f"; {cut} request(s) cut" if cut else "")
+    return audit_log.restarts_said(record.details or {})
 
 
 def _print_one(record) -> None:

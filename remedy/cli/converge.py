@@ -19,7 +19,7 @@ import click
 from rich import box
 from rich.table import Table
 
-from remedy import fleet, metrics
+from remedy import audit, fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.cli.status import UNMANAGED_TITLE
 from remedy.console import console, err_console
@@ -147,6 +147,7 @@ def _report(
         record = _run_record(read.name, run, data)
         out["outcome"] = (record.details or {}).get("outcome") if record else None
         out["result"] = record.result if record else None
+        out["restarted"] = audit.restarts_said(record.details or {}) if record else None
     if read.error:
         out.update(exit_code=EXIT_ERROR, verdict=f"could not read the host: {read.error}")
         out["settings"] = []
@@ -210,8 +211,6 @@ def _report(
 
 def _run_record(host: str, run: fleet.DeployRun, data: dict | None):
     """The audit record the deploy RUN wrote for HOST (None: it wrote none)."""
-    from remedy import audit
-
     try:
         records = audit.read(audit.log_path_for(dict(data or {})), host)
     except Exception:  # the report never hides behind the log
@@ -224,7 +223,6 @@ def _run_record(host: str, run: fleet.DeployRun, data: dict | None):
 def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) -> None:
     """A deploy that never connected wrote no audit line (its operations never ran):
     converge writes it, with the reason, so the log shows every host it tried."""
-    from remedy import audit
     from remedy.connect import AUDITED
 
     for name, run in applied.items():
@@ -256,7 +254,6 @@ def _metrics(
 ) -> metrics.HostMetrics:
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
-    from remedy import audit
     from remedy.core.report import host_status
 
     status = host_status(read.name, read.settings, read.snapshot)
@@ -364,6 +361,8 @@ def _print(rep: dict) -> None:
     if apply:  # what this run did, as the deploy said it (its audit line)
         said = rep.get("outcome") or f"the deploy wrote no outcome (exit {apply['exit_code']})"
         _said("  outcome: ", said, "green" if rep.get("result") == "ok" else "yellow")
+        if rep.get("restarted"):
+            _said("  restarted: ", rep["restarted"], None)
     if rep.get("next"):
         _said("  next: ", rep["next"], None)
     if apply and apply["exit_code"] != 0 and apply.get("tail"):

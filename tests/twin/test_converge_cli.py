@@ -88,6 +88,14 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     assert said == details["outcome"] and said.startswith("path durable; tt-stack "), said
     assert "restarts 1" in said and "requests cut 1" in said, said
     assert "the new generation needs a reboot for: the kernel parameters" in said, said
+    assert doc["hosts"][0]["restarted"].startswith("1x: "), doc["hosts"][0]  # and why
+    assert "1 request(s) cut" in doc["hosts"][0]["restarted"]
+    # remedy audit shows the restart and its reason too (issue 33)
+    shown = subprocess.run(["remedy", "audit", "--log", str(log), "--host", twin.name],
+                           capture_output=True, text=True, cwd=PROJECT)  # fmt: skip
+    assert f"{twin.name} restarted: {doc['hosts'][0]['restarted']}" in " ".join(
+        shown.stdout.split()
+    ), shown.stdout
     values = samples(prom)
     host = ("host", twin.name)
     assert values[("remedy_last_run_restarts", (host,))] == 1
