@@ -840,8 +840,8 @@ def check_step_list(project: Path, named: set[str], operations: OperationIndex) 
 
 
 def check_flow_order(runbook: Runbook) -> list[Problem]:
-    """A flow runbook (one whose steps name the run's bump) lists the run's steps in
-    the order the run takes them (``remedy.core.steps.TEMPLATES``): the manual script,
+    """A flow runbook (one whose steps name the run's bump) lists every step of the run,
+    in the order the run takes them (``remedy.core.steps.TEMPLATES``): the manual script,
     --dry and the deploy all follow that list, and a reader of the runbook must too."""
     from remedy.core.steps import TEMPLATES
 
@@ -866,6 +866,22 @@ def check_flow_order(runbook: Runbook) -> list[Problem]:
                     f"{after} (remedy/core/steps.py, TEMPLATES); move this step there",
                 )
             ]
+    listed = [op for _, op in ops if op in order]
+    if len(listed) < len(ops):
+        return []  # a step that is none of the run's: check_operations names it
+    if listed != order:  # in order, but some step of the run is not listed
+        missing = next(
+            (n for n, op in enumerate(order) if n >= len(listed) or listed[n] != op), 0
+        )
+        t = TEMPLATES[missing]
+        return [
+            runbook.problem(
+                ("steps",),
+                f"lists {len(listed)} of the run's {len(order)} steps: step {missing + 1}, "
+                f"{t.name!r} ({t.op}), is missing (remedy/core/steps.py, TEMPLATES); the "
+                "manual script and the run have every step, so must the runbook",
+            )
+        ]
     return []
 
 

@@ -221,7 +221,7 @@ def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belon
     path.write_text(text[:at] + block + text[at:])
     (problem,) = [p for p in problems_of(root, package) if "order" in p]
     assert problem.startswith(f"{RUNBOOK_001}:{line_of(path, 'id: managed-file') + 4}:")
-    assert "$.steps[17].operation: nix.managed_file_written is out of the run's order" in problem
+    assert "$.steps[18].operation: nix.managed_file_written is out of the run's order" in problem
     assert "step 3, after nix.flake_input_updated" in problem
 
 
@@ -253,7 +253,7 @@ def test_extra_field_names_file_line_and_path(project):
     line = line_of(path, "colour: red")
     problems = problems_of(root, package)
     assert len(problems) == 1, problems
-    expected = f"{RUNBOOK_001}:{line}: $.steps[3].colour: unknown field 'colour'; allowed here:"
+    expected = f"{RUNBOOK_001}:{line}: $.steps[4].colour: unknown field 'colour'; allowed here:"
     assert problems[0].startswith(expected), problems
 
 
@@ -286,7 +286,7 @@ def test_step_naming_a_missing_operation_fails(project):
     line = line_of(path, "serving.restarted_twice")
     problems = problems_of(root, package)
     assert problems == [
-        f"{RUNBOOK_001}:{line}: $.steps[9].operation: operation serving.restarted_twice does "
+        f"{RUNBOOK_001}:{line}: $.steps[10].operation: operation serving.restarted_twice does "
         f"not exist: {package}.serving has no 'restarted_twice'"
     ]
 
@@ -311,7 +311,7 @@ def test_step_with_both_operation_and_manual_fails(project):
     )
     problems = problems_of(root, package)
     assert any(
-        "$.steps[3]: a step has exactly one of operation or manual, not operation and manual" in p
+        "$.steps[4]: a step has exactly one of operation or manual, not operation and manual" in p
         for p in problems
     ), problems
 
@@ -328,7 +328,7 @@ def test_step_or_verification_with_nothing_to_do_fails(project):
     problems = problems_of(root, package)
     commit_line = line_of(path, "- id: commit-lock")
     verify_line = line_of(path, "- description: Effective parser qwen3_xml")
-    assert f"{RUNBOOK_001}:{commit_line}: $.steps[3]: a step needs one of operation or manual" in (
+    assert f"{RUNBOOK_001}:{commit_line}: $.steps[4]: a step needs one of operation or manual" in (
         problems
     )
     assert (
@@ -599,7 +599,8 @@ def test_show_renders_for_a_person(project):
         "Tool calling is /run-only",
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
-        "20. report-outcome",
+        "1. gate-memory-before-nix",
+        "21. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",
@@ -795,3 +796,25 @@ def test_list_says_when_to_use_each_runbook_at_80_columns(project):
     edit(root / RUNBOOK_001, "use_when: >-", "when_to_use: >-")
     said = problems_of(root, package)
     assert any("missing required field 'use_when'" in p for p in said), said
+
+
+def test_a_flow_runbook_that_leaves_out_a_step_of_the_run_is_named(project):
+    """Issue 33 item 7: runbook 006 listed 15 steps while the run (and its manual script)
+    has 21. A flow runbook lists every step of the run, in its order."""
+    root, package = project
+    edit(
+        root / RUNBOOK_001,
+        "  - id: gate-memory-before-nix\n",
+        "  - id: gate-memory-before-nix\n    when: never listed\n",
+    )  # still there: no problem of this kind
+    assert not [p for p in problems_of(root, package) if "of the run's 21 steps" in p]
+    text = (root / RUNBOOK_001).read_text()
+    start = text.index("  - id: gate-memory-before-nix")
+    end = text.index("  - id: bump-flake-input")
+    (root / RUNBOOK_001).write_text(text[:start] + text[end:])
+    said = problems_of(root, package)
+    assert any(
+        "$.steps: lists 20 of the run's 21 steps: step 1, 'Memory gate before Nix evaluates "
+        "and builds' (memory.headroom_gated), is missing" in p
+        for p in said
+    ), said
