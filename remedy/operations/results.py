@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from remedy.core.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult
 from remedy.core.steps import Step
-from remedy.operations.said import said
-
-_FLOW: dict[str, list[tuple[Step, object]]] = {}
-
-
-def ran(host_name: str, step: Step, meta) -> None:
-    """STEP was added for HOST_NAME as the operation META (an OperationMeta)."""
-    _FLOW.setdefault(host_name, []).append((step, meta))
+from remedy.operations.said import said_by
 
 
 def status(meta) -> str:
@@ -22,9 +15,11 @@ def status(meta) -> str:
     return CHANGED if meta.did_change() else NO_CHANGE
 
 
-def step_results(host_name: str) -> list[StepResult]:
+def step_results(flow: list[tuple[Step, object]]) -> list[StepResult]:
+    """FLOW, the run's steps each with its pyinfra result (an OperationMeta), as the
+    outcome reads them: status, and what the step said."""
     out = []
-    for step, meta in _FLOW.get(host_name, []):
+    for step, meta in flow:
         out.append(
             StepResult(
                 step.op,
@@ -32,7 +27,7 @@ def step_results(host_name: str) -> list[StepResult]:
                 step.template.title,
                 status(meta),
                 step.template.ignorable,
-                said(host_name, meta._hash),
+                said_by(meta),
             )
         )
     return out

@@ -34,8 +34,8 @@ from remedy.core import steps as steps_core
 from remedy.core.plan import RestorePlan, plan_restore, unhealthy
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot as Snapshot
+from remedy.core.stop import StopRequest
 from remedy.errors import ConfigError
-from remedy.operations import said
 from remedy.operations.results import step_results
 
 DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `apply`
@@ -43,6 +43,9 @@ DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `
 # dies is recorded once, by the next run, under this id.
 RUN_ID = f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
 EXIT_LOCKED = 5  # another run holds the host lock
+# The process's stop request: its signal handlers set it (one per process, as they
+# are); every run's conditions and the steps that read it get it as an argument.
+STOP = StopRequest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,10 @@ class Restore:
     before: Snapshot
     plan: RestorePlan
     steps: steps_core.Steps
+    stop: StopRequest = STOP
+    # each step with its pyinfra result (an OperationMeta), as the deploy adds them:
+    # what the outcome reads (``remedy.operations.results``)
+    flow: list = dataclasses.field(default_factory=list)
 
     def as_owner(self, argv: list[str]) -> list[str]:
         checkout = self.before.checkout
@@ -69,7 +76,7 @@ def begin_restore(
     scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
 ) -> Restore:
     project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
-    if why := said.interrupted():  # stopped while pyinfra loaded and connected
+    if why := STOP.why:  # stopped while pyinfra loaded and connected
         _record_early(project, runbook, "interrupted", f"{why} before the run began")
         raise SystemExit(f"remedy: {host.name}: {why} before the run began; nothing changed")
     try:
@@ -146,7 +153,7 @@ def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
     """A switch that another holds (a person's nixos-rebuild, its transient unit): wait
     up to lock_wait_s, then stop before anything changes (exit 5, naming it)."""
     from remedy.core import switch as switch_core
-    from remedy.operations.nix import switch_holders
+    from remedy.operations.nix_switch import switch_holders
 
     if _dry_run():
         if holders := switch_holders(0):
@@ -346,7 +353,7 @@ def stop_on_signals() -> None:
 
 
 def _never_0_when_stopped() -> None:
-    why = said.interrupted()
+    why = STOP.why
     if why:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -363,8 +370,8 @@ def _watch_signals() -> None:
 
     def stop(signum, _frame) -> None:
         signame = signal.Signals(signum).name
-        first = said.interrupted()
-        if not said.interrupt(signum):
+        first = STOP.why
+        if not STOP.request(signum):
             _record_killed(f"{first}, then killed by a second {signame}")
             os._exit(128 + signum)
         print(
@@ -420,14 +427,14 @@ def _record_all(
         r = _runs.get(h.name)
         if r is None:
             continue
-        results = step_results(h.name)
+        results = step_results(r.flow)
         done = outcome_core.outcome(
             r.plan.path,
             r.plan.reasons,
             results,
             old_rev=r.before.flake_input.rev if r.before.flake_input else None,
             flake_input=r.settings.flake_input,
-            interrupted=killed or said.interrupted(),
+            interrupted=killed or STOP.why,
             host_failed=h in st.failed_hosts,
             unhealthy=unhealthy(r.plan, r.before),
         )

@@ -1,40 +1,50 @@
 """What each step said at execution, for the outcome and the audit, never for a step.
 
 An operation decides from its values and the facts it reads; what it found out on
-the way (the new rev, the derivations it would compile, why it gave up) is said
-here, keyed by host and pyinfra operation hash. Only the report at the end reads
-it (``remedy.core.outcome``), together with pyinfra's own results.
+the way (the new rev, the derivations it would compile, why it gave up) is
+recorded on its own pyinfra result (the ``OperationMeta`` that the operation call
+returned), under the keys ``remedy.core.report_keys`` declares with their types.
+Only the outcome reads it (``remedy.core.outcome``), from the results the run
+holds: no module state carries it.
 """
 
 from __future__ import annotations
 
-import signal
-
 from pyinfra import host, state
 
+from remedy.core import report_keys
 from remedy.operations.argv import failure
 
-_SAID: dict[str, dict[str, dict]] = {}
-_INTERRUPTED: list[str] = []
+ATTRIBUTE = "remedy_said"  # what a step said, on its OperationMeta
+
+
+def _said_now() -> dict | None:
+    """What the operation being executed said so far (None at prepare)."""
+    if not state.is_executing or host.current_op_hash is None:
+        return None
+    meta = state.get_op_data_for_host(host, host.current_op_hash).operation_meta
+    if not hasattr(meta, ATTRIBUTE):
+        setattr(meta, ATTRIBUTE, {})
+    return getattr(meta, ATTRIBUTE)
 
 
 def say(**values) -> None:
     """Record VALUES for the operation being executed (nothing at prepare)."""
-    if not state.is_executing or host.current_op_hash is None:
-        return
-    _SAID.setdefault(host.name, {}).setdefault(host.current_op_hash, {}).update(values)
+    said = _said_now()
+    if said is not None:
+        said.update(report_keys.checked(values))
 
 
 def note(text: str) -> None:
     """A note for the outcome line and the audit."""
-    if not state.is_executing or host.current_op_hash is None:
-        return
-    said = _SAID.setdefault(host.name, {}).setdefault(host.current_op_hash, {})
-    said.setdefault("notes", []).append(text)
+    said = _said_now()
+    if said is not None:
+        said.setdefault("notes", []).append(text)
 
 
-def said(host_name: str, op_hash: str) -> dict:
-    return dict(_SAID.get(host_name, {}).get(op_hash, {}))
+def said_by(meta) -> dict:
+    """What the step whose pyinfra result is META said (a copy)."""
+    return dict(getattr(meta, ATTRIBUTE, None) or {})
 
 
 def gave_up(why: str, fg: str = "red", **values):
@@ -48,16 +58,3 @@ def gave_up(why: str, fg: str = "red", **values):
 def lost(what: str) -> str:
     """Why a fact could not be read: pyinfra has logged the error itself."""
     return f"cannot read {what} on {host.name} (is the connection lost? see above)"
-
-
-def interrupted() -> str | None:
-    """Why this process was asked to stop (SIGINT, SIGTERM), or None."""
-    return _INTERRUPTED[0] if _INTERRUPTED else None
-
-
-def interrupt(signum: int) -> bool:
-    """Record a stop request; False if one was recorded already (then: kill)."""
-    if _INTERRUPTED:
-        return False
-    _INTERRUPTED.append(f"interrupted by {signal.Signals(signum).name}")
-    return True

@@ -17,10 +17,11 @@ from facts.memory import MemoryHeadroom
 from facts.serving import ServingUnit, ToolCallProbe
 from remedy.core import commands, plan, probe, restarts
 from remedy.core.settings import Settings
+from remedy.core.stop import NOT_STOPPED, StopRequest
 from remedy.operations import journal
 from remedy.operations.argv import command, run
 from remedy.operations.memory import CONTINGENT, refusal
-from remedy.operations.said import gave_up, interrupted, lost, say
+from remedy.operations.said import gave_up, lost, say
 
 PROSE_ROUNDS = 3  # probe facts in a row that stay in prose (each asks DEFAULT_TRIES times)
 
@@ -53,8 +54,8 @@ def runtime_override_removed(
     yield command(commands.daemon_reload())
 
 
-def _drain(server_url: str, timeout_s: int):
-    """Poll /metrics once a second (one poll per round trip, so a stop request is seen
+def _drain(server_url: str, timeout_s: int, stop: StopRequest):
+    """Poll /metrics once a second (one poll per round trip, so a STOP request is seen
     between two) until no request is in flight, the server has no /metrics or does not
     answer, or TIMEOUT_S passed: (the last answer, its command's result, a stop request)."""
     deadline = time.monotonic() + timeout_s
@@ -64,7 +65,7 @@ def _drain(server_url: str, timeout_s: int):
         found = restarts.parse_drain(ran.stdout if ran.ok else "")
         if found.outcome != "busy" or time.monotonic() >= deadline:
             return found, ran, None
-        if stopping := interrupted():
+        if stopping := stop.why:
             return found, ran, stopping
         if time.monotonic() - said_at >= 10:
             host.log_styled(
@@ -89,6 +90,7 @@ def drained(
     timeout_s: int,
     urgent: bool,
     contingent: bool = False,
+    stop: StopRequest = NOT_STOPPED,
     skip=None,
 ):
     """Wait for an idle server before the restart: poll vLLM's /metrics until
@@ -104,6 +106,7 @@ def drained(
     + timeout_s: drain_timeout_s
     + urgent: the restart is for a setting that cannot wait
     + contingent: part of the fallback of a durable plan
+    + stop: the run's stop request (SIGINT, SIGTERM) ends the wait
     + skip: why this host does not need it
     """
     if skip:
@@ -122,51 +125,54 @@ def drained(
     host.log_styled(
         f"waiting up to {timeout_s}s for an idle server ({server_url}/metrics)", fg="blue"
     )
-    found, ran, stopped = _drain(server_url, timeout_s)
+    found, ran, stopped = _drain(server_url, timeout_s, stop)
     if stopped:
         host.noop(f"{stopped} while waiting for an idle server: nothing restarts")
         return
     if found.outcome == "idle":
         host.noop("the server is idle: no request in flight")
-    elif found.outcome == "no-metrics":
+    elif found.outcome == "unreachable":
+        host.noop(f"the server does not answer ({found.detail or ran.why}): nothing to drain")
+    else:
+        host.noop(_after_drain(found, server_url, timeout_s, urgent, journal_path, run_id))
+    yield from ()  # a check: every answer above is a noop with its reason
+
+
+def _after_drain(found, server_url, timeout_s, urgent, journal_path, run_id) -> str:
+    """What the drain's answer FOUND (no /metrics, load unknown, still busy) means for
+    the restart: said, logged, and a postponed restart recorded in the run journal."""
+    if found.outcome == "no-metrics":
         note_ = f"{server_url}/metrics answers 404: no request count, treated as idle"
         host.log_styled(note_, fg="yellow")
         say(notes=[note_])
-        host.noop(note_)
-    elif found.outcome == "unreachable":
-        host.noop(f"the server does not answer ({found.detail or ran.why}): nothing to drain")
-    elif found.outcome == "unknown" and urgent:
+        return note_
+    if found.outcome == "unknown" and urgent:
         message = (
             f"load unknown ({found.detail}): restarting anyway (a setting that cannot "
             "wait); whatever is in flight is cut"
         )
         host.log_styled(message, fg="yellow")
         say(notes=[message])
-        host.noop(message)
-    elif found.outcome == "unknown":
-        why = f"load unknown ({found.detail}): the window restart is postponed to the next run"
-        host.log_styled(why, fg="yellow")
-        journal.record(journal_path, run_id, None, restart_postponed=why)
-        say(restart_postponed=why)
-        host.noop(why)
-    elif urgent:
+        return message
+    if urgent:
         cut = found.in_flight
         message = (
             f"still {found.running} running, {found.waiting} waiting after {timeout_s}s: "
             f"restarting anyway (a setting that cannot wait), cutting {cut} request(s)"
         )
         host.log_styled(message, fg="yellow")  # counted at the restart, read once more then
-        host.noop(message)
+        return message
+    if found.outcome == "unknown":
+        why = f"load unknown ({found.detail}): the window restart is postponed to the next run"
     else:
         why = (
             f"{found.in_flight} request(s) still in flight after drain_timeout_s="
             f"{timeout_s}: the window restart is postponed to the next run"
         )
-        host.log_styled(why, fg="yellow")
-        journal.record(journal_path, run_id, None, restart_postponed=why)
-        say(restart_postponed=why)
-        host.noop(why)
-    yield from ()  # a check: every answer above is a noop with its reason
+    host.log_styled(why, fg="yellow")
+    journal.record(journal_path, run_id, None, restart_postponed=why)
+    say(restart_postponed=why)
+    return why
 
 
 def _in_place(view, s: Settings, deferred=()) -> bool:
@@ -186,6 +192,7 @@ def runtime_override_written(
     problem: str | None = None,
     contingent: bool = False,
     deferred: list[str] | None = None,
+    stop: StopRequest = NOT_STOPPED,
     skip=None,
 ):
     """Write the fallback: the override start script (STORE_SCRIPT with the wanted parser
@@ -201,10 +208,11 @@ def runtime_override_written(
     + contingent: part of the fallback of a durable plan
     + deferred: settings the restart policy leaves for later (an override without them
       that runs the wanted parser is kept)
+    + stop: the run's stop request: then the override is put back, with no gate
     + skip: why this host does not need it
     """
     s = settings
-    stopping = interrupted()
+    stopping = stop.why
     if skip:
         host.noop(skip)
         return
@@ -225,32 +233,10 @@ def runtime_override_written(
     if _in_place(unit.now, s, tuple(deferred or ())):
         host.noop(f"the /run override is already in place with {s.tool_call_parser}")
         return
-    if state.is_executing and not stopping:
-        headroom = host.get_fact(MemoryHeadroom)
-        if headroom is None:
-            yield from gave_up(lost("MemAvailable"), failed=lost("MemAvailable"))
-            return
-        if why := refusal(s.min_mem_available_gb, headroom):
-            # Written and loaded, the override would be what the next start runs, by
-            # systemd or a person, with no gate: leave nothing loaded, say it is pending.
-            pending = (
-                f"{why} Pending: the /run override ({s.override_dropin}) is not "
-                "written, so no later start takes it without the gate; run again once "
-                "MemAvailable is back above the threshold."
-            )
-            yield from gave_up(pending, refused=pending, notes=[pending])
-            return
-    script_dir = s.override_script.rsplit("/", 1)[0]
-    dropin_dir = s.override_dropin.rsplit("/", 1)[0]
-    # both places first: a read-only /run/systemd/system left the script without its drop-in
-    yield command(commands.writable(script_dir, dropin_dir))
-    yield command(commands.make_dir(script_dir))
-    script = commands.override_script_argv(store_script, s.tool_call_parser, s.required_env)
-    yield command(commands.written_atomically(s.override_script, "0755", script, "root:root"))
-    yield command(commands.make_dir(dropin_dir))
-    dropin = commands.text_argv(commands.dropin_text(s.override_script, s.required_env))
-    yield command(commands.written_atomically(s.override_dropin, "0644", dropin, "root:root"))
-    yield command(commands.daemon_reload())
+    if state.is_executing and not stopping and (refused := _override_refused(s)):
+        yield from gave_up(**refused)
+        return
+    yield from _override_writes(s, store_script)
     if not state.is_executing:
         return
     # Resumed after the daemon-reload ran: is the override what systemd runs now?
@@ -267,6 +253,39 @@ def runtime_override_written(
             "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
         )
         yield from gave_up(why, failed=why)
+
+
+def _override_refused(s: Settings) -> dict | None:
+    """What to give up with when the memory gate leaves the override unwritten, or None.
+    Written and loaded, the override would be what the next start runs, by systemd or a
+    person, with no gate: nothing is loaded, and it is said to be pending."""
+    headroom = host.get_fact(MemoryHeadroom)
+    if headroom is None:
+        return {"why": lost("MemAvailable"), "failed": lost("MemAvailable")}
+    if why := refusal(s.min_mem_available_gb, headroom):
+        pending = (
+            f"{why} Pending: the /run override ({s.override_dropin}) is not "
+            "written, so no later start takes it without the gate; run again once "
+            "MemAvailable is back above the threshold."
+        )
+        return {"why": pending, "refused": pending, "notes": [pending]}
+    return None
+
+
+def _override_writes(s: Settings, store_script: str | None):
+    """The override's start script and drop-in, each written atomically, then the
+    daemon-reload."""
+    script_dir = s.override_script.rsplit("/", 1)[0]
+    dropin_dir = s.override_dropin.rsplit("/", 1)[0]
+    # both places first: a read-only /run/systemd/system left the script without its drop-in
+    yield command(commands.writable(script_dir, dropin_dir))
+    yield command(commands.make_dir(script_dir))
+    script = commands.override_script_argv(store_script, s.tool_call_parser, s.required_env)
+    yield command(commands.written_atomically(s.override_script, "0755", script, "root:root"))
+    yield command(commands.make_dir(dropin_dir))
+    dropin = commands.text_argv(commands.dropin_text(s.override_script, s.required_env))
+    yield command(commands.written_atomically(s.override_dropin, "0644", dropin, "root:root"))
+    yield command(commands.daemon_reload())
 
 
 @operation(is_idempotent=False)
@@ -320,17 +339,8 @@ def restarted(
         running = now.active_state == "active" and now.main_pid
         if stage == "fallback" and running:
             at_override = journal.read(journal_path, run_id).get("pid_at_override")
-            if at_override and now.main_pid != at_override:
-                host.noop(
-                    f"already restarted onto the /run override (pid {at_override} -> "
-                    f"{now.main_pid}); not restarting again"
-                )
-                return
-            if override_ran_before and now.main_pid == pid_before:
-                host.noop(
-                    f"pid {now.main_pid} still runs the override it ran before this run "
-                    "(parsed then); not restarting"
-                )
+            if why := _no_fallback_restart(now, at_override, pid_before, override_ran_before):
+                host.noop(why)
                 return
             if not may_restart and not at_override:
                 host.noop("the restart policy allows no restart now; nothing new to run")
@@ -356,6 +366,22 @@ def restarted(
         cut_said = {"requests_cut": cut} if cut else {}
         say(restarts=1, restart_reason=f"{stage}: {reason}", **cut_said)
     yield command(commands.restart(unit))
+
+
+def _no_fallback_restart(now, at_override, pid_before, override_ran_before) -> str | None:
+    """Why the fallback does not restart a unit that runs (NOW): it restarted onto the
+    override already (pid AT_OVERRIDE), or still runs the override it ran before."""
+    if at_override and now.main_pid != at_override:
+        return (
+            f"already restarted onto the /run override (pid {at_override} -> "
+            f"{now.main_pid}); not restarting again"
+        )
+    if override_ran_before and now.main_pid == pid_before:
+        return (
+            f"pid {now.main_pid} still runs the override it ran before this run "
+            "(parsed then); not restarting"
+        )
+    return None
 
 
 def cut_by_restart(server_url: str | None) -> int:
@@ -505,6 +531,8 @@ def outcome_reported(
     old_rev: str | None = None,
     flake_input: str = "tt-stack",
     unhealthy: str | None = None,
+    flow: list | None = None,
+    stop: StopRequest = NOT_STOPPED,
 ):
     """Say what was done, from pyinfra's results of the steps before (a pure outcome,
     ``remedy.core.outcome``), and fail the run (exit != 0) if it failed, was refused
@@ -515,6 +543,8 @@ def outcome_reported(
     + old_rev: the input's locked rev before the run
     + flake_input: the input's name
     + unhealthy: why the plan leaves tool calls broken, or None
+    + flow: the run's steps and their pyinfra results so far (``(step, meta)`` pairs)
+    + stop: the run's stop request
     """
     if not state.is_executing:
         host.noop(summary)
@@ -525,10 +555,10 @@ def outcome_reported(
     done = outcome(
         plan_path,
         summary.split("; ") if summary else [],
-        step_results(host.name),
+        step_results(flow or []),
         old_rev=old_rev,
         flake_input=flake_input,
-        interrupted=interrupted(),
+        interrupted=stop.why,
         unhealthy=unhealthy,
         ended=False,
     )

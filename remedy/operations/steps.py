@@ -11,20 +11,25 @@ the earlier steps' results:
   onto an override that failed to take effect;
 * a stop request (SIGINT, SIGTERM) lets no further step start, except the /run
   override going back when it was removed and no switch followed.
+
+What a step found out travels on its pyinfra result (``remedy.operations.said``);
+the run's list of steps and results (``Restore.flow``) and its stop request
+(``Restore.stop``) are values that the conditions and the steps that read them
+get as arguments.
 """
 
 from __future__ import annotations
 
-from pyinfra import host
+import inspect
+from types import MappingProxyType
 
 from remedy.core import desired
 from remedy.core.plan import FALLBACK
 from remedy.core.steps import ALWAYS, DURABLE, Step
+from remedy.core.stop import StopRequest
 from remedy.operations import memory, nix, run, serving
-from remedy.operations.results import ran
-from remedy.operations.said import interrupted
 
-MODULES = {"memory": memory, "nix": nix, "serving": serving}
+MODULES = MappingProxyType({"memory": memory, "nix": nix, "serving": serving})
 
 
 def operation_of(step: Step):
@@ -36,22 +41,31 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
     """Add the run's operations for this host, converging the settings in SCOPE; the
     audit records RUNBOOK (unless `remedy runbooks apply` names another)."""
     restore = run.begin_restore(scope, runbook)
-    done: list[tuple[Step, object]] = []
+    done = restore.flow  # (step, its pyinfra result), in order: what the outcome reads
     for step in restore.steps.steps:
-        meta = operation_of(step)(
+        op = operation_of(step)
+        meta = op(
             **step.args,
+            **run_values(op, restore),
             name=step.template.title,
             _ignore_errors=step.template.ignorable,
-            _if=condition(step, list(done), restore.plan.path),
+            _if=condition(step, list(done), restore.plan.path, restore.stop),
         )
         done.append((step, meta))
-        ran(host.name, step, meta)
     return restore
 
 
-def condition(step: Step, done: list[tuple[Step, object]], path: str):
-    """When STEP runs, from pyinfra's results of the steps DONE before it (evaluated at
-    execution), or None for a step that always runs."""
+def run_values(op, restore) -> dict:
+    """The run's own values that OP takes: its stop request, and its steps' results so
+    far (the outcome's step reads them at execution, when all are complete)."""
+    takes = inspect.signature(op._inner).parameters
+    values = {"stop": restore.stop, "flow": restore.flow}
+    return {k: v for k, v in values.items() if k in takes}
+
+
+def condition(step: Step, done: list[tuple[Step, object]], path: str, stop: StopRequest):
+    """When STEP runs, from pyinfra's results of the steps DONE before it and the STOP
+    request (evaluated at execution), or None for a step that always runs."""
     durable = [meta for s, meta in done if s.stage == DURABLE]
 
     def durable_failed() -> bool:
@@ -63,7 +77,7 @@ def condition(step: Step, done: list[tuple[Step, object]], path: str):
     if step.stage == ALWAYS:
         return None
     if step.stage == DURABLE:
-        return lambda: not interrupted() and not durable_failed()
+        return lambda: not stop.why and not durable_failed()
     fallback = path == FALLBACK
     if step.op == "serving.runtime_override_written":
         removed, switched = (
@@ -72,19 +86,17 @@ def condition(step: Step, done: list[tuple[Step, object]], path: str):
         )
         return lambda: (
             (fallback or durable_failed())
-            if not interrupted()
+            if not stop.why
             else removed.did_change() and not (switched.did_change() or switched.did_error())
         )
     if step.op == "nix.system_rolled_back":
         switched = meta_of("nix.system_switched")
         return lambda: (
-            not interrupted()
-            and durable_failed()
-            and (switched.did_change() or switched.did_error())
+            not stop.why and durable_failed() and (switched.did_change() or switched.did_error())
         )
     written = next((meta for s, meta in done if s.op == "serving.runtime_override_written"), None)
     return lambda: (
-        not interrupted()
+        not stop.why
         and (fallback or durable_failed())
         and not (written is not None and written.did_error())
     )

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from remedy.core import steps as steps_core
 from remedy.core.plan import DURABLE, FALLBACK
-from remedy.operations import said
+from remedy.core.stop import StopRequest
 from remedy.operations.steps import condition
 
 
@@ -23,13 +21,14 @@ class Meta:
         return self.change
 
 
-def flow(results: dict[str, Meta], path: str = DURABLE):
+def flow(results: dict[str, Meta], path: str = DURABLE, stop: StopRequest | None = None):
     """(step, condition) for every template, the earlier steps done with RESULTS (by
-    template name; not named: ran and changed nothing)."""
+    template name; not named: ran and changed nothing), under the run's STOP request."""
     done, out = [], []
+    stop = stop or StopRequest()
     for t in steps_core.TEMPLATES:
         step = steps_core.Step(t, {})
-        out.append((t.name, condition(step, list(done), path)))
+        out.append((t.name, condition(step, list(done), path, stop)))
         done.append((step, results.get(t.name, Meta())))
     return dict(out)
 
@@ -37,13 +36,6 @@ def flow(results: dict[str, Meta], path: str = DURABLE):
 def runs(conditions, name: str) -> bool:
     cond = conditions[name]
     return True if cond is None else cond()
-
-
-@pytest.fixture(autouse=True)
-def _no_signal():
-    said._INTERRUPTED.clear()
-    yield
-    said._INTERRUPTED.clear()
 
 
 def test_a_durable_run_that_succeeds_runs_no_fallback_step():
@@ -84,8 +76,8 @@ def test_the_fallback_path_runs_the_fallback_steps_only():
 
 
 def test_a_signal_stops_every_step_but_putting_a_removed_override_back():
-    said._INTERRUPTED.append("interrupted by SIGINT")
-    c = flow({"Remove the stale /run override": Meta(change=True)})
+    stopped = StopRequest("interrupted by SIGINT")
+    c = flow({"Remove the stale /run override": Meta(change=True)}, stop=stopped)
     assert not runs(c, "Switch to the proven system")
     assert runs(c, "Write the /run fallback override")  # put back, no restart
     assert not runs(c, "Restart onto the /run override")
@@ -93,6 +85,7 @@ def test_a_signal_stops_every_step_but_putting_a_removed_override_back():
         {
             "Remove the stale /run override": Meta(change=True),
             "Switch to the proven system": Meta(change=True),
-        }
+        },
+        stop=stopped,
     )
     assert not runs(after_switch, "Write the /run fallback override")

@@ -1,0 +1,79 @@
+"""The keys a step may record for the outcome and the audit, with their types: pure.
+
+A step records what it found out (``remedy.operations.said.say``) on its own
+pyinfra result; ``remedy.core.outcome`` reads it from there. Both ends name the
+keys declared here: recording an undeclared key, or a value of another type, is a
+bug and raises at once (a test fails), never a value nobody reads.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from remedy.core.signers import Signature
+
+NoneType = type(None)
+SEQUENCE = (list, tuple)  # said as a list in the audit
+
+# key -> the types its value may have
+KEYS = MappingProxyType(
+    {
+        # why the step gave up (it failed, ignored where the run goes on)
+        "why": (str,),
+        # the fallback could not restore tool calling: the run failed
+        "failed": (str,),
+        # the memory gate refused: the run is refused
+        "refused": (str,),
+        # notes for the outcome line and the audit
+        "notes": SEQUENCE,
+        # the bump: the rev it takes, and its signature state
+        "new_rev": (str,),
+        "signature": (Signature, dict, NoneType),
+        # the proof: derivations compiled on the host, the proven toplevel, what the
+        # switch changes beyond the settings, the flake checks' results
+        "local_builds": SEQUENCE,
+        "toplevel": (str,),
+        "switch_changes": (dict,),
+        "flake_checks": SEQUENCE,
+        # the fast-forward: the lock commit the checkout holds
+        "lock_commit": (str, NoneType),
+        # the switch: its exit code, the units that failed, who held it
+        "switch_exit": (int, NoneType),
+        "switch_failed_units": (*SEQUENCE, NoneType),
+        "switch_locked": SEQUENCE,
+        "boot_pending": (str,),
+        "boot_pending_reason": (str,),
+        # the rollback
+        "lock_reverted": (str,),
+        "rolled_back": (bool,),
+        "rollback_failed": (str,),
+        "rollback_not_run": (str,),
+        # the restart: how many, why, the requests it cut, a postponed one
+        "restarts": (int,),
+        "restart_reason": (str,),
+        "requests_cut": (int,),
+        "restart_postponed": (str,),
+        # the fallback's override was written
+        "override_written": (bool,),
+        # the verification: the last probe, a configuration right but unverified, why
+        # it failed
+        "probe_after": (str,),
+        "unverified": (str,),
+        "verification": (str,),
+        # the memory gate passed
+        "gate": (str,),
+    }
+)
+
+
+def checked(values: dict) -> dict:
+    """VALUES if every key is declared and its value has a declared type, else raise."""
+    for key, value in values.items():
+        if key not in KEYS:
+            raise KeyError(f"a step recorded {key!r}, which remedy.core.report_keys lacks")
+        if not isinstance(value, KEYS[key]):
+            raise TypeError(
+                f"a step recorded {key}={value!r}: not "
+                + " or ".join(t.__name__ for t in KEYS[key])
+            )
+    return values

@@ -1,0 +1,198 @@
+"""No hidden channel between the steps: what a step found out is a value on its own
+pyinfra result, under a declared key, and the stop request is an argument.
+
+Read from the source (AST): the operations modules keep no module-level dict, list
+or set that an operation writes, and every key a step records or the outcome reads
+is declared in ``remedy.core.report_keys`` with its types.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from remedy.core import report_keys
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATIONS = ROOT / "remedy" / "operations"
+MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
+MUTATORS = {
+    "append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear",
+    "remove", "add", "discard", "__setitem__",
+}  # fmt: skip
+# The deploy process's own bookkeeping, written at prepare (``begin_restore``) and at
+# exit (the audit line), never by an operation: the runs begun, the host locks held, the
+# exit hook's arguments, the step pyinfra runs now (for a run killed during it).
+PROCESS_BOOKKEEPING = {
+    "run.py": {"_runs", "_locks", "_recording", "_record_args", "_exit_guard", "_in_progress"}
+}
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {p.name: ast.parse(p.read_text(), str(p)) for p in sorted(OPERATIONS.glob("*.py"))}
+
+
+def _mutable(value: ast.expr | None) -> bool:
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        return name in MUTABLE_CALLS
+    return False
+
+
+def module_containers(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level to a dict, list or set."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and _mutable(node.value):
+            out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and _mutable(node.value):
+            if isinstance(node.target, ast.Name):
+                out.add(node.target.id)
+    return out
+
+
+def _is_operation(fn: ast.FunctionDef) -> bool:
+    for d in fn.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if getattr(target, "id", None) == "operation" or getattr(target, "attr", None) == (
+            "operation"
+        ):
+            return True
+    return False
+
+
+def _functions(modules) -> dict[str, list[ast.FunctionDef]]:
+    by_name: dict[str, list[ast.FunctionDef]] = {}
+    for tree in modules.values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                by_name.setdefault(node.name, []).append(node)
+    return by_name
+
+
+def _called(fn) -> set[str]:
+    """The names FN calls or passes on (a FunctionCommand's body is passed, not called;
+    FN's own parameters are values, not functions of the package)."""
+    params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            f = node.func
+            out.add(f.id if isinstance(f, ast.Name) else getattr(f, "attr", ""))
+            out |= {a.id for a in node.args if isinstance(a, ast.Name) and a.id not in params}
+    return out
+
+
+def reachable_from_operations(modules) -> list[ast.FunctionDef]:
+    """Every function of the package an operation's body may run (by name: more than it
+    does, never less)."""
+    by_name = _functions(modules)
+    todo = [fn for fns in by_name.values() for fn in fns if _is_operation(fn)]
+    seen: dict[int, ast.FunctionDef] = {}
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen[id(fn)] = fn
+        for name in _called(fn):
+            todo += by_name.get(name, [])
+    return list(seen.values())
+
+
+def writes(fn, names: set[str]) -> list[str]:
+    """How FN writes one of NAMES (module-level containers), as 'name.method' lines."""
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Global):
+            out += [f"global {n}" for n in node.names]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id in names and node.func.attr in MUTATORS:
+                out.append(f"{owner.id}.{node.func.attr}()")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if not isinstance(node, ast.AugAssign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Subscript) and getattr(t.value, "id", None) in names:
+                    out.append(f"{t.value.id}[...] =")
+    return out
+
+
+def test_the_operations_modules_keep_no_module_level_container_but_the_processes():
+    modules = _modules()
+    found = {name: module_containers(tree) for name, tree in modules.items()}
+    extra = {
+        name: sorted(names - PROCESS_BOOKKEEPING.get(name, set()))
+        for name, names in found.items()
+        if names - PROCESS_BOOKKEEPING.get(name, set())
+    }
+    assert not extra, f"module-level containers in remedy/operations: {extra}"
+
+
+def test_no_operation_writes_a_module_level_container():
+    modules = _modules()
+    names = set().union(*(module_containers(tree) for tree in modules.values()))
+    found = {fn.name: w for fn in reachable_from_operations(modules) if (w := writes(fn, names))}
+    assert not found, f"operations write module state: {found}"
+
+
+def test_the_check_sees_a_write_through_a_helper():
+    """The check itself: a helper an operation calls that writes a module dict is found."""
+    tree = ast.parse(
+        "_SAID = {}\n"
+        "def say(**v):\n    _SAID.setdefault('h', {}).update(v)\n"
+        "@operation()\ndef op():\n    say(x=1)\n    yield 'true'\n"
+    )
+    modules = {"said.py": tree}
+    assert module_containers(tree) == {"_SAID"}
+    found = [writes(fn, {"_SAID"}) for fn in reachable_from_operations(modules)]
+    assert ["_SAID.setdefault()"] in found
+
+
+def _keywords_of(calls: set[str]) -> set[str]:
+    """The keyword names passed to CALLS (say, gave_up) anywhere in remedy/operations."""
+    out = set()
+    for tree in _modules().values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in calls:
+                out |= {k.arg for k in node.keywords if k.arg and k.arg != "fg"}
+    return out
+
+
+def test_every_key_a_step_records_is_declared():
+    recorded = _keywords_of({"say", "gave_up"})
+    assert {"new_rev", "why", "restarts", "switch_exit"} <= recorded  # the scan sees them
+    assert recorded <= set(report_keys.KEYS), recorded - set(report_keys.KEYS)
+
+
+def test_every_key_the_outcome_reads_is_declared():
+    tree = ast.parse((ROOT / "remedy" / "core" / "outcome.py").read_text())
+    read = set()
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_first":
+            key = node.args[1]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get":
+            if getattr(node.func.value, "attr", None) == "said":
+                key = node.args[0]
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "attr", None) == "said":
+            key = node.slice
+        if isinstance(key, ast.Constant):  # (by variable: only inside _first itself)
+            read.add(key.value)
+    assert {"new_rev", "why", "notes", "rollback_failed"} <= read  # the scan sees them
+    assert read <= set(report_keys.KEYS), read - set(report_keys.KEYS)
+
+
+def test_an_undeclared_key_or_a_wrong_type_is_refused():
+    assert report_keys.checked({"new_rev": "abc", "restarts": 1}) == {
+        "new_rev": "abc",
+        "restarts": 1,
+    }
+    with pytest.raises(KeyError, match="lacks"):
+        report_keys.checked({"new_revision": "abc"})
+    with pytest.raises(TypeError, match="restarts"):
+        report_keys.checked({"restarts": "1"})
