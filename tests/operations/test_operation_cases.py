@@ -10,7 +10,9 @@ journal's values, ``journal``); the commands a FunctionCommand runs get the
 replies in ``replies``, in order (default: success, no output).
 
 What it must give: its commands (argv as pyinfra quotes it; a FunctionCommand is
-``{"function": NAME, "ran": [argv, ...]}``, a failure ``["fail"]``), its noop
+``{"function": NAME, "ran": [argv, ...]}``, a failure ``["fail"]``: a failing
+command, or a FunctionCommand that answered False, after which pyinfra runs no
+more of the step), its noop
 reason, and what it said for the outcome (``said``). Facts in, commands or a
 reason out: no host.
 """
@@ -18,12 +20,15 @@ reason out: no host.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pyinfra.api import FunctionCommand
+from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
@@ -35,7 +40,18 @@ from remedy.core import desired, steps
 from remedy.core.journal import RunJournal
 from remedy.core.plan import plan_restore, unhealthy
 from remedy.core.settings import from_host_data
-from remedy.operations import argv, memory, nix, said, serving
+from remedy.core.stop import StopRequest
+from remedy.operations import (
+    argv,
+    memory,
+    nix,
+    nix_bump,
+    nix_prove,
+    nix_rollback,
+    nix_switch,
+    said,
+    serving,
+)
 from remedy.operations import journal as op_journal
 
 HERE = Path(__file__).parent
@@ -94,6 +110,8 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
     module, name = operation.split(".")
     op = getattr(MODULES[module], name)
     args = step_args(case, operation)
+    if "stop" in inspect.signature(op._inner).parameters:  # the run's stop request
+        args["stop"] = StopRequest("interrupted by SIGINT" if case.get("interrupted") else None)
     state = FakeState()
     state.is_executing = case.get("executing", False)
     host = create_host(state, name="cfx-llm2")
@@ -113,14 +131,16 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
         reply = replies.pop(0) if replies else {}
         return argv.Ran(reply.get("ok", True), reply.get("stdout", ""), reply.get("stderr", ""))
 
-    for target in (nix, op_journal, serving):
+    for target in (nix, nix_bump, nix_prove, nix_switch, nix_rollback, op_journal, serving):
         monkeypatch.setattr(target, "run", replay)
-    monkeypatch.setattr(nix, "_now", lambda: "2026-12-01T03:00:00Z")
+    monkeypatch.setattr(nix_bump, "_now", lambda: "2026-12-01T03:00:00Z")
     host.get_fact = get_fact
     host.log_styled = lambda *a, **k: None
     host.current_op_hash = "case"
-    said._SAID.clear()
-    said._INTERRUPTED[:] = ["interrupted by SIGINT"] if case.get("interrupted") else []
+    meta = OperationMeta("case", None)  # pyinfra's result of the step: what it said goes there
+    state.get_op_data_for_host = lambda _h, op_hash: SimpleNamespace(
+        operation_meta={"case": meta}[op_hash]
+    )
     commands: list = []
     with ctx_state.use(state), ctx_host.use(host):
         body = op._inner(**args)
@@ -132,15 +152,17 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
                 commands.append(["fail"])
             elif isinstance(command, FunctionCommand):  # what it runs, with the replies
                 ran.clear()
-                command.function(state, host, *command.args, **command.kwargs)
+                done = command.function(state, host, *command.args, **command.kwargs)
                 commands.append({"function": command.function.__name__, "ran": list(ran)})
+                if done is False:  # it gave up: pyinfra fails the step and runs no more
+                    commands.append(["fail"])
+                    break
             else:
                 commands.append(_parsed(command))
         if ran:  # read after its last command, or before deciding it had nothing to do
             commands.append({"read": list(ran)})
-    said._INTERRUPTED.clear()
     commands = json.loads(json.dumps(commands))
-    what = json.loads(json.dumps(said.said("cfx-llm2", "case"), default=str))
+    what = json.loads(json.dumps(said.said_by(meta), default=str))
     if os.environ.get("REMEDY_UPDATE_CASES") == "1":
         # after a deliberate change of an operation's commands; review the diff
         case["commands"] = commands

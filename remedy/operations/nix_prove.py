@@ -1,0 +1,299 @@
+"""The prove phase's body (``nix.fix_proven``): what the bump would compile, the
+memory-gated and bounded build of the toplevel, its start script against the desired
+state, what the switch changes beyond it, and the flake checks."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from pyinfra import host
+from pyinfra.api.exceptions import FactProcessError
+
+from facts.memory import MemoryHeadroom
+from facts.serving import BuiltService
+from remedy.core import changes as changes_core
+from remedy.core import checks as checks_core
+from remedy.core import commands, desired, options
+from remedy.core import memory as mem
+from remedy.core import nix as nix_core
+from remedy.core.plan import Proof
+from remedy.core.settings import Settings
+from remedy.operations import journal
+from remedy.operations.argv import run
+from remedy.operations.memory import refusal
+from remedy.operations.nix_body import give_up, guarded, owned
+from remedy.operations.said import lost, say
+
+
+@dataclass(frozen=True)
+class Build:
+    """The values of ``nix.fix_proven``'s body (its docstring says each)."""
+
+    journal_path: str
+    run_id: str
+    owner: str
+    home: str | None
+    settings: Settings
+    prove: list[str]
+    nix_label: str
+    new_derivation_cli: bool
+    systemd_run: bool
+    current_system: str | None
+
+
+@guarded
+def _prove(state, host, a: Build) -> bool:
+    s: Settings = a.settings
+    j = journal.read(a.journal_path, a.run_id)
+    scratch, new_rev = j.get("scratch"), j.get("new_rev")
+    if not scratch:
+        return give_up("no scratch clone to build")
+    short = (new_rev or "?")[:12]
+
+    def as_owner(argv):
+        return owned(a.owner, a.home, argv)
+
+    bound, why = _gate(s, "evaluating")
+    if why:
+        return give_up(why)
+    dry = commands.dry_run_toplevel(scratch, s.flake_host)
+    heavy, problem = _local_builds(as_owner, a, dry, bound)
+    if problem:
+        return give_up(problem)
+    say(local_builds=heavy)
+    if heavy and not s.allow_local_build:
+        return give_up(_compile_refused(heavy, "the bump"))
+    bound, why = _gate(s, "building")
+    if why:
+        return give_up(why)
+    toplevel, why = _built_toplevel(as_owner, a, scratch, bound)
+    if why or (why := _not_proven(a, toplevel, short)):
+        return give_up(why)
+    held = ", ".join(desired.BY_KEY[k].label for k in a.prove)
+    host.log_styled(f"proven: {toplevel} holds {held}", fg="green")
+    if current := a.current_system:
+        _say_changes(current, toplevel)
+    if why := _flake_checks(as_owner, a, scratch):
+        return give_up(why)
+    say(toplevel=toplevel)
+    head = run(host, as_owner(commands.head(scratch)))
+    return journal.record(
+        a.journal_path,
+        a.run_id,
+        j,
+        toplevel=toplevel,
+        proven_head=head.stdout.strip() if head.ok else None,
+    )
+
+
+def _built_toplevel(as_owner, a: Build, scratch: str, bound) -> tuple[str, str | None]:
+    """Build the scratch clone's toplevel, bounded: (its store path, why it did not)."""
+    s: Settings = a.settings
+    attr = commands.toplevel_attr(scratch, s.flake_host)
+    host.log_styled(
+        f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
+    )
+    build = commands.build_toplevel(scratch, s.flake_host, s.build_max_jobs, s.build_cores)
+    built = run(host, _owner_nix(as_owner, a, build, "build", bound))
+    if not built.ok:
+        return "", (
+            _bound_hit(built, "build", bound, s.nix_timeout_s)
+            or options.evaluation_blocker(built.stderr + "\n" + built.stdout, s)
+            or f"the new configuration does not build: {built.why}"
+        )
+    try:  # stdout only: warnings on stderr may contain brackets
+        return json.loads(built.stdout)[0]["outputs"]["out"], None
+    except (ValueError, KeyError, IndexError, TypeError):
+        return "", f"unreadable nix build output: {built.stdout[:200]}"
+
+
+def _not_proven(a: Build, toplevel: str, short: str) -> str | None:
+    """Why the system built at TOPLEVEL lacks a setting it must prove (its start script,
+    environment, kernel parameters, as the built unit shows them), or None."""
+    s: Settings = a.settings
+    service = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
+    if service is None:
+        return lost(f"the unit in {toplevel}")
+    script = service.script
+    proof = Proof(
+        toplevel,
+        script.path if script else None,
+        script.tool_call_parser if script else "none",
+        dict(service.environment) if service else {},
+        tuple(script.flags) if script else (),
+        service.kernel_params if service else None,
+    )
+    if missing := proof.missing(s, tuple(a.prove)):
+        return (
+            f"{s.flake_input} at {short} builds a system without "
+            f"{'; '.join(missing)} (the fix is not in)"
+        )
+    return None
+
+
+def _say_changes(current: str, toplevel: str) -> None:
+    """What the switch from CURRENT to TOPLEVEL changes beyond the managed settings: a
+    new kernel, initrd or kernel modules, the kernel parameters (each needs a reboot),
+    and the packages whose versions change."""
+    boot = run(host, commands.system_boot(current, toplevel))
+    files, removed, added = changes_core.parse_boot(boot.stdout.splitlines())
+    diff = run(host, commands.diff_closures(current, toplevel))
+    found = changes_core.SystemChanges(
+        files,
+        removed,
+        added,
+        changes_core.parse_diff_closures(diff.stdout) if diff.ok else (),
+        None if diff.ok else f"nix store diff-closures failed: {diff.why}",
+    )
+    for line in found.summary():
+        host.log_styled(line, fg="blue")
+    say(
+        switch_changes={
+            "reboot_for": found.reboot_for,
+            "kernel_params_removed": list(found.params_removed),
+            "kernel_params_added": list(found.params_added),
+            "packages": list(found.packages),
+            "packages_unread": found.unread,
+        }
+    )
+
+
+def _owner_nix(as_owner, a: Build, argv: list[str], what: str, bound: int | None) -> list[str]:
+    """ARGV as the checkout's owner, bounded in time (nix_timeout_s) and, when the host has
+    systemd-run (every NixOS host), in a scope with MemoryMax=BOUND: Nix's evaluation of a
+    system takes GBs."""
+    s: Settings = a.settings
+    scope = re.sub(r"[^A-Za-z0-9]+", "-", a.run_id).strip("-")
+    memory = bound if a.systemd_run else None
+    return commands.nix_bounded(
+        as_owner(argv), memory, f"remedy-nix-{what}-{scope}", s.nix_timeout_s
+    )
+
+
+def _bound_hit(ran, what: str, bound: int | None, timeout_s: int | None = None) -> str | None:
+    if commands.TIME_BOUND_HIT in ran.stderr:
+        return (
+            f"the {what} ran past its time bound (nix_timeout_s={timeout_s or '?'}) and was "
+            "stopped: a build or check that hangs must not hold the host; find what hangs, "
+            "or raise nix_timeout_s"
+        )
+    if bound is None or commands.MEMORY_BOUND_HIT not in ran.stderr:
+        return None
+    return (
+        f"the {what} hit its memory bound ({bound / 1e9:.1f} GB, MemoryMax of the owner's nix): "
+        "the host cannot spare more above min_mem_available_gb; free memory (a reboot "
+        "reclaims the tenstorrent pinned-page leak) or raise nix_memory_max_gb"
+    )
+
+
+LOST = "cannot read"  # how said.lost() begins: a lost connection is not a refusal
+
+
+def _gate(s: Settings, doing: str) -> tuple[int | None, str | None]:
+    """``_gated_bound``, with the memory gate's refusal said as one (a lost connection
+    is no refusal)."""
+    bound, why = _gated_bound(s, doing)
+    if why and not why.startswith(LOST):
+        say(refused=why)
+    return bound, why
+
+
+def _gated_bound(s: Settings, doing: str) -> tuple[int | None, str | None]:
+    """(the bound the owner's nix runs under: what the host can spare above the gate's
+    threshold now, why the memory gate refuses to run it at all)."""
+    headroom = host.get_fact(MemoryHeadroom)
+    if headroom is None:
+        return None, lost("MemAvailable")
+    if why := refusal(s.min_mem_available_gb, headroom, f"{doing} on the host"):
+        host.log_styled(why, fg="red")
+        return None, why
+    return mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb), None
+
+
+def _local_builds(
+    as_owner, a: Build, dry_argv: list[str], bound, what: str = "the new configuration", dry=None
+) -> tuple[list[str], str | None]:
+    """(derivations Nix would compile on the host for DRY_ARGV, a ``--dry-run`` (DRY: its
+    result when it already ran); why it could not tell)."""
+    s: Settings = a.settings
+    if dry is None:
+        dry = run(host, _owner_nix(as_owner, a, dry_argv, "eval", bound))
+    if not dry.ok:
+        if hit := _bound_hit(dry, "evaluation", bound, s.nix_timeout_s):
+            return [], hit
+        said = dry.stderr + "\n" + dry.stdout
+        return [], options.evaluation_blocker(said, s) or (f"{what} does not evaluate: {dry.why}")
+    planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
+    if not planned.built:
+        return [], None
+    shown = run(host, as_owner(commands.show_derivations(a.new_derivation_cli, planned.built)))
+    if not shown.ok:
+        return [], f"cannot read the derivations to build: {shown.why}"
+    try:
+        return nix_core.local_build_derivations(shown.stdout, a.nix_label), None
+    except FactProcessError as exc:  # names the Nix whose answer it could not read
+        return [], str(exc)
+
+
+def _compile_refused(heavy: list[str], what: str) -> str:
+    names = ", ".join(h.rsplit("/", 1)[-1] for h in heavy[:5])
+    return (
+        f"{what} needs {len(heavy)} derivation(s) compiled on the serving host "
+        f"({names}): a build competes with the model server for memory; push "
+        "binaries to a cache the host substitutes from, or set allow_local_build=true "
+        "(bounded by build_max_jobs/build_cores)"
+    )
+
+
+def _flake_checks(as_owner, a: Build, scratch: str) -> str | None:
+    """Build each of host data's flake_checks for the bumped lock (the same dry-run guard
+    and memory gate as the system's build): why the durable path must stop, or None.
+    An absent output is said and skipped."""
+    s: Settings = a.settings
+    checks, default = s.checks
+    results: list[checks_core.CheckResult] = []
+    why = None
+    for check in checks:
+        what = f"flake check {check}"
+        bound, why = _gate(s, f"evaluating {what}")
+        if why:
+            break
+        argv = commands.flake_check(scratch, check, dry=True)
+        dry = run(host, _owner_nix(as_owner, a, argv, "eval", bound))
+        if not dry.ok and checks_core.absent(dry.stderr + dry.stdout):
+            results.append(checks_core.CheckResult(check, checks_core.ABSENT))
+            continue
+        heavy, why = _local_builds(as_owner, a, argv, bound, what, dry)
+        if why:
+            break
+        if heavy and not s.allow_local_build:
+            why = _compile_refused(heavy, what)
+            break
+        bound, why = _gate(s, f"building {what}")
+        if why:
+            break
+        host.log_styled(f"building {what}", fg="blue")
+        argv = commands.flake_check(scratch, check, False, s.build_max_jobs, s.build_cores)
+        built = run(host, _owner_nix(as_owner, a, argv, "check", bound))
+        if built.ok:
+            results.append(checks_core.CheckResult(check, checks_core.PASSED))
+            continue
+        if hit := _bound_hit(built, what, bound, s.nix_timeout_s):
+            why = hit
+            break
+        tail = checks_core.log_tail(built.stderr + "\n" + built.stdout)
+        results.append(checks_core.CheckResult(check, checks_core.FAILED, " / ".join(tail)))
+        why = (
+            f"{what} failed for {s.flake_input} at the bumped rev: {tail[-1] if tail else '?'} "
+            "(the switch would deploy what the check rejects)"
+        )
+        break
+    for r in results:
+        quiet = default and r.result == checks_core.ABSENT
+        host.log_styled(
+            r.line(), fg="blue" if quiet else "green" if r.result == "passed" else "red"
+        )
+    say(flake_checks=[r.to_json() for r in results])
+    return why
