@@ -250,6 +250,7 @@ def test_audit_table(log):
     assert result.exit_code == 0
     assert "cfx-llm2" in result.stdout and "twin-1" in result.stdout
     assert "dirty" in result.stdout
+    assert max(map(len, result.stdout.splitlines())) <= 80, result.stdout
 
 
 def test_audit_bad_since_names_the_accepted_forms(log):
