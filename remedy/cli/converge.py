@@ -22,7 +22,7 @@ from rich.table import Table
 from remedy import audit, fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.cli.status import UNMANAGED_TITLE
-from remedy.console import console, err_console
+from remedy.console import console, err_console, said_folded
 from remedy.core import desired, volatile
 from remedy.core.plan import NOOP, bump_blocked, plan_restore
 from remedy.core.report import host_status, next_step
@@ -360,28 +360,11 @@ def _print(rep: dict) -> None:
     apply = rep.get("apply")
     if apply:  # what this run did, as the deploy said it (its audit line)
         said = rep.get("outcome") or f"the deploy wrote no outcome (exit {apply['exit_code']})"
-        _said("  outcome: ", said, "green" if rep.get("result") == "ok" else "yellow")
+        said_folded("  outcome: ", said, "green" if rep.get("result") == "ok" else "yellow")
         if rep.get("restarted"):
-            _said("  restarted: ", rep["restarted"], None)
+            said_folded("  restarted: ", rep["restarted"], None)
     if rep.get("next"):
-        _said("  next: ", rep["next"], None)
+        said_folded("  next: ", rep["next"], None)
     if apply and apply["exit_code"] != 0 and apply.get("tail"):
         console.print(f"  deploy exit {apply['exit_code']}; its last lines:", style="red")
         console.print(apply["tail"], markup=False, highlight=False)
-
-
-def _said(label: str, text: str, style: str | None) -> None:
-    """LABEL TEXT folded at 80 columns; a `command` in backquotes is never broken, so
-    it can be pasted."""
-    import re
-
-    words = re.findall(r"`[^`]*`|\S+", text)
-    lines, line = [], label.rstrip()
-    for word in words:
-        if len(line) + 1 + len(word) > 80 and line.strip():
-            lines.append(line)
-            line = " " * len(label) + word
-        else:
-            line = f"{line} {word}" if line.strip() else label + word
-    lines.append(line)
-    console.print("\n".join(lines), style=style, markup=False, highlight=False, soft_wrap=True)

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from remedy import fleet
-from remedy.console import console, err_console
+from remedy.console import console, err_console, said_folded
 from remedy.core.report import host_status, next_step
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, worst
 
@@ -56,7 +56,7 @@ def status(inventory, limit, as_json):
         for r in results:
             _print(r)
             if nexts[r.host]:
-                _bullets(console, "next:", [nexts[r.host]])
+                said_folded("next: ", nexts[r.host])
             _print_where(r)  # the store paths last: problems and next stay on screen
         for name, why in errors.items():
             err_console.print(f"[bold red]{name}[/]: {why}")

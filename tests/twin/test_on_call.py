@@ -48,7 +48,7 @@ def test_a_dirty_checkout_is_named_with_what_to_do_in_status_and_converge(make_t
     status = remedy("status", "inventory/twin.py", "--limit", twin.name)
     assert status.returncode == 3, status.stdout
     assert blocker in words(status.stdout), status.stdout
-    assert "next: • fix what blocks the durable path (above), then run" in words(status.stdout)
+    assert "next: fix what blocks the durable path (above), then run" in words(status.stdout)
 
     check = remedy("converge", "inventory/twin.py", "--check", "--limit", twin.name)
     assert check.returncode == 3 and blocker in words(check.stdout), check.stdout
