@@ -331,7 +331,10 @@ def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers
 
 
 BOUNDED_SH = r"""
-u=$1 max=$2 t=$3; shift 3
+# the scope's name is unique to this invocation ($$): a scope of the same run that has
+# just ended may still be loaded (systemd unloads it later, slower on a busy host), and
+# systemd-run refuses a name that is ("already loaded or has a fragment file")
+u=$1-$$ max=$2 t=$3; shift 3
 # in time always (coreutils' timeout: TERM, then KILL 10 s later); in memory when the host
 # has systemd-run and a bound is given (MAX not 0): a transient scope with MemoryMax
 if [ "$max" != 0 ] && [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1

@@ -1,0 +1,34 @@
+"""The owner's nix runs in a transient scope (MemoryMax). A run makes several of them
+(the dry run of the system, then of each flake check, the build): a scope of the same
+run that has just ended may still be loaded when the next starts, more so on a busy
+host, and systemd-run refuses a name that is ("already loaded or has a fragment file").
+Seen in CI: the flake check "does not evaluate" and the durable path was given up.
+None of this depends on Nix's CLI: trixie only."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from remedy.core import commands
+
+pytestmark = pytest.mark.twin
+
+
+def test_a_scope_name_that_is_still_loaded_does_not_stop_the_next_nix(twin):
+    # a scope of the same name that has not gone yet
+    twin.exec(["sh", "-c", "setsid systemd-run --scope --unit=remedy-nix-eval-r1 -- sleep 60"
+               " </dev/null >/dev/null 2>&1 &"])  # fmt: skip
+    for _ in range(50):
+        held = twin.exec(["systemctl", "is-active", "remedy-nix-eval-r1.scope"], check=False)
+        if held.stdout.strip() == "active":
+            break
+        time.sleep(0.2)
+    assert held.stdout.strip() == "active", held.stdout + held.stderr
+    ran = twin.exec(
+        commands.nix_bounded(["echo", "evaluated"], 10**9, "remedy-nix-eval-r1", 30),
+        check=False,
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "evaluated", ran.stderr
+    twin.exec(["systemctl", "stop", "remedy-nix-eval-r1.scope"], check=False)
