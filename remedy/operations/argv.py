@@ -1,12 +1,17 @@
-"""argv lists (remedy.core.commands) as pyinfra commands, every element quoted."""
+"""argv lists (remedy.core.commands) as pyinfra commands, every element quoted; a
+step's command whose answer a later decision reads (remedy.core.record)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from paramiko.ssh_exception import SSHException
-from pyinfra.api import FunctionCommand, QuoteString, StringCommand
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand
+
+from remedy.core import record
 
 
 def command(argv: list[str]) -> StringCommand:
@@ -33,21 +38,62 @@ class Ran:
         return (errors or lines or ["no output"])[-1][:300]
 
 
+class Recorded(StringCommand):
+    """ARGV as a step runs it: yielded to pyinfra, its answer kept at PATH for the
+    step to read (``answered``)."""
+
+    def __init__(self, path: str, argv: list[str]):
+        super().__init__(*(QuoteString(a) for a in record.recorded_argv(path, argv)))
+        self.path, self.argv = path, list(argv)
+
+
+class Failure(StringCommand):
+    """The command that fails its step, after the step said why (pyinfra then runs no
+    more of it; ignored where the run goes on to the fallback)."""
+
+    def __init__(self):
+        super().__init__("false")
+
+
+def _lost(exc: Exception) -> Ran:
+    return Ran(False, "", f"error: the connection to {host.name} was lost ({exc!r})")
+
+
+def _from(answer) -> Ran:
+    if answer is None:  # pyinfra could not read the fact: it said why itself
+        return Ran(False, "", f"error: the connection to {host.name} was lost (no answer)")
+    return Ran(answer.ok, answer.stdout, answer.stderr)
+
+
+def ran(run_id: str, argv: list[str]) -> Generator[StringCommand, None, Ran]:
+    """Inside a step's body: yield ARGV (pyinfra runs it then), and read its answer
+    back as a fact. ``result = yield from ran(run_id, argv)``."""
+    from facts.commands import CommandRecord
+
+    path = record.record_path(run_id)
+    yield Recorded(path, argv)
+    try:
+        return _from(host.get_fact(CommandRecord, path=path))
+    except (EOFError, OSError, SSHException) as exc:
+        return _lost(exc)
+
+
+def read(argv: list[str]) -> Ran:
+    """A command that changes nothing, read as a fact (at prepare or execution): what
+    decides whether a step has anything to do."""
+    from facts.commands import CommandRead
+
+    try:
+        return _from(host.get_fact(CommandRead, argv=argv))
+    except (EOFError, OSError, SSHException) as exc:
+        return _lost(exc)
+
+
 def run(host, argv: list[str]) -> Ran:
-    """Run ARGV on HOST now (at execution, inside an operation or a FunctionCommand).
-    A connection that is gone (a reboot mid-run) is a failed command that says so, not
-    a traceback: the step gives up with that reason and the run goes on to record it."""
+    """Run ARGV on HOST now, outside any step (at prepare: the bump's preview, a switch
+    that another holds). A connection that is gone is a failed command that says so."""
     try:
         ok, output = host.run_shell_command(command(argv), print_output=False)
     except (EOFError, OSError, SSHException) as exc:
         return Ran(False, "", f"error: the connection to {host.name} was lost ({exc!r})")
     return Ran(ok, "\n".join(output.stdout_lines), "\n".join(output.stderr_lines))
-
-
-def _fails(state, host) -> bool:
-    return False
-
-
-def failure() -> FunctionCommand:
-    """A command that fails its operation (the reason was already logged and recorded)."""
-    return FunctionCommand(_fails, (), {})

@@ -7,7 +7,7 @@ from pyinfra import host
 from facts.serving import RunJournal
 from remedy.core import commands, hostlock
 from remedy.core import journal as journal_core
-from remedy.operations.argv import command, run
+from remedy.operations.argv import command
 
 
 def read(path: str, run_id: str) -> journal_core.RunJournal:
@@ -45,8 +45,10 @@ def written(path: str, run_id: str, **values):
     return command(write_argv(path, read(path, run_id).merged(**values)))
 
 
-def record(path: str, run_id: str, known=None, **values) -> bool:
-    """Set VALUES in the journal now (inside a FunctionCommand), over KNOWN (the journal
-    as the step read it already; read again otherwise)."""
+def record(path: str, run_id: str, known=None, **values):
+    """Inside a step's body: the command that sets VALUES in the journal, over KNOWN
+    (the journal as the step read it already; read again otherwise). A journal that
+    cannot be written fails the step. ``yield from journal.record(...)``: True."""
     base = known if known is not None else read(path, run_id)
-    return run(host, write_argv(path, base.merged(**values))).ok
+    yield command(write_argv(path, base.merged(**values)))
+    return True

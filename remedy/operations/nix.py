@@ -18,19 +18,34 @@ step's values as one dataclass and answers True (done) or False (gave up, said w
 from __future__ import annotations
 
 from pyinfra import host, state
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import operation
 
 from facts.nix import SystemGenerations
 from remedy.core import commands
 from remedy.core import switch as switch_core
 from remedy.core.settings import Settings
 from remedy.operations import journal
-from remedy.operations.argv import command, run
-from remedy.operations.nix_body import owned
-from remedy.operations.nix_bump import Bump, ManagedFile, _bump, _write_managed
+from remedy.operations.argv import command, read
+from remedy.operations.nix_body import owned, preview
+from remedy.operations.nix_bump import (
+    Bump,
+    ManagedFile,
+    _bump,
+    _write_managed,
+    preview_bump,
+    preview_managed,
+)
 from remedy.operations.nix_prove import Build, _prove
+from remedy.operations.nix_prove import preview as preview_build
 from remedy.operations.nix_rollback import Rollback, _roll_back
-from remedy.operations.nix_switch import Publish, Switch, _publish, _switch
+from remedy.operations.nix_switch import (
+    Publish,
+    Switch,
+    _publish,
+    _switch,
+    preview_publish,
+    preview_switch,
+)
 from remedy.operations.said import gave_up, lost, note
 
 
@@ -102,7 +117,10 @@ def flake_input_updated(
         required_fix_rev,
         lock_message,
     )
-    yield FunctionCommand(_bump, (values,), {})
+    if not state.is_executing:
+        yield from preview(f"the bump of {flake_input}", preview_bump(values))
+        return
+    yield from _bump(values)
 
 
 @operation(is_idempotent=False)
@@ -138,7 +156,10 @@ def managed_file_written(
         yield from gave_up("no scratch clone to write the managed file in")
         return
     values = ManagedFile(journal_path, run_id, owner, home, managed_file, text, message, flake_host)
-    yield FunctionCommand(_write_managed, (values,), {})
+    if not state.is_executing:
+        yield from preview(f"writing {managed_file}", preview_managed(values))
+        return
+    yield from _write_managed(values)
 
 
 @operation()
@@ -199,7 +220,10 @@ def fix_proven(
         systemd_run,
         current_system,
     )
-    yield FunctionCommand(_prove, (values,), {})
+    if not state.is_executing:
+        yield from preview("the proof", preview_build(values))
+        return
+    yield from _prove(values)
 
 
 @operation(is_idempotent=False)
@@ -231,7 +255,10 @@ def flake_lock_committed(
             yield from gave_up("nothing was proven: the checkout is not moved")
             return
     values = Publish(journal_path, run_id, owner, home, flake_dir, j)
-    yield FunctionCommand(_publish, (values,), {})
+    if not state.is_executing:
+        yield from preview("the fast-forward", preview_publish(values))
+        return
+    yield from _publish(values)
 
 
 @operation(is_idempotent=False)
@@ -294,7 +321,10 @@ def system_switched(
         lock_wait_s,
         server_url,
     )
-    yield FunctionCommand(_switch, (values,), {})
+    if not state.is_executing:
+        yield from preview("the switch", preview_switch(values))
+        return
+    yield from _switch(values)
 
 
 @operation(is_idempotent=False)
@@ -379,12 +409,13 @@ def system_rolled_back(
         min_gb,
         transient,
         lock_wait_s,
+        run_id,
         lock_commit,
         exit_,
         moved_profile,
         moved_system,
     )
-    yield FunctionCommand(_roll_back, (values,), {})
+    yield from _roll_back(values)
 
 
 @operation(is_idempotent=False)
@@ -414,7 +445,7 @@ def scratch_removed(
     if not state.is_executing:
         yield command(owned(owner, home, commands.stale_scratch_removed(owner)))
         return
-    listed = run(host, owned(owner, home, commands.stale_scratch_listed(owner)))
+    listed = read(owned(owner, home, commands.stale_scratch_listed(owner)))
     found = listed.stdout.split() if listed.ok else []
     if not found:
         host.noop("no scratch clone")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from pyinfra import host
+
 from remedy.core import bump as bump_core
 from remedy.core import commands
 from remedy.core import journal as journal_core
 from remedy.operations import journal
-from remedy.operations.argv import run
-from remedy.operations.nix_body import give_up, guarded, owned
+from remedy.operations.argv import ran
+from remedy.operations.nix_body import Body, give_up, guarded, owned
 from remedy.operations.said import note, say
 
 
@@ -52,42 +54,32 @@ class ManagedFile:
 
 
 @guarded
-def _bump(state, host, a: Bump) -> bool:
+def _bump(a: Bump) -> Body:
     owner, home, journal_path, run_id = a.owner, a.home, a.journal_path, a.run_id
 
     def as_owner(argv):
-        return owned(owner, home, argv)
+        return ran(run_id, owned(owner, home, argv))
 
-    run(host, commands.STALE_NIX_SCOPES)  # a killed run's hung build (the host lock is ours)
-    run(host, as_owner(commands.stale_scratch_removed(owner)))
-    made = run(host, as_owner(commands.scratch_dir()))
+    yield from ran(run_id, commands.STALE_NIX_SCOPES)  # a killed run's hung build (ours: the lock)
+    yield from as_owner(commands.stale_scratch_removed(owner))
+    made = yield from as_owner(commands.scratch_dir())
     if not made.ok:
-        return give_up(f"cannot make a scratch directory as {owner}: {made.why}")
+        return (yield from give_up(f"cannot make a scratch directory as {owner}: {made.why}"))
     scratch = made.stdout.strip()
-    started = _now()
-    fresh = {"run_id": run_id, "started": started, "scratch": scratch, "base_head": a.base_head}
+    fresh = {"run_id": run_id, "started": _now(), "scratch": scratch, "base_head": a.base_head}
     known = journal_core.RunJournal(fresh)
-    if not run(host, journal.write_argv(journal_path, fresh)).ok:
-        return give_up(f"cannot write the run journal {journal_path}")
-    cloned = run(host, as_owner(commands.scratch_clone(a.flake_dir, scratch)))
+    wrote = yield from ran(run_id, journal.write_argv(journal_path, fresh))
+    if not wrote.ok:
+        return (yield from give_up(f"cannot write the run journal {journal_path}: {wrote.why}"))
+    cloned = yield from as_owner(_clone(a, scratch))
     if not cloned.ok:
-        return give_up(f"cannot clone {a.flake_dir} into {scratch}: {cloned.why}")
+        return (yield from give_up(f"cannot clone {a.flake_dir} into {scratch}: {cloned.why}"))
     if not a.update:
         note(f"{a.flake_input} not bumped: the next boot already has what it gives")
         return True
     name = a.flake_input
-    # the approval is decided on the host by the program the manual script runs too
-    argv = bump_core.argv(
-        scratch,
-        name,
-        commands.update_input(a.update_argv, scratch, name),
-        a.pinned_rev,
-        a.allowed_signers,
-        a.trusted_signers,
-        a.required_fix_rev,
-    )
-    ran = run(host, as_owner(argv))
-    bumped = bump_core.parse(ran.stdout, ran.why)
+    answer = yield from as_owner(_approved_bump(a, scratch))
+    bumped = bump_core.parse(answer.stdout, answer.why)
     for line in bumped.said:
         host.log_styled(line, fg="green")
     if bumped.new_rev:
@@ -95,25 +87,71 @@ def _bump(state, host, a: Bump) -> bool:
     if bumped.signature is not None:
         say(signature=bumped.signature)
     if bumped.refused:
-        return give_up(bumped.refused)
+        return (yield from give_up(bumped.refused))
     new_rev, new_url = bumped.new_rev, bumped.new_url
     if bumped.unchanged:
         note(f"{name} is already at {(new_rev or '?')[:12]}")
-        return journal.record(journal_path, run_id, known, new_rev=new_rev, new_url=new_url)
-    message = a.lock_message.replace("{new}", (new_rev or "(bumped)")[:12])
-    committed = run(host, as_owner(commands.lock_commit(scratch, message, a.flake_host)))
+        return (
+            yield from journal.record(journal_path, run_id, known, new_rev=new_rev, new_url=new_url)
+        )
+    committed = yield from as_owner(_lock_commit(a, scratch, (new_rev or "(bumped)")[:12]))
     if not committed.ok:
-        return give_up(f"cannot commit flake.lock in the scratch clone: {committed.why}")
-    head = run(host, as_owner(commands.head(scratch)))
-    return journal.record(
-        journal_path,
-        run_id,
-        known,
-        new_rev=new_rev,
-        new_url=new_url,
-        commits=1,
-        scratch_head=head.stdout.strip() if head.ok else None,
+        why = f"cannot commit flake.lock in the scratch clone: {committed.why}"
+        return (yield from give_up(why))
+    head = yield from as_owner(commands.head(scratch))
+    return (
+        yield from journal.record(
+            journal_path,
+            run_id,
+            known,
+            new_rev=new_rev,
+            new_url=new_url,
+            commits=1,
+            scratch_head=head.stdout.strip() if head.ok else None,
+        )
     )
+
+
+def _clone(a: Bump, scratch: str) -> list[str]:
+    return commands.scratch_clone(a.flake_dir, scratch)
+
+
+def _approved_bump(a: Bump, scratch: str) -> list[str]:
+    """The bump with its approval, decided on the host by the program the manual script
+    runs too (remedy.core.bump)."""
+    name = a.flake_input
+    update = commands.update_input(a.update_argv, scratch, name)
+    return bump_core.argv(
+        scratch, name, update, a.pinned_rev, a.allowed_signers, a.trusted_signers,
+        a.required_fix_rev,
+    )  # fmt: skip
+
+
+def _lock_commit(a: Bump, scratch: str, new: str) -> list[str]:
+    return commands.lock_commit(scratch, a.lock_message.replace("{new}", new), a.flake_host)
+
+
+def preview_bump(a: Bump) -> list[list[str]]:
+    """The bump's commands, as it runs them: the scratch clone, the approved bump, the
+    lock commit (as the checkout's owner)."""
+    scratch = "$scratch"
+    steps = [commands.scratch_dir(), _clone(a, scratch)]
+    if a.update:
+        steps += [_approved_bump(a, scratch), _lock_commit(a, scratch, "$new_rev")]
+    return [owned(a.owner, a.home, argv) for argv in steps]
+
+
+def _file_written(a: ManagedFile, scratch: str) -> list[str]:
+    return commands.file_written(scratch, a.managed_file, a.text)
+
+
+def _file_commit(a: ManagedFile, scratch: str) -> list[str]:
+    return commands.file_commit(scratch, a.managed_file, a.message, a.flake_host)
+
+
+def preview_managed(a: ManagedFile) -> list[list[str]]:
+    steps = [_file_written(a, "$scratch"), _file_commit(a, "$scratch")]
+    return [owned(a.owner, a.home, argv) for argv in steps]
 
 
 def _now() -> str:
@@ -121,24 +159,26 @@ def _now() -> str:
 
 
 @guarded
-def _write_managed(state, host, a: ManagedFile) -> bool:
+def _write_managed(a: ManagedFile) -> Body:
     j = journal.read(a.journal_path, a.run_id)
     scratch, rel = j.get("scratch"), a.managed_file
 
     def as_owner(argv):
-        return owned(a.owner, a.home, argv)
+        return ran(a.run_id, owned(a.owner, a.home, argv))
 
-    wrote = run(host, as_owner(commands.file_written(scratch, rel, a.text)))
+    wrote = yield from as_owner(_file_written(a, scratch))
     if not wrote.ok:
-        return give_up(f"cannot write {rel} in the scratch clone: {wrote.why}")
-    committed = run(host, as_owner(commands.file_commit(scratch, rel, a.message, a.flake_host)))
+        return (yield from give_up(f"cannot write {rel} in the scratch clone: {wrote.why}"))
+    committed = yield from as_owner(_file_commit(a, scratch))
     if not committed.ok:
-        return give_up(f"cannot commit {rel} in the scratch clone: {committed.why}")
-    head = run(host, as_owner(commands.head(scratch)))
-    return journal.record(
-        a.journal_path,
-        a.run_id,
-        j,
-        commits=int(j.get("commits") or 0) + 1,
-        scratch_head=head.stdout.strip() if head.ok else None,
+        return (yield from give_up(f"cannot commit {rel} in the scratch clone: {committed.why}"))
+    head = yield from as_owner(commands.head(scratch))
+    return (
+        yield from journal.record(
+            a.journal_path,
+            a.run_id,
+            j,
+            commits=int(j.get("commits") or 0) + 1,
+            scratch_head=head.stdout.strip() if head.ok else None,
+        )
     )

@@ -21,9 +21,9 @@ from remedy.core import nix as nix_core
 from remedy.core.plan import Proof
 from remedy.core.settings import Settings
 from remedy.operations import journal
-from remedy.operations.argv import run
+from remedy.operations.argv import ran
 from remedy.operations.memory import refusal
-from remedy.operations.nix_body import give_up, guarded, owned
+from remedy.operations.nix_body import Body, give_up, guarded, owned
 from remedy.operations.said import lost, say
 
 
@@ -44,12 +44,12 @@ class Build:
 
 
 @guarded
-def _prove(state, host, a: Build) -> bool:
+def _prove(a: Build) -> Body:
     s: Settings = a.settings
     j = journal.read(a.journal_path, a.run_id)
     scratch, new_rev = j.get("scratch"), j.get("new_rev")
     if not scratch:
-        return give_up("no scratch clone to build")
+        return (yield from give_up("no scratch clone to build"))
     short = (new_rev or "?")[:12]
 
     def as_owner(argv):
@@ -57,46 +57,47 @@ def _prove(state, host, a: Build) -> bool:
 
     bound, why = _gate(s, "evaluating")
     if why:
-        return give_up(why)
+        return (yield from give_up(why))
     dry = commands.dry_run_toplevel(scratch, s.flake_host)
-    heavy, problem = _local_builds(as_owner, a, dry, bound)
+    heavy, problem = yield from _local_builds(as_owner, a, dry, bound)
     if problem:
-        return give_up(problem)
+        return (yield from give_up(problem))
     say(local_builds=heavy)
     if heavy and not s.allow_local_build:
-        return give_up(_compile_refused(heavy, "the bump"))
+        return (yield from give_up(_compile_refused(heavy, "the bump")))
     bound, why = _gate(s, "building")
     if why:
-        return give_up(why)
-    toplevel, why = _built_toplevel(as_owner, a, scratch, bound)
+        return (yield from give_up(why))
+    toplevel, why = yield from _built_toplevel(as_owner, a, scratch, bound)
     if why or (why := _not_proven(a, toplevel, short)):
-        return give_up(why)
+        return (yield from give_up(why))
     held = ", ".join(desired.BY_KEY[k].label for k in a.prove)
     host.log_styled(f"proven: {toplevel} holds {held}", fg="green")
     if current := a.current_system:
-        _say_changes(current, toplevel)
-    if why := _flake_checks(as_owner, a, scratch):
-        return give_up(why)
+        yield from _say_changes(a.run_id, current, toplevel)
+    if why := (yield from _flake_checks(as_owner, a, scratch)):
+        return (yield from give_up(why))
     say(toplevel=toplevel)
-    head = run(host, as_owner(commands.head(scratch)))
-    return journal.record(
-        a.journal_path,
-        a.run_id,
-        j,
-        toplevel=toplevel,
-        proven_head=head.stdout.strip() if head.ok else None,
+    head = yield from ran(a.run_id, as_owner(commands.head(scratch)))
+    return (
+        yield from journal.record(
+            a.journal_path,
+            a.run_id,
+            j,
+            toplevel=toplevel,
+            proven_head=head.stdout.strip() if head.ok else None,
+        )
     )
 
 
-def _built_toplevel(as_owner, a: Build, scratch: str, bound) -> tuple[str, str | None]:
+def _built_toplevel(as_owner, a: Build, scratch: str, bound):
     """Build the scratch clone's toplevel, bounded: (its store path, why it did not)."""
     s: Settings = a.settings
     attr = commands.toplevel_attr(scratch, s.flake_host)
     host.log_styled(
         f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
     )
-    build = commands.build_toplevel(scratch, s.flake_host, s.build_max_jobs, s.build_cores)
-    built = run(host, _owner_nix(as_owner, a, build, "build", bound))
+    built = yield from ran(a.run_id, _owner_nix(as_owner, a, _build(s, scratch), "build", bound))
     if not built.ok:
         return "", (
             _bound_hit(built, "build", bound, s.nix_timeout_s)
@@ -133,13 +134,13 @@ def _not_proven(a: Build, toplevel: str, short: str) -> str | None:
     return None
 
 
-def _say_changes(current: str, toplevel: str) -> None:
+def _say_changes(run_id: str, current: str, toplevel: str):
     """What the switch from CURRENT to TOPLEVEL changes beyond the managed settings: a
     new kernel, initrd or kernel modules, the kernel parameters (each needs a reboot),
     and the packages whose versions change."""
-    boot = run(host, commands.system_boot(current, toplevel))
+    boot = yield from ran(run_id, commands.system_boot(current, toplevel))
     files, removed, added = changes_core.parse_boot(boot.stdout.splitlines())
-    diff = run(host, commands.diff_closures(current, toplevel))
+    diff = yield from ran(run_id, commands.diff_closures(current, toplevel))
     found = changes_core.SystemChanges(
         files,
         removed,
@@ -158,6 +159,35 @@ def _say_changes(current: str, toplevel: str) -> None:
             "packages_unread": found.unread,
         }
     )
+
+
+def preview(a: Build) -> list[list[str]]:
+    """The proof's commands, as it runs them (the memory bound is known at execution):
+    the dry run, the build of the toplevel, each flake check's dry run and build."""
+    s: Settings = a.settings
+
+    def as_owner(argv):
+        return owned(a.owner, a.home, argv)
+
+    scratch = "$scratch"
+    steps = [
+        _owner_nix(as_owner, a, commands.dry_run_toplevel(scratch, s.flake_host), "eval", 0),
+        _owner_nix(as_owner, a, _build(s, scratch), "build", 0),
+    ]
+    for check in s.checks[0]:
+        steps += [
+            _owner_nix(as_owner, a, commands.flake_check(scratch, check, dry=True), "eval", 0),
+            _owner_nix(as_owner, a, _check(s, scratch, check), "check", 0),
+        ]
+    return steps
+
+
+def _build(s: Settings, scratch: str) -> list[str]:
+    return commands.build_toplevel(scratch, s.flake_host, s.build_max_jobs, s.build_cores)
+
+
+def _check(s: Settings, scratch: str, check: str) -> list[str]:
+    return commands.flake_check(scratch, check, False, s.build_max_jobs, s.build_cores)
 
 
 def _owner_nix(as_owner, a: Build, argv: list[str], what: str, bound: int | None) -> list[str]:
@@ -214,12 +244,12 @@ def _gated_bound(s: Settings, doing: str) -> tuple[int | None, str | None]:
 
 def _local_builds(
     as_owner, a: Build, dry_argv: list[str], bound, what: str = "the new configuration", dry=None
-) -> tuple[list[str], str | None]:
+):
     """(derivations Nix would compile on the host for DRY_ARGV, a ``--dry-run`` (DRY: its
     result when it already ran); why it could not tell)."""
     s: Settings = a.settings
     if dry is None:
-        dry = run(host, _owner_nix(as_owner, a, dry_argv, "eval", bound))
+        dry = yield from ran(a.run_id, _owner_nix(as_owner, a, dry_argv, "eval", bound))
     if not dry.ok:
         if hit := _bound_hit(dry, "evaluation", bound, s.nix_timeout_s):
             return [], hit
@@ -228,7 +258,8 @@ def _local_builds(
     planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
     if not planned.built:
         return [], None
-    shown = run(host, as_owner(commands.show_derivations(a.new_derivation_cli, planned.built)))
+    show = commands.show_derivations(a.new_derivation_cli, planned.built)
+    shown = yield from ran(a.run_id, as_owner(show))
     if not shown.ok:
         return [], f"cannot read the derivations to build: {shown.why}"
     try:
@@ -247,7 +278,7 @@ def _compile_refused(heavy: list[str], what: str) -> str:
     )
 
 
-def _flake_checks(as_owner, a: Build, scratch: str) -> str | None:
+def _flake_checks(as_owner, a: Build, scratch: str):
     """Build each of host data's flake_checks for the bumped lock (the same dry-run guard
     and memory gate as the system's build): why the durable path must stop, or None.
     An absent output is said and skipped."""
@@ -261,11 +292,11 @@ def _flake_checks(as_owner, a: Build, scratch: str) -> str | None:
         if why:
             break
         argv = commands.flake_check(scratch, check, dry=True)
-        dry = run(host, _owner_nix(as_owner, a, argv, "eval", bound))
+        dry = yield from ran(a.run_id, _owner_nix(as_owner, a, argv, "eval", bound))
         if not dry.ok and checks_core.absent(dry.stderr + dry.stdout):
             results.append(checks_core.CheckResult(check, checks_core.ABSENT))
             continue
-        heavy, why = _local_builds(as_owner, a, argv, bound, what, dry)
+        heavy, why = yield from _local_builds(as_owner, a, argv, bound, what, dry)
         if why:
             break
         if heavy and not s.allow_local_build:
@@ -275,8 +306,8 @@ def _flake_checks(as_owner, a: Build, scratch: str) -> str | None:
         if why:
             break
         host.log_styled(f"building {what}", fg="blue")
-        argv = commands.flake_check(scratch, check, False, s.build_max_jobs, s.build_cores)
-        built = run(host, _owner_nix(as_owner, a, argv, "check", bound))
+        argv = _check(s, scratch, check)
+        built = yield from ran(a.run_id, _owner_nix(as_owner, a, argv, "check", bound))
         if built.ok:
             results.append(checks_core.CheckResult(check, checks_core.PASSED))
             continue

@@ -10,9 +10,9 @@ from pyinfra import host
 from facts.memory import MemoryHeadroom
 from remedy.core import commands
 from remedy.core import switch as switch_core
-from remedy.operations.argv import run
+from remedy.operations.argv import ran
 from remedy.operations.memory import refusal
-from remedy.operations.nix_body import give_up, guarded, owned
+from remedy.operations.nix_body import Body, give_up, guarded, owned
 from remedy.operations.nix_switch import switch_holders
 from remedy.operations.said import lost, note, say
 
@@ -32,13 +32,14 @@ class Rollback:
     min_gb: float
     transient: bool
     lock_wait_s: float
+    run_id: str
     lock_commit: str | None  # the run journal's
     switch_exit: int | None  # the run journal's
     moved_profile: bool  # the system profile is not the one recorded before the run
     moved_system: bool  # /run/current-system is not the one recorded before the run
 
 
-def _restore_generation(a: Rollback, failed: list[str]) -> None:
+def _restore_generation(a: Rollback, failed: list[str]):
     """The recorded generation's switch-to-configuration, as --rollback runs it."""
     profile, current = a.profile or a.current_system, a.current_system or a.profile
     if not profile:
@@ -62,9 +63,9 @@ def _restore_generation(a: Rollback, failed: list[str]) -> None:
         )
         return
     for toplevel, action in actions:
-        ran = run(host, commands.switch(toplevel, action, a.transient, wait_s))
-        code = commands.switch_exit(ran.stdout)
-        outcome = switch_core.outcome(code, ran.stdout + "\n" + ran.stderr)
+        switched = yield from ran(a.run_id, commands.switch(toplevel, action, a.transient, wait_s))
+        code = commands.switch_exit(switched.stdout)
+        outcome = switch_core.outcome(code, switched.stdout + "\n" + switched.stderr)
         if code == 0:
             note(f"{toplevel}: switch-to-configuration {action}")
         elif code == 4:
@@ -75,28 +76,28 @@ def _restore_generation(a: Rollback, failed: list[str]) -> None:
                 f"{'; '.join(h.rstrip('.') for h in outcome.holders)}"
             )
         else:
-            failed.append(f"switch-to-configuration {action} of {toplevel} failed: {ran.why}")
+            failed.append(f"switch-to-configuration {action} of {toplevel} failed: {switched.why}")
 
 
 @guarded
-def _roll_back(state, host, a: Rollback) -> bool:
+def _roll_back(a: Rollback) -> Body:
     failed: list[str] = []
     if a.switch_exit != switch_core.LOCKED:
         if a.moved_profile:
-            ran = run(host, commands.profile_set(a.profile))
-            if ran.ok:
+            set_ = yield from ran(a.run_id, commands.profile_set(a.profile))
+            if set_.ok:
                 note(f"system profile set back to {a.profile}")
             else:
-                failed.append(f"setting the profile back failed: {ran.why}")
-        _restore_generation(a, failed)
+                failed.append(f"setting the profile back failed: {set_.why}")
+        yield from _restore_generation(a, failed)
     if lock_commit := a.lock_commit:  # or the next run would bump, switch and fail again
         argv = commands.lock_commit_revert(a.flake_dir, lock_commit, a.flake_host, a.base_head)
-        ran = run(host, owned(a.owner, a.home, argv))
-        if ran.ok:
+        reverted = yield from ran(a.run_id, owned(a.owner, a.home, argv))
+        if reverted.ok:
             note(f"reverted the lock commit {lock_commit[:12]} in {a.flake_dir}")
             say(lock_reverted=lock_commit)
         else:
-            note(f"could not revert the lock commit {lock_commit[:12]}: {ran.why}")
+            note(f"could not revert the lock commit {lock_commit[:12]}: {reverted.why}")
     lost_connection = [f for f in failed if "was lost" in f]
     if lost_connection:
         # not a failed rollback: none could run. The switch runs in its own transient unit
@@ -107,9 +108,10 @@ def _roll_back(state, host, a: Rollback) -> bool:
             "finishes the switch or rolls it back"
         )
         say(rollback_not_run=why)
-        return give_up(why)
+        return (yield from give_up(why))
     if failed:
         say(rollback_failed="; ".join(failed))
-        return give_up(f"rollback FAILED: {'; '.join(failed)}; going on to the fallback")
+        why = f"rollback FAILED: {'; '.join(failed)}; going on to the fallback"
+        return (yield from give_up(why))
     say(rolled_back=True)
     return True

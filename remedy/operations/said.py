@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyinfra import host, state
 
 from remedy.core import report_keys
-from remedy.operations.argv import failure
+from remedy.operations.argv import Failure
 
 ATTRIBUTE = "remedy_said"  # what a step said, on its OperationMeta
 
@@ -52,7 +52,7 @@ def gave_up(why: str, fg: str = "red", **values):
     flow goes on)."""
     say(why=why, **values)
     host.log_styled(why, fg=fg)
-    yield failure()
+    yield Failure()
 
 
 def lost(what: str) -> str:

@@ -19,7 +19,7 @@ from remedy.core import commands, plan, probe, restarts
 from remedy.core.settings import Settings
 from remedy.core.stop import NOT_STOPPED, StopRequest
 from remedy.operations import journal
-from remedy.operations.argv import command, run
+from remedy.operations.argv import command, read
 from remedy.operations.memory import CONTINGENT, refusal
 from remedy.operations.said import gave_up, lost, say
 
@@ -61,7 +61,7 @@ def _drain(server_url: str, timeout_s: int, stop: StopRequest):
     deadline = time.monotonic() + timeout_s
     said_at = time.monotonic()
     while True:
-        ran = run(host, commands.drain(server_url, 0))
+        ran = read(commands.drain(server_url, 0))
         found = restarts.parse_drain(ran.stdout if ran.ok else "")
         if found.outcome != "busy" or time.monotonic() >= deadline:
             return found, ran, None
@@ -390,7 +390,7 @@ def cut_by_restart(server_url: str | None) -> int:
     load cannot be read: the drain said so)."""
     if not server_url:
         return 0
-    found = restarts.parse_drain(run(host, commands.drain(server_url, 0)).stdout)
+    found = restarts.parse_drain(read(commands.drain(server_url, 0)).stdout)
     if found.outcome != "busy":
         return 0
     host.log_styled(

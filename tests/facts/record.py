@@ -19,6 +19,7 @@ from pathlib import Path
 from pyinfra_testing.facts import _json_default, _to_jsonable
 from pyinfra_testing.util import get_command_string
 
+import facts.commands
 import facts.memory
 import facts.nix
 import facts.serving
@@ -307,7 +308,10 @@ def reparse() -> int:
     Only for parser changes and command changes that do not change what the
     remote side prints; anything else needs a new recording.
     """
-    modules = {"serving": facts.serving, "memory": facts.memory, "nix": facts.nix}
+    modules = {
+        "serving": facts.serving, "memory": facts.memory, "nix": facts.nix,
+        "commands": facts.commands,
+    }  # fmt: skip
     for path in sorted(HERE.glob("*.*/*.json")):
         module, fact_name = path.parent.name.split(".")
         data = json.loads(path.read_text())
@@ -320,14 +324,39 @@ def reparse() -> int:
     return 0
 
 
+def record_command_answers(twin) -> None:
+    """What a step's command answered (facts.commands): a read that succeeds, one that
+    fails, bytes that are not UTF-8; a recorded command's answer, and a record that is
+    not there (the connection dropped before the command wrote it)."""
+    from remedy.core import record as record_core
+
+    read = facts.commands.CommandRead
+    record(twin, "commands", read, "git_head", argv=as_ops("git", "-C", "/etc/nixos",
+                                                            "rev-parse", "HEAD"))  # fmt: skip
+    record(twin, "commands", read, "git_fails", argv=as_ops("git", "-C", "/nope", "status"))
+    record(twin, "commands", read, "not_utf8", argv=["printf", "a\\377b\\n"])
+    path = record_core.record_path("rec:1:1")
+    twin.exec(record_core.recorded_argv(path, ["sh", "-c", "echo out; echo err >&2; exit 3"]))
+    record(twin, "commands", facts.commands.CommandRecord, "exit_3", path=path)
+    record(twin, "commands", facts.commands.CommandRecord, "missing", path=path)
+
+
 def main() -> int:
     if "--reparse" in sys.argv:
         return reparse()
+    if "--commands" in sys.argv:  # only facts.commands (python -m tests.facts.record --commands)
+        twin = machine.up("rec-commands", progress=print)
+        try:
+            record_command_answers(twin)
+        finally:
+            machine.down("rec-commands", progress=print)
+        return 0
     for suite in ("trixie", "bookworm"):
         record_nix_version(suite)
     twin = machine.up("rec-facts", progress=print)
     try:
         record_state(twin, "fresh")
+        record_command_answers(twin)
         record_definitions(twin, "fresh")
         record_options_record(twin)
         record_definitions(twin, "no_such_option", deviceResident="services.tenstorrent.nope")

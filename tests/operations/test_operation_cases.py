@@ -6,14 +6,14 @@ settings in scope. The operation's values are the step's own, as the pure
 planner gives them (``remedy.core.steps.plan_steps``; ``stage`` picks the
 durable or fallback step of an operation that has both, ``args`` overrides some).
 While executing, an operation reads facts (recorded fixtures, and the run
-journal's values, ``journal``); the commands a FunctionCommand runs get the
-replies in ``replies``, in order (default: success, no output).
+journal's values, ``journal``); the answers of its commands (``argv.ran``, read
+back as ``CommandRecord``) and of its reads (``CommandRead``) are the replies in
+``replies``, in order (default: success, no output).
 
-What it must give: its commands (argv as pyinfra quotes it; a FunctionCommand is
-``{"function": NAME, "ran": [argv, ...]}``, a failure ``["fail"]``: a failing
-command, or a FunctionCommand that answered False, after which pyinfra runs no
-more of the step), its noop
-reason, and what it said for the outcome (``said``). Facts in, commands or a
+What it must give: its commands in order (argv as pyinfra quotes it; a command
+whose answer the step reads is ``{"run": argv}``, a read ``{"read": argv}``, the
+failing command ``["fail"]``, after which pyinfra runs no more of the step), its
+noop reason, and what it said for the outcome (``said``). Facts in, commands or a
 reason out: no host.
 """
 
@@ -27,32 +27,21 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from pyinfra.api import FunctionCommand
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
+import facts.commands
 import facts.memory
 import facts.nix
 import facts.serving
-from remedy.core import desired, steps
+from remedy.core import desired, record, steps
 from remedy.core.journal import RunJournal
 from remedy.core.plan import plan_restore, unhealthy
 from remedy.core.settings import from_host_data
 from remedy.core.stop import StopRequest
-from remedy.operations import (
-    argv,
-    memory,
-    nix,
-    nix_bump,
-    nix_prove,
-    nix_rollback,
-    nix_switch,
-    said,
-    serving,
-)
-from remedy.operations import journal as op_journal
+from remedy.operations import argv, memory, nix, nix_bump, said, serving
 
 HERE = Path(__file__).parent
 FACTS = HERE.parent / "facts"
@@ -118,21 +107,24 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
     values = {fact: recorded(fact, c) for fact, c in case.get("facts", {}).items()}
     values["serving.RunJournal"] = RunJournal({"run_id": RUN_ID, **case.get("journal", {})})
 
+    replies = list(case.get("replies", []))
+    commands: list = []
+
+    def answer():
+        reply = replies.pop(0) if replies else {}
+        ok = reply.get("ok", True)
+        return record.Answer(ok, reply.get("stdout", ""), reply.get("stderr", ""), 0 if ok else 1)
+
     def get_fact(cls, *a, **kwargs):
+        if cls is facts.commands.CommandRecord:  # the answer of the command just yielded
+            return answer()
+        if cls is facts.commands.CommandRead:  # a read that decides: no command yielded
+            commands.append({"read": kwargs["argv"]})
+            return answer()
         key = f"{cls.__module__.removeprefix('facts.')}.{cls.__name__}"
         assert key in values, f"{path}: the operation read {key}; add it to the case's facts"
         return values[key]
 
-    replies = list(case.get("replies", []))
-    ran: list[list[str]] = []
-
-    def replay(_host, command_argv):
-        ran.append(command_argv)
-        reply = replies.pop(0) if replies else {}
-        return argv.Ran(reply.get("ok", True), reply.get("stdout", ""), reply.get("stderr", ""))
-
-    for target in (nix, nix_bump, nix_prove, nix_switch, nix_rollback, op_journal, serving):
-        monkeypatch.setattr(target, "run", replay)
     monkeypatch.setattr(nix_bump, "_now", lambda: "2026-12-01T03:00:00Z")
     host.get_fact = get_fact
     host.log_styled = lambda *a, **k: None
@@ -141,26 +133,15 @@ def test_operation_case(operation: str, path: Path, monkeypatch):
     state.get_op_data_for_host = lambda _h, op_hash: SimpleNamespace(
         operation_meta={"case": meta}[op_hash]
     )
-    commands: list = []
     with ctx_state.use(state), ctx_host.use(host):
-        body = op._inner(**args)
-        for command in body:
-            ran_by_body, ran[:] = list(ran), []
-            if ran_by_body:  # what the body itself read with run() before this command
-                commands.append({"read": ran_by_body})
-            if isinstance(command, FunctionCommand) and command.function is argv._fails:
+        for command in op._inner(**args):
+            if isinstance(command, argv.Failure):  # pyinfra fails the step, runs no more
                 commands.append(["fail"])
-            elif isinstance(command, FunctionCommand):  # what it runs, with the replies
-                ran.clear()
-                done = command.function(state, host, *command.args, **command.kwargs)
-                commands.append({"function": command.function.__name__, "ran": list(ran)})
-                if done is False:  # it gave up: pyinfra fails the step and runs no more
-                    commands.append(["fail"])
-                    break
+                break
+            if isinstance(command, argv.Recorded):  # its answer: the next reply
+                commands.append({"run": command.argv})
             else:
                 commands.append(_parsed(command))
-        if ran:  # read after its last command, or before deciding it had nothing to do
-            commands.append({"read": list(ran)})
     commands = json.loads(json.dumps(commands))
     what = json.loads(json.dumps(said.said_by(meta), default=str))
     if os.environ.get("REMEDY_UPDATE_CASES") == "1":

@@ -196,3 +196,29 @@ def test_an_undeclared_key_or_a_wrong_type_is_refused():
         report_keys.checked({"new_revision": "abc"})
     with pytest.raises(TypeError, match="restarts"):
         report_keys.checked({"restarts": "1"})
+
+
+def function_commands(tree: ast.Module) -> list[str]:
+    """Where a module names pyinfra's FunctionCommand (an import or a use)."""
+    found = []
+    for node in ast.walk(tree):
+        names = node.names if isinstance(node, ast.ImportFrom) else []
+        if any(a.name == "FunctionCommand" for a in names):
+            found.append(f"line {node.lineno}: import")
+        elif isinstance(node, (ast.Name, ast.Attribute)) and (
+            getattr(node, "id", None) == "FunctionCommand"
+            or getattr(node, "attr", None) == "FunctionCommand"
+        ):
+            found.append(f"line {node.lineno}: use")
+    return found
+
+
+def test_the_steps_yield_the_commands_they_run_not_a_python_function():
+    """Issue 27: every command a step runs is yielded to pyinfra (``-v`` shows it, and
+    ``--dry -v`` shows the Nix steps' commands): no FunctionCommand in the operations."""
+    found = {n: f for n, tree in _modules().items() if (f := function_commands(tree))}
+    assert not found, f"FunctionCommand in remedy/operations: {found}"
+    planted = ast.parse(
+        "from pyinfra.api import FunctionCommand\ndef op():\n    yield FunctionCommand(f, (), {})\n"
+    )
+    assert function_commands(planted) == ["line 1: import", "line 3: use"]
