@@ -53,7 +53,7 @@ def test_each_program_is_written_once_at_the_top_and_runs_by_name():
     import re
 
     from remedy.core import bump, manual
-    from remedy.runbooks_check import discover
+    from remedy.runbooks import discover
 
     project = Path(__file__).resolve().parents[2]
     entry = next(e for e in discover(project) if e.id == "006")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import facts.serving
-from remedy import runbooks_check
+from remedy import runbooks
 from remedy.core import desired, manual, manual_flow
 from remedy.core.plan import plan_restore, unhealthy
 from remedy.core.settings import KEYS, Settings, from_host_data
@@ -85,6 +85,20 @@ ROWS: dict[str, Row] = {
         "where the machine that runs remedy appends its audit line",
     ),
     "remedy_environment": Row("staging", NEITHER, "a label of the audit line"),
+    # the fleet's rollout: how remedy converge orders hosts, never one host's steps
+    "max_restarting": Row(2, NEITHER, "how many hosts of a fleet run restart at once"),
+    "canary": Row(["cfx-llm2"], NEITHER, "which hosts of a fleet run go first, alone"),
+    "max_failures": Row(1, NEITHER, "how many failed hosts stop a fleet run"),
+    "rotation_out": Row(
+        ["/usr/local/bin/lb", "disable", "{host}"],
+        NEITHER,
+        "a command remedy converge runs on its own machine before a host's drain",
+    ),
+    "rotation_in": Row(
+        ["/usr/local/bin/lb", "enable", "{host}"],
+        NEITHER,
+        "a command remedy converge runs on its own machine after a host's verify",
+    ),
 }
 
 
@@ -155,7 +169,7 @@ def manual_scripts(data: dict) -> str:
     allowed = SIGNERS if data.get("trusted_signers") else None
     scripts = []
     for rb in ("001", "006"):
-        runbook = runbooks_check.load_valid_runbook(PROJECT, rb)
+        runbook = runbooks.load_valid_runbook(PROJECT, rb)
         scripts.append(manual.render(runbook, {"flake_host": "cfx-llm2", **data}, allowed))
     return "\n".join(scripts)
 

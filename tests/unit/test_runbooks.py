@@ -12,6 +12,7 @@ import shutil
 import sys
 import textwrap
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import git
@@ -19,9 +20,12 @@ import pytest
 from click.testing import CliRunner
 
 from remedy import audit
-from remedy import runbooks_check as core
+from remedy import runbooks as core
 from remedy.cli.runbooks import runbooks as runbooks_cli
+from remedy.core.steps import TEMPLATES
 from remedy.errors import ConfigError
+from remedy.runbooks import flow
+from remedy.runbooks.operation_index import OperationIndex
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_RUNBOOKS = REPO / "runbooks"
@@ -78,25 +82,14 @@ def write_ops_package(project: Path, extra: dict[str, list[str]] | None = None) 
     return package
 
 
-def restore_deploy(package: str) -> str:
-    lines = [f"from {package} import memory, nix, serving", ""]
-    for module, functions in OPERATIONS.items():
-        for function in functions:
-            lines.append(f'{module}.{function}(name="{module} {function} (tt-stack#49)")')
-    lines.append("serving.helper_not_an_operation()")
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> tuple[Path, str]:
-    """A project with the real runbooks, fixture operations and a restore deploy."""
+    """A project with the real runbooks, fixture operations and the real deploys."""
     root = tmp_path / "project"
     root.mkdir()
     shutil.copytree(REAL_RUNBOOKS, root / "runbooks")
     package = write_ops_package(root)
-    (root / "deploys").mkdir()
-    (root / "deploys" / "restore_toolcalling.py").write_text(restore_deploy(package))
-    (root / "deploys" / "converge.py").write_text(restore_deploy(package))
+    shutil.copytree(REPO / "deploys", root / "deploys", ignore=shutil.ignore_patterns("__*"))
     yield root, package
     for name in list(sys.modules):
         if name == package or name.startswith(package + "."):
@@ -353,6 +346,122 @@ def test_id_must_match_the_file_name(project):
     assert f"{RUNBOOK_001}:1: $.id: id '007' differs from the file name prefix '001'" in problems
 
 
+def test_a_file_name_without_id_and_slug_fails(project):
+    root, package = project
+    shutil.copy(root / RUNBOOK_001, root / "runbooks" / "7-x.yaml")
+    assert (
+        "runbooks/7-x.yaml:1: file name must be <id>-<slug>.yaml, e.g. "
+        "001-toolcalling-run-only.yaml"
+    ) in problems_of(root, package)
+
+
+def test_two_runbooks_with_one_id_fail(project):
+    root, package = project
+    shutil.copy(root / RUNBOOK_001, root / "runbooks" / "001-copy.yaml")
+    assert problems_of(root, package) == [
+        f"{RUNBOOK_001}:1: $.id: id 001 is also used by runbooks/001-copy.yaml"
+    ]
+
+
+def test_a_step_id_used_twice_fails(project):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, "  - id: commit-lock\n", "  - id: managed-file\n")
+    line = line_of(path, "id: managed-file", occurrence=2)
+    assert problems_of(root, package) == [
+        f"{RUNBOOK_001}:{line}: $.steps[4].id: step id 'managed-file' is already used by steps[2]"
+    ]
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "operation: serving.restarted\n",
+            "operation: Serving.Restarted\n",
+            "$.steps[10].operation: 'Serving.Restarted' is not an operation name: write "
+            "<module>.<function>, e.g. serving.restarted",
+        ),
+        ('id: "001"', 'id: "01"', "$.id: id '01' must be three digits, e.g. \"001\""),
+        (
+            "deploy: deploys/restore_toolcalling.py",
+            "deploy: restore.sh",
+            "$.deploy: 'restore.sh' must be a deploy file like deploys/restore_toolcalling.py",
+        ),
+        (
+            "  - id: commit-lock\n",
+            "  - id: Commit_Lock\n",
+            "$.steps[4].id: 'Commit_Lock' does not match ^[a-z0-9]+(?:-[a-z0-9]+)*$",
+        ),
+        (
+            "issues: [tt-stack#49, tt-stack#34, tt-stack#44]",
+            "issues: []",
+            "$.issues: must not be empty",
+        ),
+    ],
+    ids=["operation", "id", "deploy", "slug", "empty"],
+)
+def test_a_value_off_the_schema_says_what_to_write(project, old, new, message):
+    root, package = project
+    path = root / RUNBOOK_001
+    edit(path, old, new)
+    expected = f"{RUNBOOK_001}:{line_of(path, new.strip())}: {message}"
+    assert expected in problems_of(root, package)
+
+
+def test_a_runbook_that_is_not_a_mapping_fails(project):
+    root, package = project
+    (root / "runbooks" / "007-list.yaml").write_text("- id: x\n")
+    assert (
+        "runbooks/007-list.yaml:1: $: a runbook is a YAML mapping of fields (id, title, ...)"
+    ) in problems_of(root, package)
+
+
+def test_a_project_without_runbooks_fails(project):
+    root, package = project
+    for path in (root / "runbooks").glob("*.yaml"):
+        path.unlink()
+    assert problems_of(root, package) == ["runbooks: no runbooks found (runbooks/<id>-<slug>.yaml)"]
+
+
+def test_a_missing_or_broken_schema_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"runbooks/schema.json not found in .*--project DIR"):
+        core.load_schema(tmp_path)
+    schema = tmp_path / "runbooks" / "schema.json"
+    schema.parent.mkdir()
+    schema.write_text("{")
+    with pytest.raises(ConfigError, match="cannot read the runbook schema"):
+        core.load_schema(tmp_path)
+    schema.write_text('{"type": 5}')
+    with pytest.raises(ConfigError, match="not a valid JSON Schema"):
+        core.load_schema(tmp_path)
+
+
+def test_an_operations_module_that_does_not_import_is_named(project):
+    root, package = project
+    (root / package / "broken.py").write_text("raise RuntimeError('half-written')\n")
+    path = root / RUNBOOK_001
+    edit(path, "operation: serving.restarted\n", "operation: broken.restarted\n")
+    line = line_of(path, "broken.restarted")
+    assert problems_of(root, package) == [
+        f"{RUNBOOK_001}:{line}: $.steps[10].operation: operation broken.restarted does not "
+        f"exist: importing {package}.broken failed: RuntimeError: half-written"
+    ]
+
+
+def test_a_manual_restart_needs_the_memory_gate_too(project):
+    """Runbooks 002 and 005 switch by hand: the gate is required of them as well."""
+    root, package = project
+    path = root / "runbooks" / "005-phase2a-options-off.yaml"
+    edit(path, "      operation: memory.headroom_gated\n", '      commands: ["true"]\n')
+    line = line_of(path, "preconditions:")
+    assert problems_of(root, package) == [
+        f"runbooks/005-phase2a-options-off.yaml:{line + 1}: $.preconditions: the steps restart "
+        "the server (a manual restart at $.steps[2]) but no precondition checks the memory "
+        "gate; add one with `check: {operation: memory.headroom_gated}`"
+    ]
+
+
 def test_restarting_runbook_without_memory_gate_fails(project):
     root, package = project
     path = root / RUNBOOK_001
@@ -429,23 +538,9 @@ def write_deploy(root: Path, body: str) -> Path:
     return path
 
 
-def test_deploy_call_without_name_fails_with_file_and_line(project):
-    root, package = project
-    write_deploy(
-        root,
-        f"""\
-        from {package} import serving
-
-        serving.restarted()
-        """,
-    )
-    assert problems_of(root, package) == [
-        'deploys/x.py:3: serving.restarted: no name=; add name="... (tt-stack#49)" naming the '
-        "issue it serves"
-    ]
-
-
-def test_deploy_names_without_or_with_malformed_refs_fail(project):
+def test_a_deploy_that_imports_operations_of_its_own_is_refused(project):
+    """A deploy runs the run's step list: an operation it imports is a step that the
+    runbooks, --dry and the manual script do not know."""
     root, package = project
     write_deploy(
         root,
@@ -453,64 +548,73 @@ def test_deploy_names_without_or_with_malformed_refs_fail(project):
         from {package} import memory, serving
         from {package}.nix import system_switched
         import {package}.nix as nx
+        from {package}.serving import helper_not_an_operation
         from pyinfra.operations import server
+        from remedy.operations.steps import converge
 
         serving.restarted(name="restart the server")
-        memory.headroom_gated(name="gate (#49)")
-        system_switched(name="switch (tt-stack#)")
-        nx.fix_proven(name=f"prove {{1}} (tt-stack#49)")
-        server.shell(name="noop", commands=["true"])
-        serving.restarted(name=NAME)
         """,
     )
-    problems = problems_of(root, package)
-    assert problems == [
-        "deploys/x.py:6: serving.restarted: name='restart the server' carries no issue "
-        'reference; add one, e.g. "(tt-stack#49)"',
-        "deploys/x.py:7: memory.headroom_gated: malformed issue reference '#49' in name=; "
-        "write repo#N, e.g. tt-stack#49",
-        "deploys/x.py:8: nix.system_switched: malformed issue reference 'tt-stack#' in name=; "
-        "write repo#N, e.g. tt-stack#49",
-        "deploys/x.py:10: server.shell: name='noop' carries no issue reference; add one, "
-        'e.g. "(tt-stack#49)"',
-        "deploys/x.py:11: serving.restarted: name= is not a string literal; write the issue "
-        "reference in the source",
+    why = (
+        "a deploy runs the run's step list (remedy.operations.steps), not operations of "
+        "its own: make this a step of TEMPLATES (remedy/core/steps.py)"
+    )
+    assert problems_of(root, package) == [
+        f"deploys/x.py:1: memory: {why}",
+        f"deploys/x.py:1: serving: {why}",
+        f"deploys/x.py:2: nix.system_switched: {why}",
+        f"deploys/x.py:3: nix: {why}",
     ]
-
-
-def test_deploy_operation_without_runbook_step_fails(tmp_path):
-    root = tmp_path / "project"
-    root.mkdir()
-    shutil.copytree(REAL_RUNBOOKS, root / "runbooks")
-    package = write_ops_package(root, extra={"serving": ["unlisted"]})
-    (root / "deploys").mkdir()
-    (root / "deploys" / "restore_toolcalling.py").write_text(restore_deploy(package))
-    (root / "deploys" / "converge.py").write_text(restore_deploy(package))
-    write_deploy(
-        root,
-        f"""\
-        from {package} import serving
-
-        serving.unlisted(name="something new (tt-stack#49)")
-        serving.does_not_exist(name="typo (tt-stack#49)")
-        """,
-    )
-    try:
-        assert problems_of(root, package) == [
-            "deploys/x.py:3: serving.unlisted: no runbook step names this operation; add a "
-            "step with `operation: serving.unlisted` to the runbook it serves",
-            f"deploys/x.py:4: serving.does_not_exist: no such operation: {package}.serving has "
-            "no 'does_not_exist'",
-        ]
-    finally:
-        for name in [n for n in sys.modules if n.startswith(package)]:
-            del sys.modules[name]
 
 
 def test_deploy_syntax_error_is_located(project):
     root, package = project
     write_deploy(root, "def broken(:\n")
     assert problems_of(root, package) == ["deploys/x.py:1:12: Python syntax error: invalid syntax"]
+
+
+# --------------------------------------------------------------------------- the step list
+
+
+def step_list_line(key: str) -> int:
+    return line_of(REPO / flow.STEP_LIST_FILE, f'"{key}"')
+
+
+def test_each_step_of_the_run_is_named_by_a_runbook_step():
+    named = {op for e in core.discover(REPO) for op in e.runbook.step_operations()}
+    operations = OperationIndex(REPO)
+    assert flow.check_step_list(REPO, named, operations) == []
+    problems = flow.check_step_list(REPO, named - {"serving.drained"}, operations)
+    assert [str(p) for p in problems] == [
+        f"remedy/core/steps.py:{step_list_line(key)}: serving.drained: no runbook step names "
+        "this operation; add a step with `operation: serving.drained` to the runbook it serves"
+        for key in ("drain", "drain_fallback")
+    ]
+    # a project of runbooks alone has no step list of its own to check
+    assert flow.check_step_list(REPO / "runbooks", set(), operations) == []
+
+
+def test_a_step_of_the_run_without_an_operation_or_an_issue_is_named():
+    gate, bump, managed, prove = TEMPLATES[:4]
+    templates = (
+        replace(gate, op="serving.restarted_twice"),
+        replace(bump, op="steps.converge"),
+        replace(managed, op="restarted"),
+        replace(prove, issue="#34"),
+    )
+    named = {t.op for t in TEMPLATES}
+    problems = flow.check_step_list(REPO, named, OperationIndex(REPO), templates)
+    lines = [step_list_line(t.key) for t in templates]
+    assert [str(p) for p in problems] == [
+        f"remedy/core/steps.py:{lines[0]}: serving.restarted_twice: no such operation: "
+        "remedy.operations.serving has no 'restarted_twice'",
+        f"remedy/core/steps.py:{lines[1]}: steps.converge: no such operation: "
+        "remedy.operations.steps.converge is not a pyinfra @operation (no _inner attribute)",
+        f"remedy/core/steps.py:{lines[2]}: restarted: no such operation: 'restarted' is not "
+        "<module>.<function>",
+        f"remedy/core/steps.py:{lines[3]}: nix.fix_proven: step 'Prove the build holds the "
+        "desired state' carries no issue reference ('#34'); write repo#N, e.g. tt-stack#49",
+    ]
 
 
 # --------------------------------------------------------------------------- list

@@ -2,7 +2,7 @@
 
 Every command acts on the project in the current directory (``--project``
 points elsewhere) and takes ``--json``. The work is done by
-``remedy.runbooks_check``, ``remedy.inventory`` and ``remedy.audit``; this
+``remedy.runbooks``, ``remedy.inventory`` and ``remedy.audit``; this
 module parses options and renders.
 """
 

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from remedy import audit
-from remedy import runbooks_check as core
+from remedy import runbooks as core
 from remedy.cli.runbooks._common import (
     _echo_json,
     _json_option,

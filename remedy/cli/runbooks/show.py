@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from remedy import runbooks_check as core
+from remedy import runbooks as core
 from remedy.cli.runbooks._common import (
     _echo_json,
     _json_option,
