@@ -54,12 +54,12 @@ def guarded(function):
 
 
 def shown(argv: list[str]) -> str:
-    """ARGV as a person reads it: quoted, a program's text (several lines) named by its
-    size (``-vv`` prints it whole when it runs)."""
+    """ARGV as a person reads it: quoted, an argument of several lines (a program, a
+    commit message) named by its size (``-vv`` prints it whole when it runs)."""
     words = []
     for word in argv:
         if "\n" in word.strip():
-            words.append(f"<a {len(word.strip().splitlines())}-line program>")
+            words.append(f"<a {len(word.strip().splitlines())}-line argument>")
         else:
             words.append(shlex.quote(word))
     return " ".join(words)

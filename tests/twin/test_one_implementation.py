@@ -55,6 +55,27 @@ def over_ssh(twin, script: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+# The host commands that carry each durable step: in the deploy's commands as pyinfra
+# prints them when it runs them (-vv), and in the manual script's text (what it runs;
+# `sh -x` would change what its command substitutions capture). Quoting differs between
+# the two, and the scratch clone is a path in one and $scratch in the other.
+SCRATCH = r"""['"]?(?:/tmp/remedy-bump\.|\$scratch)"""
+STEP_COMMANDS = {
+    "the scratch clone": rf"git clone -q (?:/etc/nixos|'?\$flake_dir'?) {SCRATCH}",
+    "the approved bump": rf"flake update tt-stack --flake {SCRATCH}",
+    "the lock commit": r"commit -q -m ['\"]?flake.lock: bump tt-stack",
+    "the build": rf"build --no-link --json --max-jobs \d+ --cores \d+ {SCRATCH}",
+    "the fast-forward": r"merge -q --ff-only FETCH_HEAD",
+    "the profile": r"nix-env -p /nix/var/nix/profiles/system --set ",
+    "the switch": r"--unit=nixos-rebuild-switch-to-configuration",
+}
+
+
+def commands_in(text: str) -> dict[str, bool]:
+    """Which step's command TEXT holds (a renderer's trace, or the script)."""
+    return {step: bool(re.search(pattern, text)) for step, pattern in STEP_COMMANDS.items()}
+
+
 def test_the_manual_script_locks_exactly_bump_to_and_refuses_a_rev_off_the_branch(twin, tmp_path):
     revs = owner_git(twin, "log", "--format=%H", repo=fixtures.TT_STACK_DIR).stdout.split()
     fix = revs[0]  # #44, the tip before the branch moves on
@@ -136,9 +157,10 @@ def test_from_the_seed_state_the_manual_script_and_the_deploy_leave_the_same_hos
     }
     starts = {t.name: server_starts(t) for t in (by_deploy, by_script)}
 
-    deploy = run_restore(by_deploy, "-v")  # restart now: a person's run, as the script is
+    deploy = run_restore(by_deploy, "-vv")  # restart now: a person's run, as the script is
     assert deploy.returncode == 0, out_of(deploy)[-3000:]
-    script = over_ssh(by_script, manual_script("inventory/twin.py", by_script))
+    text = manual_script("inventory/twin.py", by_script)
+    script = over_ssh(by_script, text)
     assert script.returncode == 0, out_of(script)[-3000:]
     # per step: what the deploy did (pyinfra's own result) and what the script ran
     did = re.findall(
@@ -149,9 +171,19 @@ def test_from_the_seed_state_the_manual_script_and_the_deploy_leave_the_same_hos
     print("deploy:", did, "\nmanual script:", ran)
     titles = [title for title, _ in did]
     assert ran == [t for t in titles if t in ran]  # the same steps, in the same order
-    assert {t for t, result in did if result == "Success"} <= set(ran)
+    succeeded = {t for t, result in did if result == "Success"}
+    assert succeeded <= set(ran), (succeeded - set(ran), ran)
     fallback = {t.title for t in TEMPLATES if t.stage == FALLBACK}
     assert fallback & set(titles) == fallback and not fallback & set(ran)
+    # per step, the host commands each ran: the same ones
+    by_step = {
+        # (pyinfra prints each command inside its own `sh -c '…'`: quotes as '"'"')
+        "deploy": commands_in((deploy.stdout + deploy.stderr).replace("'\"'\"'", "'")),
+        "manual script": commands_in(text),
+    }
+    print("host commands per step:", by_step)
+    assert by_step["deploy"] == by_step["manual script"], by_step
+    assert all(by_step["deploy"].values()), by_step
 
     changes = {t.name: _changes(t, base[t.name]) for t in (by_deploy, by_script)}
     assert changes[by_deploy.name] == changes[by_script.name] != [], changes
@@ -164,3 +196,29 @@ def test_from_the_seed_state_the_manual_script_and_the_deploy_leave_the_same_hos
     for t in (by_deploy, by_script):
         assert probe_inside(t).outcome == "parsed" and checkout_clean(t)
         assert t.exec(["test", "-e", DROPIN], check=False).returncode != 0  # override gone
+
+
+def test_dry_v_shows_the_bump_and_the_build_as_the_commands_they_run(make_twin):
+    """Issue 27: `pyinfra --dry -v` of the converge on a broken twin shows the Nix steps'
+    real commands (what the run then yields to pyinfra), not a Python function; nothing
+    changes on the host."""
+    twin = make_twin(with_emergency_override=True)
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    proc = subprocess.run(
+        ["pyinfra", "--dry", "-v", "--limit", twin.name, "inventory/twin.py",
+         "deploys/converge.py"],
+        capture_output=True, text=True, cwd=PROJECT, timeout=600,
+    )  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-3000:]
+    flat = " ".join(re.sub(r"\[[^]]+\]", " ", said).split())  # the host prefix, wrapping
+    assert "the bump of tt-stack will run:" in flat, said[-3000:]
+    assert "flake update tt-stack --flake '$scratch'" in flat  # the approved bump's update
+    assert "git clone -q /etc/nixos '$scratch'" in flat
+    assert "the proof will run:" in flat
+    assert "build --no-link --json --max-jobs 1 --cores 2 '$scratch#nixosConfigurations" in flat
+    assert "the switch will run:" in flat and "--unit=nixos-rebuild-switch-to-configuration" in flat
+    assert "FunctionCommand" not in said and "function" not in said.lower()
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head  # a dry run changes nothing
+    shown = [ln for ln in said.splitlines() if re.search(r"\]\s+\$ ", ln)]
+    assert shown and all(len(ln.split("]", 1)[1]) <= 80 for ln in shown), shown  # wrapped
