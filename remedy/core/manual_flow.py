@@ -69,8 +69,12 @@ def with_programs(script: str, found: dict[str, str]) -> str:
 
 def _words(argv: list[str]) -> list[tuple[str, bool]]:
     """Each element of ARGV, and whether it is a program (the text after ``-c``: the
-    script of ``sh -c``); data (a commit message, a file's text) is never hoisted."""
-    return [(a, i > 0 and argv[i - 1] == "-c") for i, a in enumerate(argv)]
+    script of ``sh -c``; a Nix expression); data (a commit message, a file's text) is
+    never hoisted."""
+    return [
+        (a, (i > 0 and argv[i - 1] in ("-c", "--expr")) or a == commands.LOCAL_BUILDS_NIX)
+        for i, a in enumerate(argv)
+    ]
 
 
 def q(argv: list[str]) -> str:
@@ -444,8 +448,8 @@ def _prove(s, scope) -> list[str]:
         S="scratch",
     )
     allow = "yes" if s.allow_local_build else "no"
-    show_new = qv(commands.show_derivations(True, ["@D@"]), D="d")
-    show_old = qv(commands.show_derivations(False, ["@D@"]), D="d")
+    local_new = q(commands.local_builds(True, [])).removesuffix(" </dev/null")
+    local_old = q(commands.local_builds(False, [])).removesuffix(" </dev/null")
     gate = q(commands.memory_gate(s.min_mem_available_gb))
     return [
         '[ "$resumed" = no ] && [ -n "$scratch" ] || return 0',
@@ -461,20 +465,13 @@ def _prove(s, scope) -> list[str]:
         """  drvs=$(printf '%s\\n' "$1" | awk '/will be built/ {b = 1; next} """
         """/^[[:space:]]+\\/nix\\/store\\// {if (b) print $1; next} {b = 0}')""",
         "  heavy=",
-        "  for d in $drvs; do",
-        f"    if nix_at_least 2 15; then j=$(as_owner {show_new}); "
-        f"else j=$(as_owner {show_old}); fi",
-        # a config derivation (preferLocalBuild) or a text file (writeTextFile's family,
-        # writeShellApplication included) is no compile; anything else is
-        """    printf '%s' "$j" | grep -q '"preferLocalBuild": *"1"' && continue""",
-        # (writeTextFile's buildCommand moves $textPath to its target; nixpkgs sets no
-        # `destination` attribute)
-        """    printf '%s' "$j" | grep -q '"passAsFile": *"[^"]*text' \\""",
-        """      && printf '%s' "$j" | grep -qF 'mv \\"$textPath\\" \\"$' && continue""",
-        '    heavy="$heavy ${d##*/}"',
-        "  done",
+        '  [ -n "$drvs" ] || return 0',
+        # what would compile is decided by the program the deploy runs (LOCAL_BUILDS_NIX)
+        f"  if nix_at_least 2 15; then found=$(as_owner {local_new} $drvs </dev/null) || return 1",
+        f"  else found=$(as_owner {local_old} $drvs </dev/null) || return 1; fi",
+        '  for d in $found; do heavy="$heavy ${d##*/}"; done',
         "}",
-        'heavy_in "$dry"',
+        'heavy_in "$dry" || { abandon "cannot read the derivations to build"; return 0; }',
         f'if [ -n "$heavy" ] && [ {allow} = no ]; then',
         '  abandon "the bump needs compiling on the serving host:$heavy (set '
         'allow_local_build=true, or push binaries to a cache)"; return 0',
@@ -515,7 +512,7 @@ def _flake_checks(s, gate: str, allow: str) -> list[str]:
             f'    abandon {what}" does not evaluate: $(printf "%s" "$dry" | tail -n 1)"; return 0',
             "  fi",
             "else",
-            '  heavy_in "$dry"',
+            '  heavy_in "$dry" || { abandon "cannot read the derivations to build"; return 0; }',
             f'  if [ -n "$heavy" ] && [ {allow} = no ]; then',
             f'    abandon {what}" needs compiling on the serving host:$heavy"; return 0',
             "  fi",

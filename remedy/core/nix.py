@@ -362,7 +362,11 @@ def parse_derivation_show(show_json: str, nix_label: str = "Nix") -> list[Deriva
 def local_build_derivations(show_json: str, nix_label: str = "Nix") -> list[str]:
     """The derivations of ``nix derivation show`` that would be compiled on the host:
     those that are neither config derivations (``preferLocalBuild``) nor text files
-    (see ``Derivation.text_file``). A package such as vLLM is neither."""
+    (see ``Derivation.text_file``). A package such as vLLM is neither.
+
+    The run decides this on the host, with the program both renderers run
+    (``commands.local_builds``); this is the same rule in Python, the oracle that
+    tests/twin/test_local_builds.py holds that program to."""
     return [d.path for d in parse_derivation_show(show_json, nix_label) if d.compiles]
 
 

@@ -9,7 +9,6 @@ import re
 from dataclasses import dataclass
 
 from pyinfra import host
-from pyinfra.api.exceptions import FactProcessError
 
 from facts.memory import MemoryHeadroom
 from facts.serving import BuiltService
@@ -258,14 +257,12 @@ def _local_builds(
     planned = nix_core.parse_dry_run((dry.stderr + "\n" + dry.stdout).splitlines())
     if not planned.built:
         return [], None
-    show = commands.show_derivations(a.new_derivation_cli, planned.built)
-    shown = yield from ran(a.run_id, as_owner(show))
-    if not shown.ok:
-        return [], f"cannot read the derivations to build: {shown.why}"
-    try:
-        return nix_core.local_build_derivations(shown.stdout, a.nix_label), None
-    except FactProcessError as exc:  # names the Nix whose answer it could not read
-        return [], str(exc)
+    # decided on the host, by the program the manual script runs too
+    program = commands.local_builds(a.new_derivation_cli, planned.built)
+    found = yield from ran(a.run_id, as_owner(program))
+    if not found.ok:
+        return [], f"cannot read the derivations to build ({a.nix_label}): {found.why}"
+    return [x for x in found.stdout.split() if x.startswith("/nix/store/")], None
 
 
 def _compile_refused(heavy: list[str], what: str) -> str:
