@@ -28,10 +28,11 @@ def holder_path(unit: str) -> str:
 JOURNAL_DIR = "/var/lib/remedy"
 
 
-def journal_path(unit: str) -> str:
-    """The run journal on the host: what the run holding the lock has done so far. A
-    run that ends removes it; one that dies (SIGKILL, a lost connection, a reboot)
-    leaves it for the next run to record."""
+def step_journal_path(unit: str) -> str:
+    """The step journal on the host: each step of the run holding the lock, as pyinfra
+    ended it (not the run journal of ``remedy.core.journal``, the values the steps pass
+    on). A run that ends removes it; one that dies (SIGKILL, a lost connection, a
+    reboot) leaves it for the next run to record."""
     return f"{JOURNAL_DIR}/run-{unit}.jsonl"
 
 
@@ -79,7 +80,7 @@ rm -f "$2"
 def lock_argv(unit: str, wait_s: float, holder: str, header: str = "{}") -> list[str]:
     return [
         "sh", "-c", LOCK_SH, "sh", lock_path(unit), holder_path(unit),
-        f"{max(wait_s, 0):g}", holder, journal_path(unit), header,
+        f"{max(wait_s, 0):g}", holder, step_journal_path(unit), header,
     ]  # fmt: skip
 
 
