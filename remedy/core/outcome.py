@@ -63,14 +63,11 @@ def outcome(
     durable_failed = (
         (durable_errors[0].said.get("why") or durable_errors[0].name) if (durable_errors) else None
     )
-    fatal = [r for r in results if r.status == ERROR and not r.ignorable]
-    refused = _first(results, "refused")
     errors = [r for r in results if r.status == ERROR]
     failed = next((r.said.get("failed") for r in errors if r.said.get("failed")), None)
     for r in errors:  # the fallback's override did not take: tool calling is not restored
         if not failed and r.op == "serving.runtime_override_written":
             failed = r.said.get("why") or f"{r.name} failed: see its output above"
-    never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
     boot_pending = _first(results, "boot_pending")  # switch exit 100: a reboot activates it
     switch_locked = _first(results, "switch_locked")  # another switch held the system
     breaking = [
@@ -79,79 +76,100 @@ def outcome(
         if r.op in ("nix.system_switched", "serving.toolcalling_verified")
         and not (boot_pending or switch_locked)
     ]
-    rollback_failed = _first(results, "rollback_failed")
-    rollback_not_run = _first(results, "rollback_not_run")
-    unverified = _first(results, "unverified")
-    restarts = sum(int(r.said.get("restarts") or 0) for r in results)
     notes = [n for r in results for n in r.said.get("notes") or []]
-    new_rev = _first(results, "new_rev") or old_rev
-    # the checkout holds the bump only once the fast-forward ran, until a rollback reverts it
-    fast_forwarded = any(
-        r.op == "nix.flake_lock_committed" and r.status == CHANGED for r in results
-    )
-    if durable_failed and new_rev != old_rev:
-        if not fast_forwarded or _first(results, "lock_reverted"):
-            notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
-            new_rev = old_rev
-        else:
-            notes.append(f"flake.lock holds {new_rev[:12]} (the fast-forward stands)")
-    # the /run override holds tool calling only where the fallback's override step wrote it
-    # or found it in place (not where it failed, was refused or never ran)
-    override_held = any(
-        r.op == "serving.runtime_override_written" and r.status in (CHANGED, NO_CHANGE)
-        for r in results
-    )
+    new_rev = _new_rev(results, old_rev, durable_failed, notes)
     if plan_path == DURABLE and boot_pending:
         path = "durable at next boot"
     elif plan_path == DURABLE and durable_failed:
         path = "durable+fallback"
     else:
         path = plan_path
-    if interrupted:
-        result = "interrupted"
-    elif switch_locked and not failed:
-        result = "locked"
-    elif refused:
-        result = "refused"
-    elif failed or breaking or host_failed or (fatal and ended):
-        result = "failed"
-    elif never_ran:
-        result = "crashed"
-    elif unhealthy:
-        result = "unhealthy"
-    else:
-        result = "ok"
+    never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
+    fatal = [r for r in results if r.status == ERROR and not r.ignorable]
+    result = _result(
+        interrupted, switch_locked, failed, _first(results, "refused"),
+        bool(breaking or host_failed or (fatal and ended)), never_ran, unhealthy,
+    )  # fmt: skip
     why = None
     if result == "failed" and not (failed or durable_failed):
         why = (
-            f"the run stopped before '{never_ran[0]}': the connection to the host was "
-            "lost (a reboot?) or pyinfra failed; see its output"
+            _stopped_before(never_ran[0])
             if never_ran
             else (fatal[0].said.get("why") if fatal else None)
             or "pyinfra reported the host as failed; see its output"
         )
     if result == "crashed":
         notes.append(f"the run stopped before: {never_ran[0]}")
-        why = (
-            f"the run stopped before '{never_ran[0]}': the connection to the host was "
-            "lost (a reboot?) or pyinfra failed; see its output"
-        )
+        why = _stopped_before(never_ran[0])
+    details = _details(results, old_rev, new_rev, notes)
+    details.update(
+        durable_failed=durable_failed, interrupted=interrupted, failed=failed or why,
+        switch_locked=switch_locked, boot_pending=boot_pending,
+    )  # fmt: skip
+    return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
+
+
+def _new_rev(results, old_rev, durable_failed, notes: list[str]) -> str | None:
+    """The rev the checkout's lock holds after the run, noted when a durable path that
+    failed left it (or not): it holds the bump only once the fast-forward ran, until a
+    rollback reverts it."""
+    new_rev = _first(results, "new_rev") or old_rev
+    fast_forwarded = any(
+        r.op == "nix.flake_lock_committed" and r.status == CHANGED for r in results
+    )
+    if durable_failed and new_rev != old_rev:
+        if not fast_forwarded or _first(results, "lock_reverted"):
+            notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
+            return old_rev
+        notes.append(f"flake.lock holds {new_rev[:12]} (the fast-forward stands)")
+    return new_rev
+
+
+def _result(interrupted, switch_locked, failed, refused, broke, never_ran, unhealthy) -> str:
+    if interrupted:
+        return "interrupted"
+    if switch_locked and not failed:
+        return "locked"
+    if refused:
+        return "refused"
+    if failed or broke:
+        return "failed"
+    if never_ran:
+        return "crashed"
+    return "unhealthy" if unhealthy else "ok"
+
+
+def _stopped_before(step: str) -> str:
+    return (
+        f"the run stopped before '{step}': the connection to the host was lost (a reboot?) "
+        "or pyinfra failed; see its output"
+    )
+
+
+def _details(results: list[StepResult], old_rev, new_rev, notes: list[str]) -> dict:
+    """What the audit records of the run, from what its steps said."""
     signature = _first(results, "signature")
     probe_after = next(
         (r.said["probe_after"] for r in reversed(results) if r.said.get("probe_after")), None
     )
-    details = {
+    # the /run override holds tool calling only where the fallback's override step wrote it
+    # or found it in place (not where it failed, was refused or never ran)
+    override_held = any(
+        r.op == "serving.runtime_override_written" and r.status in (CHANGED, NO_CHANGE)
+        for r in results
+    )
+    return {
         "old_rev": old_rev,
         "new_rev": new_rev,
-        "restarts": restarts,
-        "durable_failed": durable_failed,
-        "rollback_failed": rollback_failed,
-        "rollback_not_run": rollback_not_run,
-        "unverified": unverified,
+        "restarts": sum(int(r.said.get("restarts") or 0) for r in results),
+        "durable_failed": None,
+        "rollback_failed": _first(results, "rollback_failed"),
+        "rollback_not_run": _first(results, "rollback_not_run"),
+        "unverified": _first(results, "unverified"),
         "local_builds": _first(results, "local_builds") or [],
-        "refused": refused,
-        "interrupted": interrupted,
-        "failed": failed or why,
+        "refused": _first(results, "refused"),
+        "interrupted": None,
+        "failed": None,
         "signature": dataclasses.asdict(signature)
         if dataclasses.is_dataclass(signature)
         else signature,
@@ -160,8 +178,8 @@ def outcome(
         "changed": [r.name for r in results if r.status == CHANGED],
         "switch_exit": _first(results, "switch_exit"),
         "switch_failed_units": _first(results, "switch_failed_units") or [],
-        "switch_locked": switch_locked,
-        "boot_pending": boot_pending,
+        "switch_locked": None,
+        "boot_pending": None,
         "switch_changes": _first(results, "switch_changes"),
         "flake_checks": _first(results, "flake_checks") or [],
         "boot_pending_reason": _first(results, "boot_pending_reason"),
@@ -172,7 +190,6 @@ def outcome(
         "restart_postponed": _first(results, "restart_postponed"),
         "override_held": override_held,
     }
-    return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
 
 
 def _line(plan_path, reasons, path, d, flake_input) -> str:

@@ -380,42 +380,36 @@ def system_rolled_back(
         return
     j = journal.read(journal_path, run_id)
     lock_commit, exit_ = j.get("lock_commit"), j.get("switch_exit")
+    moved_profile = bool(profile and now.profile != profile)
+    moved_system = bool(current_system and now.current_system != current_system)
+    if why := _nothing_to_roll_back(j, moved_profile or moved_system):
+        host.noop(why)
+        return
+    values = Rollback(
+        owner, home, profile, current_system, flake_dir, flake_host, base_head, min_gb,
+        transient, lock_wait_s, run_id, lock_commit, exit_, moved_profile, moved_system,
+    )  # fmt: skip
+    yield from _roll_back(values)
+
+
+def _nothing_to_roll_back(j, moved: bool) -> str | None:
+    """Why the rollback has nothing to do, from the run journal J and whether the
+    profile or /run/current-system MOVED since the run began; None: it rolls back."""
+    exit_ = j.get("switch_exit")
     if exit_ == 100:
-        host.noop(
+        return (
             "the switch exited 100: the new generation is the boot default, kept (a reboot "
             "activates it)"
         )
-        return
     if j.get("boot_pending"):
-        host.noop(
+        return (
             "the switch inhibitors refused a live switch: the new generation is the boot "
             "default, kept (a reboot activates it)"
         )
-        return
     switched = exit_ not in (None, switch_core.LOCKED)
-    moved_profile = bool(profile and now.profile != profile)
-    moved_system = bool(current_system and now.current_system != current_system)
-    if not (moved_profile or moved_system or lock_commit or switched):
-        host.noop("/run/current-system and the profile never moved: nothing to roll back")
-        return
-    values = Rollback(
-        owner,
-        home,
-        profile,
-        current_system,
-        flake_dir,
-        flake_host,
-        base_head,
-        min_gb,
-        transient,
-        lock_wait_s,
-        run_id,
-        lock_commit,
-        exit_,
-        moved_profile,
-        moved_system,
-    )
-    yield from _roll_back(values)
+    if not (moved or j.get("lock_commit") or switched):
+        return "/run/current-system and the profile never moved: nothing to roll back"
+    return None
 
 
 @operation(is_idempotent=False)
