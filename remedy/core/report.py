@@ -124,25 +124,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
     rows += _unit_rows(snap, settings)
     rows += _memory_rows(snap, settings, problems)
     rows += _nix_rows(snap, settings)
-    at_boot: list[str] = []
-    for v in snap.volatile:
-        if v.kind == "setting":
-            continue  # said above, per managed setting
-        if boot:
-            at_boot.append(f"at the next boot: {v.subject}: now {v.now}; then {v.after_reboot}")
-        else:
-            problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
-    if failed := snap.last_switch.units_failed:
-        problems.append(
-            f"the last switch-to-configuration exited 4: {', '.join(failed)} failed (systemctl "
-            "status names why); the rest of the system was activated"
-        )
-    conflict = managed_conflict(snap, settings)
-    if conflict:
-        problems.append(f"the next rebuild takes the checkout's value: {conflict}")
-    if snap.journal.problem:
-        problems.append(snap.journal.problem)
-    problems += volatile.unshowable(snap, settings)
+    at_boot, conflict = _beyond_the_settings(snap, settings, boot, problems)
     notes = _definition_notes(snap, settings, problems) + at_boot
     kept, ignored = volatile.split_ignored(
         volatile.unmanaged(snap, settings), settings.ignore_volatile
@@ -169,15 +151,7 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
                 + restarts.old_generation_until(settings.restart_window)
             ),
         )
-    for key, when in pending.items():
-        if key == "runtime_override":
-            # wanted only where the next boot holds every setting: elsewhere the override
-            # is what holds live right, and a reboot reverting it is the problem itself
-            if boot:
-                notes.append(f"pending: the /run override goes {when}; the next boot holds "
-                             "every setting without it")  # fmt: skip
-            continue
-        notes.append(f"pending: {desired.BY_KEY[key].label} takes effect {when}")
+    notes += _pending_notes(pending, boot)
     if plan.path != NOOP:  # the durable path is wanted: say what stands in its way
         problems += [f"durable path not possible: {b}" for b in plan.durable_blockers]
     # a switch that changed the kernel parameters takes full effect at the next boot
@@ -191,6 +165,47 @@ def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus
         host, code, verdict, rows, problems, snap, drift_list, notes, kept, len(ignored),
         boot, pending, reboot_for,
     )  # fmt: skip
+
+
+def _beyond_the_settings(snap, settings, boot, problems: list[str]):
+    """What the host shows beyond the managed settings (appended to PROBLEMS): volatile
+    state (at the next boot, when a pending generation brings it), a switch that left
+    failed units, the checkout's value that the next rebuild takes, an untrusted run
+    journal, what cannot be shown. (the notes on what the next boot brings, the conflict)"""
+    at_boot: list[str] = []
+    for v in snap.volatile:
+        if v.kind == "setting":
+            continue  # said above, per managed setting
+        if boot:
+            at_boot.append(f"at the next boot: {v.subject}: now {v.now}; then {v.after_reboot}")
+        else:
+            problems.append(f"volatile: {v.subject}: now {v.now}; after reboot {v.after_reboot}")
+    if failed := snap.last_switch.units_failed:
+        problems.append(
+            f"the last switch-to-configuration exited 4: {', '.join(failed)} failed (systemctl "
+            "status names why); the rest of the system was activated"
+        )
+    conflict = managed_conflict(snap, settings)
+    if conflict:
+        problems.append(f"the next rebuild takes the checkout's value: {conflict}")
+    if snap.journal.problem:
+        problems.append(snap.journal.problem)
+    problems += volatile.unshowable(snap, settings)
+    return at_boot, conflict
+
+
+def _pending_notes(pending: dict[str, str], boot) -> list[str]:
+    notes = []
+    for key, when in pending.items():
+        if key == "runtime_override":
+            # wanted only where the next boot holds every setting: elsewhere the override
+            # is what holds live right, and a reboot reverting it is the problem itself
+            if boot:
+                notes.append(f"pending: the /run override goes {when}; the next boot holds "
+                             "every setting without it")  # fmt: skip
+            continue
+        notes.append(f"pending: {desired.BY_KEY[key].label} takes effect {when}")
+    return notes
 
 
 def _pending(snap, settings, p) -> tuple[dict[str, str], str | None]:
