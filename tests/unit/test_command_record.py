@@ -1,0 +1,43 @@
+"""A step's command and its answer (remedy.core.record): the wrapper keeps the exit
+status and both outputs whatever they hold, and the read gives them back once.
+
+The shell runs here, as on the host (POSIX sh and coreutils' base64)."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+
+from remedy.core import record
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def test_a_recorded_command_keeps_its_status_and_outputs_and_is_read_once(tmp_path):
+    path = str(tmp_path / "remedy" / "answer-h-1")
+    said = "printf 'out\\377 x\\n'; printf 'err: no\\n' >&2; exit 3"
+    ran = run(record.recorded_argv(path, ["sh", "-c", said]))
+    assert ran.returncode == 0 and ran.stdout == ""  # the wrapper's own status: recorded
+    assert stat.S_IMODE((tmp_path / "remedy" / "answer-h-1").stat().st_mode) == 0o600
+    first = run(record.read_argv(path))
+    answer = record.parse(first.stdout.splitlines())
+    assert (answer.ok, answer.code) == (False, 3)
+    assert answer.stdout == "out\ufffd x" and answer.stderr == "err: no"
+    again = record.parse(run(record.read_argv(path)).stdout.splitlines())
+    assert not again.ok and "left no answer" in again.stderr  # read once: it is gone
+
+
+def test_a_record_that_cannot_be_written_fails_the_wrapper(tmp_path):
+    (tmp_path / "remedy").write_text("a file where the directory goes")
+    ran = run(record.recorded_argv(str(tmp_path / "remedy" / "answer"), ["true"]))
+    assert ran.returncode != 0
+
+
+def test_a_cut_or_odd_answer_is_a_failed_command_that_says_so():
+    assert record.parse(["rc 0", "out b2sK", "err "]).stdout == "ok"
+    cut = record.parse(["missing"])
+    assert not cut.ok and "(missing)" in cut.stderr
+    odd = record.parse(["rc x"])
+    assert not odd.ok and "unreadable" in odd.stderr
