@@ -22,6 +22,7 @@ from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, vola
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot as Snapshot
 from remedy.core.snapshot import (
+    read_built_system,
     read_generations,
     read_memory,
     read_probe,
@@ -29,6 +30,32 @@ from remedy.core.snapshot import (
     read_snapshot,
 )
 
+# What the data settings read (remedy.core.data_settings), in the snapshot's round trip:
+# the next boot's sysctl.d files (the system profile's etc, which NixOS's systemd-sysctl
+# applies at boot) and the running generation's; the live value of every key they set
+# and of the data settings' own (REMEDY_SYSCTLS); the serving unit's properties the data
+# settings name (REMEDY_UNIT_PROPERTIES). Both lists are checked names (no space, glob).
+SETTINGS = r"""
+echo "@@remedy:section settings.sysctl_next"
+sd=/nix/var/nix/profiles/system/etc/sysctl.d
+for f in "$sd"/*.conf; do [ -f "$f" ] && catfile "$f"; done
+echo "@@remedy:section settings.sysctl_running"
+for f in /run/current-system/etc/sysctl.d/*.conf; do [ -f "$f" ] && catfile "$f"; done
+echo "@@remedy:section settings.sysctl_now"
+keys='s/^[[:space:]]*-\{0,1\}\([A-Za-z0-9_][A-Za-z0-9_./-]*\)[[:space:]]*=.*/\1/p'
+{ for f in "$sd"/*.conf; do
+    [ -f "$f" ] && sed -n "$keys" "$f"
+  done
+  for k in $REMEDY_SYSCTLS; do printf '%s\n' "$k"; done
+} | tr / . | sort -u | while IFS= read -r k; do
+  f=/proc/sys/$(printf '%s' "$k" | tr . /)
+  [ -f "$f" ] && [ -r "$f" ] && printf 'sysctl %s %s\n' "$k" "$(tr '\t\n' '  ' <"$f")"
+done
+echo "@@remedy:section settings.properties"
+props=
+for n in $REMEDY_UNIT_PROPERTIES; do props="$props -p $n"; done
+[ -n "$props" ] && systemctl show "$REMEDY_UNIT" $props 2>/dev/null
+"""
 DEFAULT_UNIT = "tenstorrent-serving.service"
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 PROBE_TIMEOUT_S = 20
@@ -126,6 +153,7 @@ class HostSnapshot(FactBase[Snapshot]):
             "REMEDY_MANAGED_FILE": managed_file,
             "REMEDY_JOURNAL": journal_path(unit),
             **probe_env(server_url, model, timeout_s),
+            **settings_env(),
         }
         return _remote.command(
             [
@@ -140,12 +168,25 @@ class HostSnapshot(FactBase[Snapshot]):
                 _remote.PROBE,
                 _remote.JOURNAL,
                 _remote.OPTIONS_RECORD,
+                SETTINGS,
             ],
             env,
         )
 
     def process(self, output):
         return read_snapshot(sections.split(output, "HostSnapshot"))
+
+
+def settings_env() -> dict[str, str]:
+    """The sysctl keys and unit properties the data settings read (SETTINGS)."""
+    from remedy.core import data_settings, desired
+
+    names = {k: sorted(d.name for d in desired.DATA if d.kind == k)
+             for k in (data_settings.SYSCTL, data_settings.PROPERTY)}  # fmt: skip
+    return {
+        "REMEDY_SYSCTLS": " ".join(names[data_settings.SYSCTL]),
+        "REMEDY_UNIT_PROPERTIES": " ".join(names[data_settings.PROPERTY]),
+    }
 
 
 class RunJournal(FactBase[journal.RunJournal]):
@@ -170,14 +211,22 @@ __all__ = [
 ]
 
 
+# The sysctl.d files of a built toplevel (what its systemd-sysctl applies).
+BUILT_SYSCTL = r"""
+echo "@@remedy:section built.sysctl"
+for f in "$REMEDY_TOPLEVEL"/etc/sysctl.d/*.conf; do [ -f "$f" ] && catfile "$f"; done
+"""
+
+
 class BuiltService(FactBase):
     """The serving unit and start script inside a built (not yet switched) toplevel:
-    what the new configuration *will* run."""
+    what the new configuration *will* run; with its sysctl.d files' settings and the
+    unit's [Service] properties (``remedy.core.snapshot.BuiltSystem``)."""
 
     def command(self, toplevel: str, unit: str = DEFAULT_UNIT):
-        return _remote.command([_remote.BUILT], {"REMEDY_TOPLEVEL": toplevel, "REMEDY_UNIT": unit})
+        return _remote.command(
+            [_remote.BUILT, BUILT_SYSCTL], {"REMEDY_TOPLEVEL": toplevel, "REMEDY_UNIT": unit}
+        )
 
     def process(self, output):
-        from remedy.core.serving import read_built
-
-        return read_built(sections.split(output, "BuiltService"))
+        return read_built_system(sections.split(output, "BuiltService"))

@@ -24,6 +24,8 @@ COMMANDS = {
     "schedule": "remedy.cli.schedule:schedule",
     "runbooks": "remedy.cli.runbooks:runbooks",
     "audit": "remedy.cli.audit:audit",
+    "adopt": "remedy.cli.adopt:adopt",
+    "settings": "remedy.cli.settings:settings",
 }
 
 

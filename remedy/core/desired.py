@@ -1,4 +1,4 @@
-"""The desired state of a serving host, as data: six managed settings and their drift.
+"""The desired state of a serving host, as data: the managed settings and their drift.
 
 Each ``ManagedSetting`` is declared once: its desired value (from host data),
 where its durable value lives, how to read it from one configuration of the
@@ -6,6 +6,12 @@ host (live, next boot, or a built system not yet switched), its runtime
 fallback if it has one, and the issue it comes from. ``drifts`` compares the
 live and next-boot configurations against the desired values; ``remedy
 status``, the plan and the proof of a built system all judge "correct" here.
+
+Six are built in; the others are data, one file each under ``settings/``
+(``remedy.core.data_settings``): an environment variable or a property of the
+serving unit, a flag of the server's command line, a sysctl. Their durable value
+goes into remedy's managed file at their option path; they are read, judged and
+reported as the six are.
 
     for d in drifts(snapshot, settings):
         print(d.label, d.desired, d.live, d.next_boot, d.state)
@@ -19,6 +25,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from remedy.core import data_settings as data
 from remedy.core import memory as mem
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
@@ -43,6 +50,11 @@ class Observed:
     flags: tuple[str, ...] = ()  # the start script's other vLLM flags
     hugepages: dict[int, int] | None = None  # pool size per page size (kB); None: unknown
     overrides: tuple[str, ...] = ()  # /run drop-ins that replace ExecStart
+    # What the data settings read (None: not read here): vLLM's words after `serve`
+    # (the process's, live), the sysctls, the serving unit's [Service] properties.
+    argv: tuple[str, ...] | None = None
+    sysctl: dict[str, str] | None = None
+    properties: dict[str, str] | None = None
 
 
 def _pages(pools: dict[int, int] | None, s: Settings) -> str:
@@ -89,11 +101,101 @@ class ManagedSetting:
     # The same judgement as a shell condition on a built system, for the manual script:
     # "$script" is the start script with the flags, "$unit_file" the unit, "$toplevel".
     check_sh: Callable[[Settings], str] | None = None
+    # A data setting: its file (its urgency, option path and value in remedy's file)
+    source: data.DataSetting | None = None
 
     def holds(self, obs: Observed, s: Settings) -> bool:
         if self.ok is not None:
             return self.ok(obs, s)
         return self.value(obs, s) == self.desired(s)
+
+    @property
+    def provable(self) -> bool:
+        """The proof of a built system (remedy.core.plan.Proof) reads it."""
+        return self.source is None or self.source.kind in PROVEN_KINDS
+
+    def read_in(self, obs: Observed) -> bool:
+        """OBS has what this setting is judged by (a built system's reading of a sysctl or
+        a property may be missing: it is then not judged there)."""
+        d = self.source
+        return d is None or d.kind == data.ENVIRONMENT or _readings(d, obs) is not None
+
+
+# The data settings' kinds a built system's proof judges. A sysctl and a unit property
+# join once remedy.operations.nix_prove passes BuiltService's sysctl and properties
+# (remedy.core.snapshot.BuiltSystem) to Proof; until then the proof does not claim them,
+# and status and converge --check judge them at the next boot.
+PROVEN_KINDS = (data.ENVIRONMENT, data.FLAG)
+
+
+def _readings(d: data.DataSetting, o: Observed):
+    """What OBS read for D's kind (None: not read)."""
+    return {data.ENVIRONMENT: o.env, data.FLAG: o.argv, data.SYSCTL: o.sysctl,
+            data.PROPERTY: o.properties}[d.kind]  # fmt: skip
+
+
+def flag_map(words: list[str]) -> tuple[str | None, dict[str, str | None]]:
+    """(the model, {flag: value or None}) of vLLM's words after ``serve``."""
+    model, flags = None, {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            name, sep, value = word.partition("=")
+            if sep:
+                flags[name] = value
+            elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+                flags[name], i = words[i + 1], i + 1
+            else:
+                flags[name] = None
+        elif model is None and not flags:
+            model = word
+        i += 1
+    return model, flags
+
+
+def _data_value(d: data.DataSetting, o: Observed) -> str:
+    """D's value in OBS: "unset" (a variable, sysctl or property none sets), "absent" (a
+    flag), "unknown" (not read there)."""
+    found = _readings(d, o)
+    if found is None:
+        return "unknown"
+    if d.kind == data.FLAG:
+        flags = flag_map(list(found))[1]
+        return data.text(flags[d.name] or True) if d.name in flags else "absent"
+    return data.normalized(d, found[d.name]) if d.name in found else "unset"
+
+
+def _data_check_sh(d: data.DataSetting, s: Settings) -> str:
+    """D's judgement of a built system in shell, for the manual script."""
+    want = data.text(d.value_for(s.flake_host))
+    units = '"$unit_file" "$unit_file.d"/*.conf'
+    if d.kind == data.ENVIRONMENT:
+        return f"grep -Fqs -- {shlex.quote(f'{d.name}={want}')} {units}"
+    if d.kind == data.PROPERTY:
+        return f"grep -Fqsx -- {shlex.quote(f'{d.name}={want}')} {units}"
+    if d.kind == data.SYSCTL:
+        space = "[[:space:]]*"
+        line = f"^{space}-?{re.escape(d.name)}{space}={space}{re.escape(want)}{space}$"
+        return f'grep -Eqs -- {shlex.quote(line)} "$toplevel"/etc/sysctl.d/*.conf'
+    flag = d.name if want == "on" else f"{d.name} {want}"
+    return f'grep -Fqs -- {shlex.quote(flag)} "$script"'
+
+
+def _data_setting(d: data.DataSetting) -> ManagedSetting:
+    """A data setting as the model judges every setting: durable in remedy's file."""
+    return ManagedSetting(
+        d.key,
+        d.label,
+        d.issue,
+        MANAGED_FILE,
+        d.runtime_form,
+        desired=lambda s: data.normalized(d, data.text(d.value_for(s.flake_host))),
+        value=lambda o, s: _data_value(d, o),
+        serving=d.kind != data.SYSCTL,
+        check_sh=lambda s: _data_check_sh(d, s),
+        source=d,
+    )
 
 
 def _env_setting(key: str, issue: str) -> ManagedSetting:
@@ -124,7 +226,7 @@ def _pages_sh(s: Settings) -> str:
     return " && ".join(tests) or "true"
 
 
-SETTINGS: tuple[ManagedSetting, ...] = (
+BUILTIN: tuple[ManagedSetting, ...] = (
     ManagedSetting(
         "tool_call_parser",
         "tool-call parser",
@@ -172,14 +274,42 @@ SETTINGS: tuple[ManagedSetting, ...] = (
         serving=False,
     ),
 )
-BY_KEY = {m.key: m for m in SETTINGS}
 TOOL_CALLING = (
     "tool_call_parser",
     "QWEN36_SDPA_STREAMING",
     "QWEN36_MERGE_BATCH_GUARD",
     "runtime_override",
 )
+# Every managed setting: the six built in, then the data settings (``use``).
+DATA: tuple[data.DataSetting, ...] = ()
+SETTINGS: tuple[ManagedSetting, ...] = BUILTIN
+BY_KEY = {m.key: m for m in SETTINGS}
 ALL = tuple(BY_KEY)
+
+
+def use(found: tuple[data.DataSetting, ...]) -> tuple[data.DataSetting, ...]:
+    """Manage the built-in settings and FOUND, the data settings; what was managed
+    before is returned (a test puts it back)."""
+    global DATA, SETTINGS, BY_KEY, ALL
+    previous, DATA = DATA, tuple(found)
+    SETTINGS = BUILTIN + tuple(_data_setting(d) for d in DATA)
+    BY_KEY = {m.key: m for m in SETTINGS}
+    ALL = tuple(BY_KEY)
+    return previous
+
+
+# The project's setting files (``REMEDY_SETTINGS_DIR``), refused here if any is bad:
+# every command that judges a host imports this module before it connects.
+use(data.load())
+
+
+def urgency(key: str, s: Settings) -> str:
+    """What KEY's live drift justifies: host data's restart_urgency, else a data
+    setting's own, else the built-in default (remedy.core.restarts)."""
+    source = BY_KEY[key].source if key in BY_KEY else None
+    if source is not None and key not in s.restart_urgency:
+        return source.urgency
+    return s.urgency(key)
 
 
 @dataclass
@@ -235,31 +365,51 @@ def live(snap: HostSnapshot, s: Settings) -> Observed:
     if now.exec_start and now.exec_start.startswith("/run/") and not overrides:
         overrides = [now.exec_start]
     pools = {size: p.total for size, p in snap.memory.pools.items()}
-    return dataclasses.replace(serving(now), hugepages=pools, overrides=tuple(overrides))
+    proc, r = snap.runtime.process, snap.readings
+    argv = _script_argv(now)
+    if proc is not None and "serve" in proc.argv:  # what the server runs, as it runs it
+        argv = tuple(proc.argv[proc.argv.index("serve") + 1 :])
+    return dataclasses.replace(
+        serving(now), hugepages=pools, overrides=tuple(overrides), argv=argv,
+        sysctl=r.sysctl_now, properties=r.properties_now,
+    )  # fmt: skip
+
+
+def _script_argv(view) -> tuple[str, ...] | None:
+    return tuple(view.script.argv) if view and view.script else None
 
 
 def next_boot(snap: HostSnapshot, s: Settings) -> Observed:
+    after, r = snap.unit.after_reboot, snap.readings
     return dataclasses.replace(
-        serving(snap.unit.after_reboot), hugepages=snap.memory.next_boot_pools()
-    )
+        serving(after), hugepages=snap.memory.next_boot_pools(), argv=_script_argv(after),
+        sysctl=r.sysctl_next, properties=r.properties_next,
+    )  # fmt: skip
 
 
 def built(
-    parser: str, env: dict[str, str], flags: tuple[str, ...], kernel_params: str | None
+    parser: str,
+    env: dict[str, str],
+    flags: tuple[str, ...],
+    kernel_params: str | None,
+    sysctl: dict[str, str] | None = None,
+    properties: dict[str, str] | None = None,
 ) -> Observed:
-    """A built, not yet switched, system: what it would run and boot."""
+    """A built, not yet switched, system: what it would run and boot (SYSCTL and
+    PROPERTIES as its files set them; None: not read from it)."""
     pools = mem.hugepages_from_params(kernel_params) if kernel_params is not None else None
-    return Observed(parser, dict(env), tuple(flags), pools, ())
+    return Observed(parser, dict(env), tuple(flags), pools, (), tuple(flags), sysctl, properties)
 
 
-def drifts(snap: HostSnapshot, s: Settings, scope: tuple[str, ...] = ALL) -> list[Drift]:
+def drifts(snap: HostSnapshot, s: Settings, scope: tuple[str, ...] | None = None) -> list[Drift]:
     """Per managed setting in SCOPE: desired, live, next boot, and the state.
 
     in sync: live and next boot both hold the desired value; volatile: live holds it
-    and the next boot does not (a reboot reverts it); drifted: live does not."""
+    and the next boot does not (a reboot reverts it); drifted: live does not (SCOPE: every
+    managed setting by default)."""
     now, nxt = live(snap, s), next_boot(snap, s)
     out = []
-    for key in scope:
+    for key in ALL if scope is None else scope:
         m = BY_KEY[key]
         live_ok, next_ok = m.holds(now, s), m.holds(nxt, s)
         state = IN_SYNC if live_ok and next_ok else VOLATILE if live_ok else DRIFTED
@@ -289,16 +439,20 @@ def missing(
     out = []
     for key in scope:
         m = BY_KEY[key]
-        if m.durable == NOWHERE or (durable and m.durable != durable):
+        if m.durable == NOWHERE or (durable and m.durable != durable) or not m.read_in(obs):
             continue
         if not m.holds(obs, s):
             out.append(f"{m.label} {m.desired(s)} (it has {m.value(obs, s)})")
     return out
 
 
-def managed_values(s: Settings, scope: tuple[str, ...] = ALL) -> list[tuple[str, str, str, str]]:
+def managed_values(
+    s: Settings, scope: tuple[str, ...] | None = None
+) -> list[tuple[str, str, str, str]]:
     """(name, option path, Nix value, why) for each value remedy's managed file carries
-    for the settings in SCOPE; the names are the keys of host data's managed_options."""
+    for the settings in SCOPE (default: all); the names are the keys of host data's
+    managed_options, or a data setting's."""
+    scope = ALL if scope is None else scope
     out = []
     if "phase2a" in scope:
         why = "tt-stack#52: Phase 2a options off"
@@ -319,10 +473,15 @@ def managed_values(s: Settings, scope: tuple[str, ...] = ALL) -> list[tuple[str,
                 why,
             )
         )
+    for key in scope:
+        if (d := BY_KEY[key].source) is not None:
+            want = data.text(d.value_for(s.flake_host))
+            why = f"{d.issue}: {d.label} {want} ({d.file})"
+            out.append((key, d.option_path(s.unit), d.nix_value(s.flake_host), why))
     return out
 
 
-def managed_nix(s: Settings, scope: tuple[str, ...] = ALL) -> str | None:
+def managed_nix(s: Settings, scope: tuple[str, ...] | None = None) -> str | None:
     """The text of remedy's managed Nix file for the settings in SCOPE it carries, or
     None if none of them is in scope: a NixOS module that forces each value
     (``lib.mkForce``: the host's own configuration may set the same option, as
@@ -337,7 +496,10 @@ def managed_nix(s: Settings, scope: tuple[str, ...] = ALL) -> str | None:
         "{ lib, ... }:",
         "{",
     ]
-    for _name, path, value, why in values:
-        lines += [f"  # {why}", f"  {path} = lib.mkForce {value};"]
+    for name, path, value, why in values:
+        source = BY_KEY[name].source if name in BY_KEY else None
+        # a flag is added to a list of arguments that other definitions add to as well
+        forced = "" if source is not None and source.kind == data.FLAG else "lib.mkForce "
+        lines += [f"  # {why}", f"  {path} = {forced}{value};"]
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -350,8 +350,11 @@ def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situat
     prove = tuple(
         k
         for k in scope
-        if desired.BY_KEY[k].durable == desired.FLAKE_INPUT
-        or (desired.BY_KEY[k].durable == desired.MANAGED_FILE and imported and not keep)
+        if desired.BY_KEY[k].provable
+        and (
+            desired.BY_KEY[k].durable == desired.FLAKE_INPUT
+            or (desired.BY_KEY[k].durable == desired.MANAGED_FILE and imported and not keep)
+        )
     )
     base = dict(
         scope=scope,
@@ -364,7 +367,7 @@ def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situat
         else None,
         bump_blocked=bump_blocked(s) if input_lacks else None,
     )
-    needs = {k: s.urgency(k) for k in serving_scope if not desired.BY_KEY[k].holds(now, s)}
+    needs = {k: desired.urgency(k, s) for k in serving_scope if not desired.BY_KEY[k].holds(now, s)}
     if override and "runtime_override" in scope:
         needs.setdefault("runtime_override", s.urgency("runtime_override"))
     if not probe_fine:
@@ -732,9 +735,15 @@ class Proof:
     env: dict[str, str]
     flags: tuple[str, ...] = ()
     kernel_params: str | None = None
+    # its sysctl.d files' and its unit's [Service] settings (None: not read: the data
+    # settings of those kinds are then not proven)
+    sysctl: dict[str, str] | None = None
+    properties: dict[str, str] | None = None
 
     def observed(self) -> desired.Observed:
-        return desired.built(self.parser, self.env, self.flags, self.kernel_params)
+        return desired.built(
+            self.parser, self.env, self.flags, self.kernel_params, self.sysctl, self.properties
+        )
 
     def missing(self, s: Settings, prove: tuple[str, ...] = desired.TOOL_CALLING) -> list[str]:
         """What the built configuration lacks of the settings it must hold."""

@@ -16,7 +16,14 @@ from remedy.core import journal, nix, probe, runtime, sections, switch
 from remedy.core import memory as mem
 from remedy.core.journal import RunJournal
 from remedy.core.sections import Section
-from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
+from remedy.core.serving import (
+    BuiltUnit,
+    ServingUnitState,
+    VolatileEntry,
+    read_built,
+    read_unit,
+    volatile_entries,
+)
 
 Parts = dict[str, list[Section]]
 
@@ -183,6 +190,23 @@ def read_probe(parts: Parts) -> probe.ProbeResult:
 
 
 @dataclass
+class SettingReadings:
+    """What the data settings read beyond the serving unit (``remedy.core.data_settings``):
+    sysctls live (/proc/sys) and as the next boot's sysctl.d files set them (the system
+    profile's ``etc/sysctl.d``, which NixOS's systemd-sysctl applies at boot), and the
+    serving unit's [Service] properties live (``systemctl show``) and as the next boot's
+    unit files set them. None: not read (a recording made before these sections)."""
+
+    sysctl_now: dict[str, str] | None = None
+    sysctl_next: dict[str, str] | None = None
+    properties_now: dict[str, str] | None = None
+    properties_next: dict[str, str] | None = None
+    sysctl_files: tuple[str, ...] = ()  # the next boot's sysctl.d files
+    # what the running generation's sysctl.d sets (/run/current-system/etc/sysctl.d)
+    sysctl_running: dict[str, str] | None = None
+
+
+@dataclass
 class HostSnapshot:
     unit: ServingUnitState
     memory: mem.MemoryHeadroom
@@ -211,6 +235,8 @@ class HostSnapshot:
     # why Nix's version could not be read (what `nix --version` printed); None: it was
     # read, or Nix is not installed
     nix_unreadable: str | None = None
+    # sysctls and the serving unit's properties, for the data settings
+    readings: SettingReadings = field(default_factory=SettingReadings)
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -244,7 +270,111 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         clock=read_clock(parts),
         options_record=read_options_record(parts),
         nix_unreadable=nix_unreadable,
+        readings=read_readings(parts),
     )
+
+
+def parse_sysctl_files(files) -> dict[str, str]:
+    """What sysctl.d FILES (blocks of one section, in the order systemd-sysctl reads
+    them) set: the last assignment of a key wins; ``-key`` (errors ignored) counts, a key
+    with a glob does not (it names many)."""
+    out: dict[str, str] = {}
+    for f in sorted(files, key=lambda b: b.path.rsplit("/", 1)[-1]):
+        for raw in f.text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith(("#", ";")) or "=" not in line:
+                continue
+            key, _, value = line.partition("=")
+            key = key.strip().lstrip("-").replace("/", ".")
+            if key and not any(c in key for c in "*?["):
+                out[key] = " ".join(value.split())
+    return out
+
+
+def _properties(view_files) -> dict[str, str]:
+    """The [Service] properties VIEW_FILES set, the last assignment winning (an empty one
+    resets to the default: left out)."""
+    out: dict[str, str] = {}
+    for unit in view_files:
+        for key, value in unit.service_settings():
+            if key not in ("ExecStart", "Environment"):
+                out[key] = value
+    return {k: v for k, v in out.items() if v != ""}
+
+
+def read_readings(parts: Parts) -> SettingReadings:
+    """The data settings' sections (none: not read, a recording made before them)."""
+    if "settings.sysctl_now" not in parts:
+        return SettingReadings()
+    from remedy.core import systemd
+
+    files = [b for sec in parts.get("settings.sysctl_next", []) for b in sec.files]
+    running = [b for sec in parts.get("settings.sysctl_running", []) for b in sec.files]
+    now = {}
+    for line in (ln for sec in parts["settings.sysctl_now"] for ln in sec.lines):
+        word, _, rest = line.partition(" ")
+        key, _, value = rest.partition(" ")
+        if word == "sysctl" and key and value:
+            now[key] = " ".join(value.split())
+    live = systemd.parse_show([ln for sec in parts.get("settings.properties", [])
+                               for ln in sec.lines])  # fmt: skip
+    return SettingReadings(
+        now,
+        parse_sysctl_files(files),
+        live,
+        _properties(_next_boot_unit_files(parts)),
+        tuple(b.path for b in files),
+        parse_sysctl_files(running),
+    )
+
+
+@dataclass
+class BuiltSystem(BuiltUnit):
+    """A built toplevel's serving unit (``remedy.core.serving.BuiltUnit``), with what its
+    sysctl.d files set and its unit's [Service] properties (None: not read, a recording
+    made before the section)."""
+
+    sysctl: dict[str, str] | None = None
+    properties: dict[str, str] | None = None
+
+
+def read_built_system(parts: Parts) -> BuiltSystem:
+    from remedy.core import systemd
+
+    unit = read_built(parts)
+    files = [
+        systemd.UnitFile(b.path, b.realpath, b.text)
+        for name in ("built.unit", "built.dropins")
+        for sec in parts.get(name, [])[:1]
+        for b in sec.files
+    ]
+    found = parts.get("built.sysctl")
+    return BuiltSystem(
+        **unit.__dict__,
+        sysctl=parse_sysctl_files([b for sec in found for b in sec.files]) if found else None,
+        properties=_properties(files[:1] + systemd.dropin_order(files[1:])) if found else None,
+    )
+
+
+def _next_boot_unit_files(parts: Parts) -> list:
+    """The serving unit's files as the next boot loads them, in order: the system
+    profile's unit (else the loaded fragment), then the durable drop-ins
+    (``remedy.core.serving.next_boot_dropins``)."""
+    from remedy.core import serving, systemd
+
+    def blocks(name: str) -> list:
+        found = parts.get(name) or []
+        return [systemd.UnitFile(b.path, b.realpath, b.text) for s in found[:1] for b in s.files]
+
+    show = systemd.parse_show(sections.one(parts, "unit.show", "HostSnapshot").lines)
+    loaded = blocks("unit.files")
+    fragment = next((f for f in loaded if f.path == show.get("FragmentPath")), None)
+    durable = [f for f in loaded if f is not fragment and f.origin != systemd.RUNTIME]
+    nxt = blocks("unit.next")
+    if nxt:
+        durable = serving.next_boot_dropins(durable, blocks("unit.next_dropins"), show["Id"])
+    first = nxt[0] if nxt else fragment
+    return ([first] if first else []) + systemd.dropin_order(durable)
 
 
 def read_options_record(parts: Parts) -> tuple[str, ...] | None:

@@ -14,11 +14,15 @@ Three places hold such state, all read in the snapshot's one round trip:
   file lives), the start script's exports and the wrapper it execs (nixpkgs'
   makeWrapper, ``remedy.core.wrapper``). What only ``systemctl set-environment`` gives
   is volatile;
-- the live kernel command line against the next boot's ``kernel-params``.
+- the live kernel command line against the next boot's ``kernel-params``;
+- the live sysctls against what the next boot's sysctl.d files set (the system
+  profile's ``etc/sysctl.d``; a key no file sets has no next-boot value to compare).
 
 The managed settings (the parser, SDPA streaming, the merge guard, Phase 2a,
-the hugepage pool, remedy's own ``/run`` override) are reported per setting and
-left out here. Host data ``ignore_volatile`` silences what a person accepted.
+the hugepage pool, remedy's own ``/run`` override, and the data settings of
+``settings/``) are reported per setting and left out here, with a runtime drop-in
+that carries nothing but data settings' desired values. Host data
+``ignore_volatile`` silences what a person accepted.
 
     found = unmanaged(snapshot, settings)
     kept, ignored = split_ignored(found, settings.ignore_volatile)
@@ -32,13 +36,14 @@ from dataclasses import dataclass
 
 from pyinfra.api.exceptions import FactProcessError
 
+from remedy.core import data_settings as data
 from remedy.core import desired, systemd, wrapper
 from remedy.core.runtime import RuntimeFile, RuntimeState, UnitEnvLine
 from remedy.core.settings import Settings
 from remedy.core.snapshot import HostSnapshot
 
-RUNTIME_UNIT, PROCESS, KERNEL_PARAM = "runtime-unit", "process", "kernel-param"
-KINDS = (RUNTIME_UNIT, PROCESS, KERNEL_PARAM)
+RUNTIME_UNIT, PROCESS, KERNEL_PARAM, SYSCTL = "runtime-unit", "process", "kernel-param", "sysctl"
+KINDS = (RUNTIME_UNIT, PROCESS, KERNEL_PARAM, SYSCTL)
 GONE = "gone"
 
 # What systemd, the shell and the kernel add to every service's environment: not state.
@@ -66,6 +71,7 @@ MANAGED_FLAGS = (
     "--no-async-scheduling",
 )
 SECRET_RE = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL", re.I)
+flag_map = desired.flag_map
 
 
 @dataclass(frozen=True)
@@ -97,26 +103,6 @@ class Unmanaged:
 def shown(key: str, value: str) -> str:
     """KEY=VALUE for a report; a secret's value is never printed."""
     return f"{key}=…" if SECRET_RE.search(key) else f"{key}={value}"
-
-
-def flag_map(words: list[str]) -> tuple[str | None, dict[str, str | None]]:
-    """(the model, {flag: value or None}) of vLLM's words after ``serve``."""
-    model, flags = None, {}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word.startswith("--"):
-            name, sep, value = word.partition("=")
-            if sep:
-                flags[name] = value
-            elif i + 1 < len(words) and not words[i + 1].startswith("-"):
-                flags[name], i = words[i + 1], i + 1
-            else:
-                flags[name] = None
-        elif model is None and not flags:
-            model = word
-        i += 1
-    return model, flags
 
 
 def _after_serve(argv: list[str]) -> list[str] | None:
@@ -181,7 +167,7 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
                 _Difference(f"the server serves {model}", f"{model} → {next_model}", "model", None)
             )
         for name in sorted(set(flags) | set(next_flags)):
-            if name in MANAGED_FLAGS:
+            if name in MANAGED_FLAGS or name in _data_names(data.FLAG):
                 continue
             a, b = flags.get(name, ...), next_flags.get(name, ...)
             if a == b or (isinstance(b, str) and "$" in b):
@@ -209,7 +195,7 @@ def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Diff
                    for k, v in manager.items()}  # fmt: skip
         have = start_chain_env(now, runtime, pending, next_boot=False)
         for key in sorted(set(env) | set(want)):
-            if key in PROVIDED_ENV or key in s.required_env:
+            if key in PROVIDED_ENV or key in s.required_env or key in _data_names(data.ENVIRONMENT):
                 continue
             a, w = env.get(key), want.get(key)
             if w is not None and w.value is None:
@@ -396,15 +382,63 @@ def _kernel_differences(memory) -> list[Unmanaged]:
     return out
 
 
+def _data_names(kind: str) -> set[str]:
+    return {d.name for d in desired.DATA if d.kind == kind}
+
+
+def _carries_data_settings(f: RuntimeFile, s: Settings) -> bool:
+    """F is a runtime drop-in of the serving unit that sets nothing but data settings'
+    variables and properties, each to its desired value: the settings say it."""
+    if not f.path.startswith(tuple(f"/run/systemd/{d}/{s.unit}.d/"
+                                   for d in ("system", "system.control"))):  # fmt: skip
+        return False
+    ours = {(d.kind, d.name): d for d in desired.DATA}
+
+    def desired_here(kind: str, name: str, value: str) -> bool:
+        d = ours.get((kind, name))
+        return d is not None and desired.BY_KEY[d.key].desired(s) == data.normalized(d, value)
+
+    found = False
+    for key, value in systemd.UnitFile(f.path, f.path, f.text).service_settings():
+        try:
+            pairs = systemd.parse_environment(value) if key == "Environment" else {key: value}
+        except FactProcessError:
+            return False
+        kind = data.ENVIRONMENT if key == "Environment" else data.PROPERTY
+        if not all(desired_here(kind, k, v) for k, v in pairs.items()):
+            return False
+        found = found or bool(pairs)
+    return found
+
+
+def _sysctl_differences(readings) -> list[Unmanaged]:
+    """Each sysctl whose live value is not what the next boot's sysctl.d files set. As
+    the running generation's files set it, it is a pending generation (the status says
+    boot pending), not volatile state."""
+    if readings is None or readings.sysctl_now is None or readings.sysctl_next is None:
+        return []
+    managed, running, out = _data_names(data.SYSCTL), readings.sysctl_running or {}, []
+    for key, after in sorted(readings.sysctl_next.items()):
+        now = readings.sysctl_now.get(key)
+        if key in managed or now is None or now == after or running.get(key) == now:
+            continue
+        out.append(Unmanaged(SYSCTL, key, f"{now} (set at runtime)", f"{after} (sysctl.d)"))
+    return out
+
+
 def unmanaged(snap: HostSnapshot, s: Settings) -> list[Unmanaged]:
     """Everything a reboot would change that no managed setting covers."""
-    return unmanaged_state(snap.unit, snap.memory, snap.runtime, s)
+    return unmanaged_state(snap.unit, snap.memory, snap.runtime, s, snap.readings)
 
 
-def unmanaged_state(unit, memory, runtime: RuntimeState, s: Settings) -> list[Unmanaged]:
+def unmanaged_state(
+    unit, memory, runtime: RuntimeState, s: Settings, readings=None
+) -> list[Unmanaged]:
     """``unmanaged`` from the parts of a snapshot: the serving unit, memory (None: the
-    kernel command line is not compared), the runtime readings."""
+    kernel command line is not compared), the runtime readings, the data settings'
+    readings (None: the sysctls are not compared)."""
     managed = set(desired.runtime_overrides(unit, s))
+    managed |= {f.path for f in runtime.files if f.link is None and _carries_data_settings(f, s)}
     if unit.now.exec_start and unit.now.exec_start.startswith("/run/"):
         managed.add(unit.now.exec_start)
     if unit.now.script and unit.now.script.path.startswith("/run/"):
@@ -426,7 +460,7 @@ def unmanaged_state(unit, memory, runtime: RuntimeState, s: Settings) -> list[Un
                 continue
             where = f" (from {d.source})" if d.source else ""
             loose.append(Unmanaged(PROCESS, d.subject, d.text + where, d.after))
-    return [*entries.values(), *loose, *_kernel_differences(memory)]
+    return [*entries.values(), *loose, *_kernel_differences(memory), *_sysctl_differences(readings)]
 
 
 def split_ignored(

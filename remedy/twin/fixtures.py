@@ -681,15 +681,21 @@ MODULES_LIB = r"""# The twin's stand-in for nixpkgs' lib.evalModules (no nixpkgs
 #   imported once), and disabledModules drops a module (and what it imports) by path;
 # - the result has config, options (value, highestPrio, definitionsWithLocations,
 #   files, declarations) and extendModules, as lib.nixosSystem's has.
+# - inside an attrsOf or a submodule each attribute is merged on its own (a lib.mkForce
+#   there wins there), as lib/modules.nix mergeDefinitions does; a submodule here is a
+#   set of named options, and a name it does not declare "does not exist".
 # Left out: mkIf, mkMerge, mkBefore/mkAfter, a priority on a whole attribute set,
-# submodules, types beyond `types` below, _module.args, option renames.
+# submodules with config or imports, types beyond `types` below, _module.args, option
+# renames.
 let
   inherit (builtins)
     all attrNames attrValues concatLists concatMap concatStringsSep elem filter foldl'
     functionArgs genericClosure genList head intersectAttrs isAttrs isBool isFunction
     isInt isList isPath isString length mapAttrs removeAttrs toJSON tryEval;
 
-  showLoc = concatStringsSep ".";
+  # As lib.showOption: a name that is no identifier is quoted (boot.kernel.sysctl."vm.x").
+  showPart = n: if builtins.match "[a-zA-Z0-9_'-]+" n == null then toJSON n else n;
+  showLoc = loc: concatStringsSep "." (map showPart loc);
   # As lib.generators.toPretty prints a definition's value (one line).
   pretty = v:
     if isString v then toJSON v
@@ -712,6 +718,22 @@ let
     if length defs == 1 || all (d: d.value == first.value) defs then first.value
     else throw ("The option `${loc}' has conflicting definition values:${showDefs defs}\n"
       + "Use `lib.mkForce value` or `lib.mkDefault value` to change the priority on any of these definitions.");
+  # An override's content at its priority; a plain definition at 100.
+  discharge = x:
+    if isOverride x.value then { inherit (x) file; value = x.value.content; priority = x.value.priority; }
+    else { inherit (x) file value; priority = 100; };
+  # lib/modules.nix mergeDefinitions, for a value inside an option (an attribute of an
+  # attrsOf or a submodule): overrides discharged, the highest priority kept, each
+  # definition checked against the type, then merged. None left: null (nullOr's absent).
+  mergeDefs = loc: t: defs:
+    let
+      discharged = map discharge defs;
+      highestPrio = foldl' (a: x: if x.priority < a then x.priority else a) 9999 discharged;
+      final = filter (x: x.priority == highestPrio) discharged;
+      wrong = filter (x: !(t.check x.value)) final;
+    in
+    if wrong != [ ] then throw "A definition for option `${loc}' is not of type `${t.description}'. Definition values:${showDefs wrong}"
+    else t.merge loc final;
   mkType = name: description: check: merge: { _type = "type"; inherit name description check merge; };
   types = rec {
     unspecified = mkType "unspecified" "unspecified value" (_: true) mergeEqual;
@@ -722,16 +744,38 @@ let
     port = mkType "port" "16 bit unsigned integer; between 0 and 65535 (both inclusive)"
       (v: isInt v && v >= 0 && v <= 65535) mergeEqual;
     str = mkType "str" "string" isString mergeEqual;
+    path = mkType "path" "path" (v: isPath v || (isString v && builtins.substring 0 1 v == "/")) mergeEqual;
     lines = mkType "lines" "strings concatenated with \"\\n\"" isString
       (loc: defs: concatStringsSep "\n" (map (d: d.value) defs));
     listOf = t: mkType "listOf" "list of ${t.description}" (v: isList v && all t.check v)
       (loc: defs: concatMap (d: d.value) defs);
-    attrsOf = t: mkType "attrsOf" "attribute set of ${t.description}"
-      (v: isAttrs v && all t.check (attrValues v))
+    nullOr = t: mkType "nullOr" "null or ${t.description}" (v: v == null || t.check v)
+      (loc: defs: if all (d: d.value == null) defs then null else t.merge loc (filter (d: d.value != null) defs));
+    either = a: b: mkType "either" "${a.description} or ${b.description}" (v: a.check v || b.check v)
+      (loc: defs: if all (d: a.check d.value) defs then a.merge loc defs
+        else if all (d: b.check d.value) defs then b.merge loc defs else mergeEqual loc defs);
+    oneOf = ts: foldl' either (head ts) (builtins.tail ts);
+    # Each attribute is merged on its own (a lib.mkForce inside wins there), as
+    # lib/types.nix attrsOf merges each name with mergeDefinitions.
+    attrsOf = t: mkType "attrsOf" "attribute set of ${t.description}" isAttrs
       (loc: defs: mapAttrs
-        (n: _: t.merge "${loc}.${n}"
+        (n: _: mergeDefs "${loc}.${showPart n}" t
           (map (d: { inherit (d) file; value = d.value.${n}; }) (filter (d: d.value ? ${n}) defs)))
         (foldl' (acc: d: acc // d.value) { } defs));
+    # A set of named options (lib.types.submodule with options only): a name it does not
+    # declare is NixOS's "does not exist"; each option is merged on its own, its default
+    # at the option-default priority.
+    submodule = opts: mkType "submodule" "submodule" isAttrs
+      (loc: defs:
+        let
+          names = attrNames (foldl' (acc: d: acc // d.value) { } defs);
+          unknown = filter (n: !(opts ? ${n})) names;
+          at = n: map (d: { inherit (d) file; value = d.value.${n}; }) (filter (d: d.value ? ${n}) defs);
+        in
+        if unknown != [ ] then
+          throw "The option `${loc}.${showPart (head unknown)}' does not exist. Definition values:${showDefs (at (head unknown))}"
+        else mapAttrs (n: o: mergeDefs "${loc}.${showPart n}" (o.type or unspecified)
+          ((if o ? default then [ { file = loc; value = mkOverride 1500 o.default; } ] else [ ]) ++ at n)) opts);
   };
 
   lib = {
@@ -815,9 +859,7 @@ let
           t = d.opt.type or types.unspecified;
           all' = (if d.opt ? default then [ { inherit (d) file; value = mkOverride 1500 d.opt.default; } ] else [ ])
             ++ (defs.${loc} or [ ]);
-          discharged = map (x:
-            if isOverride x.value then { inherit (x) file; value = x.value.content; priority = x.value.priority; }
-            else { inherit (x) file value; priority = 100; }) all';
+          discharged = map discharge all';
           highestPrio = foldl' (a: x: if x.priority < a then x.priority else a) 9999 discharged;
           final = filter (x: x.priority == highestPrio) discharged;
           wrong = filter (x: !(t.check x.value)) final;
@@ -852,23 +894,66 @@ in
 # and the toplevel built from them.
 NIXOS_MODULE = r"""# The twin's NixOS: the options its system uses, and system.build.toplevel.
 { config, lib, revision, ... }:
+let
+  inherit (lib) types;
+  # nixos/lib/systemd-unit-options.nix: a [Service] value (a list: one line per item)
+  unitOption = types.oneOf [ types.bool types.int types.str (types.listOf types.str) ];
+  # nixos/modules/config/sysctl.nix: a sysctl's value; null leaves it out
+  sysctlOption = types.nullOr (types.oneOf [ types.bool types.str types.int ]);
+  # nixos/lib/systemd-lib.nix: environment as Environment="NAME=VALUE", serviceConfig as
+  # NAME=VALUE lines (a list: one line each), in the unit's [Service]
+  quoteEnv = n: v: "Environment=" + builtins.toJSON "${n}=${toString v}";
+  showValue = v: if builtins.isBool v then (if v then "true" else "false") else toString v;
+  serviceLines = s:
+    builtins.concatLists (map (n: if s.environment.${n} == null then [ ] else [ (quoteEnv n s.environment.${n}) ])
+      (builtins.attrNames s.environment))
+    ++ builtins.concatLists (map (n: let v = s.serviceConfig.${n}; in
+      map (x: "${n}=${showValue x}") (if builtins.isList v then v else [ v ]))
+      (builtins.attrNames s.serviceConfig));
+  # systemd.services.NAME is rendered into systemd.units."NAME.service": the twin's units
+  # are text, so its lines go into a [Service] section at the end of the unit.
+  withService = name: text:
+    let
+      s = config.systemd.services.${builtins.replaceStrings [ ".service" ] [ "" ] name} or null;
+      lines = if s == null then [ ] else serviceLines s;
+    in
+    if lines == [ ] then text
+    else text + "\n[Service]\n" + builtins.concatStringsSep "\n" lines + "\n";
+  # nixos/modules/config/sysctl.nix: etc/sysctl.d/60-nixos.conf, false as 0
+  sysctlText = builtins.concatStringsSep "" (map (n: let v = config.boot.kernel.sysctl.${n}; in
+    if v == null then "" else "${n}=${if v == false then "0" else toString v}\n")
+    (builtins.attrNames config.boot.kernel.sysctl));
+in
 {
   options = {
-    networking.hostName = lib.mkOption { type = lib.types.str; default = "nixos"; };
-    boot.kernelParams = lib.mkOption { type = lib.types.listOf lib.types.str; default = [ ]; };
-    systemd.units = lib.mkOption { type = lib.types.attrsOf lib.types.str; default = { }; };
+    networking.hostName = lib.mkOption { type = types.str; default = "nixos"; };
+    boot.kernelParams = lib.mkOption { type = types.listOf types.str; default = [ ]; };
+    boot.kernel.sysctl = lib.mkOption { type = types.attrsOf sysctlOption; default = { }; };
+    systemd.units = lib.mkOption { type = types.attrsOf types.str; default = { }; };
     # <unit>.d/<name>.conf drop-ins, as NixOS writes overrides.conf
     systemd.dropins = lib.mkOption {
-      type = lib.types.attrsOf (lib.types.attrsOf lib.types.str);
+      type = types.attrsOf (types.attrsOf types.str);
       default = { };
     };
-    system.preSwitchChecks = lib.mkOption { type = lib.types.lines; default = ""; };
-    system.build.toplevel = lib.mkOption { type = lib.types.package; };
+    systemd.services = lib.mkOption {
+      type = types.attrsOf (types.submodule {
+        environment = lib.mkOption {
+          type = types.attrsOf (types.nullOr (types.oneOf [ types.str types.path types.package ]));
+          default = { };
+        };
+        serviceConfig = lib.mkOption { type = types.attrsOf unitOption; default = { }; };
+      });
+      default = { };
+    };
+    system.preSwitchChecks = lib.mkOption { type = types.lines; default = ""; };
+    system.build.toplevel = lib.mkOption { type = types.package; };
   };
+  # nixos/modules/config/sysctl.nix's own default
+  config.boot.kernel.sysctl."vm.max_map_count" = lib.mkDefault 1048576;
   config.system.build.toplevel = (import ./system.nix {
     hostName = config.networking.hostName;
-    inherit revision;
-    units = config.systemd.units;
+    inherit revision sysctlText;
+    units = builtins.mapAttrs withService config.systemd.units;
     dropins = config.systemd.dropins;
     kernelParams = config.boot.kernelParams;
     preSwitchChecks = config.system.preSwitchChecks;
@@ -879,8 +964,9 @@ NIXOS_MODULE = r"""# The twin's NixOS: the options its system uses, and system.b
 
 SYSTEM_LIB = r"""# A NixOS-like system toplevel built with builtins.derivation (no nixpkgs offline).
 # preSwitchChecks: shell run by switch-to-configuration before anything else (as
-# NixOS's system.preSwitchChecks); a failing check stops the switch.
-{ hostName, revision, units, dropins ? { }, kernelParams, preSwitchChecks ? "", system ? "x86_64-linux" }:
+# NixOS's system.preSwitchChecks); a failing check stops the switch. sysctlText:
+# etc/sysctl.d/60-nixos.conf, which systemd-sysctl applies at boot and after a switch.
+{ hostName, revision, units, dropins ? { }, kernelParams, preSwitchChecks ? "", sysctlText ? "", system ? "x86_64-linux" }:
 let
   names = builtins.attrNames units;
   # <unit>.d/<name>.conf files, as NixOS writes overrides.conf (env: dropin_<n>)
@@ -897,7 +983,7 @@ let
     (map (n: { name = "unit_${builtins.replaceStrings ["-" "."] ["_" "_"] n}"; value = units.${n}; }) names);
   toplevel = builtins.derivation ({
     name = "nixos-system-${hostName}";
-    inherit system;
+    inherit system sysctlText;
     builder = "/bin/sh";
     PATH = "/usr/bin:/bin";
     kernelParams = builtins.concatStringsSep " " kernelParams;
@@ -912,9 +998,10 @@ let
     allowSubstitutes = false;
     args = [ "-c" ''
       set -e
-      mkdir -p $out/bin $out/etc/systemd/system
+      mkdir -p $out/bin $out/etc/systemd/system $out/etc/sysctl.d
       ${unitFiles}
       ${dropinFiles}
+      printf '%s' "$sysctlText" > $out/etc/sysctl.d/60-nixos.conf
       printf '%s' "$kernelParams" > $out/kernel-params
       printf '%s' "$revision" > $out/configuration-revision
       printf '%s' "twin" > $out/nixos-version
