@@ -121,11 +121,9 @@ class ManagedSetting:
         return d is None or d.kind == data.ENVIRONMENT or _readings(d, obs) is not None
 
 
-# The data settings' kinds a built system's proof judges. A sysctl and a unit property
-# join once remedy.operations.nix_prove passes BuiltService's sysctl and properties
-# (remedy.core.snapshot.BuiltSystem) to Proof; until then the proof does not claim them,
-# and status and converge --check judge them at the next boot.
-PROVEN_KINDS = (data.ENVIRONMENT, data.FLAG)
+# The kinds a built system's proof judges: all four (nix.fix_proven reads the built
+# system's sysctl.d files and its unit's [Service] settings with its start script).
+PROVEN_KINDS = (data.ENVIRONMENT, data.FLAG, data.SYSCTL, data.PROPERTY)
 
 
 def _readings(d: data.DataSetting, o: Observed):

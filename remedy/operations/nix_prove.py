@@ -124,6 +124,8 @@ def _not_proven(a: Build, toplevel: str, short: str) -> str | None:
         dict(service.environment) if service else {},
         tuple(script.flags) if script else (),
         service.kernel_params if service else None,
+        getattr(service, "sysctl", None),
+        getattr(service, "properties", None),
     )
     if missing := proof.missing(s, tuple(a.prove)):
         return (

@@ -233,9 +233,18 @@ def test_each_kind_in_remedy_s_file_and_in_the_manual_script(tmp_path, managed):
     assert sh["vm.max_map_count"].endswith('"$toplevel"/etc/sysctl.d/*.conf')
     assert "vm\\.max_map_count" in sh["vm.max_map_count"]
     assert sh["--max-num-seqs"] == "grep -Fqs -- '--max-num-seqs 16' \"$script\""
-    # the proof reads the environment and the flags; sysctls and properties at next boot
-    assert [desired.BY_KEY[k].provable for k in ("VLLM_LOGGING_LEVEL", "vm.max_map_count")] \
-        == [True, False]  # fmt: skip
+    # the proof of a built system reads every kind (its sysctl.d files, its unit)
+    assert all(desired.BY_KEY[k].provable for k in ("VLLM_LOGGING_LEVEL", "vm.max_map_count"))
+    from remedy.core.plan import Proof
+
+    built = Proof("/nix/store/x", "/s", "qwen3_xml", {}, sysctl={}, properties={})
+    lacks = " ".join(built.missing(s, ("vm.max_map_count", "LimitNOFILE")))
+    assert "max_map_count" in lacks and "LimitNOFILE" in lacks, lacks
+    built = Proof(
+        "/nix/store/x", "/s", "qwen3_xml", {},
+        sysctl={"vm.max_map_count": "2097152"}, properties={"LimitNOFILE": "65536"},
+    )  # fmt: skip
+    assert built.missing(s, ("vm.max_map_count", "LimitNOFILE")) == []
 
 
 def test_a_flag_is_read_from_what_the_server_runs(tmp_path, managed):
