@@ -848,6 +848,10 @@ RENDERERS = {
     "memory.headroom_gated": _gate,
     "serving.drained": _drain,
     "serving.runtime_override_removed": _remove_override,
+    "serving.runtime_carriers_removed": lambda s, scope: [
+        "echo 'the /run drop-ins that carry data settings (remedy adopt) stay: this script "
+        "does not read what they carry; a reboot removes them, or run the deploy' >&2"
+    ],
     "nix.system_switched": _switch,
     "serving.restarted": _restart,
     "serving.toolcalling_verified": _verify,

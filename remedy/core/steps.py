@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from remedy.core import desired, journal
+from remedy.core import desired, journal, volatile
 from remedy.core import nix as nix_core
 from remedy.core.plan import DURABLE, FALLBACK, NOOP, RestorePlan, override_in_place
 from remedy.core.settings import Settings
@@ -74,6 +74,9 @@ TEMPLATES: tuple[StepTemplate, ...] = (
     T("restart", "serving.restarted", "Restart if what systemd starts changed", D,
       ignorable=True),
     T("verify", "serving.toolcalling_verified", "Verify tool calling", D, ignorable=True),
+    # once the next boot holds what a /run drop-in carried (remedy adopt): after the verify
+    T("remove_carriers", "serving.runtime_carriers_removed",
+      "Remove the /run drop-ins the next boot now carries", D, "tt-stack#60", ignorable=True),
     # Fallback: the override first, so a failed durable path never leaves hermes on disk
     T("override", "serving.runtime_override_written", "Write the /run fallback override", F,
       ignorable=True),
@@ -333,6 +336,26 @@ class _Values:
             "scripts": scripts,
             "skip": self.skip_durable(own),
         }
+
+    def remove_carriers(self) -> dict:
+        """The /run drop-ins of data settings (volatile.carriers) whose every setting the
+        next boot holds now, or holds once this run's proven system is the boot default."""
+        plan, now = self.plan, {d.key: d for d in desired.drifts(self.snap, self.s)}
+        proven = set(plan.prove) if plan.path == DURABLE and plan.rebuild else set()
+
+        def held(key: str) -> bool:
+            d = now.get(key)
+            return key in proven or (d is not None and d.next_boot == d.desired)
+
+        paths = [
+            path
+            for path, keys in volatile.carriers(self.snap, self.s).items()
+            if all(k in plan.scope and held(k) for k in keys)
+        ]
+        own = None if paths else "no /run drop-in carries what the next boot holds"
+        # a run with nothing else to do still removes one (the next boot holds it already)
+        skip = own if plan.path == NOOP else self.skip_durable(own)
+        return {"unit": self.s.unit, "paths": paths, "skip": skip}
 
     def switch(self) -> dict:
         plan, snap = self.plan, self.snap

@@ -389,26 +389,41 @@ def _data_names(kind: str) -> set[str]:
 def _carries_data_settings(f: RuntimeFile, s: Settings) -> bool:
     """F is a runtime drop-in of the serving unit that sets nothing but data settings'
     variables and properties, each to its desired value: the settings say it."""
+    return bool(_carried_keys(f, s))
+
+
+def _carried_keys(f: RuntimeFile, s: Settings) -> tuple[str, ...]:
+    """The data settings F carries, when it is a runtime drop-in of the serving unit that
+    sets nothing but their variables and properties, each to its desired value (none:
+    it sets anything else, or nothing)."""
     if not f.path.startswith(tuple(f"/run/systemd/{d}/{s.unit}.d/"
                                    for d in ("system", "system.control"))):  # fmt: skip
-        return False
+        return ()
     ours = {(d.kind, d.name): d for d in desired.DATA}
-
-    def desired_here(kind: str, name: str, value: str) -> bool:
-        d = ours.get((kind, name))
-        return d is not None and desired.BY_KEY[d.key].desired(s) == data.normalized(d, value)
-
-    found = False
+    keys: list[str] = []
     for key, value in systemd.UnitFile(f.path, f.path, f.text).service_settings():
         try:
             pairs = systemd.parse_environment(value) if key == "Environment" else {key: value}
         except FactProcessError:
-            return False
+            return ()
         kind = data.ENVIRONMENT if key == "Environment" else data.PROPERTY
-        if not all(desired_here(kind, k, v) for k, v in pairs.items()):
-            return False
-        found = found or bool(pairs)
-    return found
+        for name, v in pairs.items():
+            d = ours.get((kind, name))
+            if d is None or desired.BY_KEY[d.key].desired(s) != data.normalized(d, v):
+                return ()
+            keys.append(d.key)
+    return tuple(keys)
+
+
+def carriers(snap: HostSnapshot, s: Settings) -> dict[str, tuple[str, ...]]:
+    """The /run drop-ins of the serving unit that carry only data settings at their
+    desired values (what `remedy adopt` made a setting of), with the settings each
+    carries: once the next boot holds those, the drop-in is no longer needed."""
+    runtime = snap.runtime
+    if runtime is None:
+        return {}
+    found = {f.path: _carried_keys(f, s) for f in runtime.files if f.link is None}
+    return {path: keys for path, keys in found.items() if keys}
 
 
 def _sysctl_differences(readings) -> list[Unmanaged]:

@@ -54,6 +54,25 @@ def runtime_override_removed(
     yield command(commands.daemon_reload())
 
 
+@operation(is_idempotent=False)
+def runtime_carriers_removed(unit: str, paths: list[str], skip=None):
+    """Remove the /run drop-ins of UNIT in PATHS, which carry only data settings (what
+    `remedy adopt` made a setting of) that the next boot now holds, and daemon-reload:
+    after the verify, so a durable path that fails leaves them holding live right. The
+    running server keeps what it started with: no restart.
+
+    + unit: the serving unit
+    + paths: the drop-ins (remedy.core.volatile.carriers, the planner's choice)
+    + skip: why this host does not need it
+    """
+    if skip:
+        host.noop(skip)
+        return
+    host.log_styled(f"the next boot holds what {', '.join(paths)} carried", fg="blue")
+    yield command(commands.remove_files(*paths))
+    yield command(commands.daemon_reload())
+
+
 def _drain(server_url: str, timeout_s: int, stop: StopRequest):
     """Poll /metrics once a second (one poll per round trip, so a STOP request is seen
     between two) until no request is in flight, the server has no /metrics or does not

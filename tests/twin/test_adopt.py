@@ -96,10 +96,18 @@ def test_an_environment_variable_of_a_run_dropin_is_adopted_and_made_durable(con
     assert (logging["live"], logging["next_boot"], logging["state"]) == ("DEBUG", "unset",
                                                                          "volatile")  # fmt: skip
 
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout
     done = remedy("converge", str(inventory))
     assert done.returncode in (0, 6), (done.stdout + done.stderr)[-4000:]
     forced = "systemd.services.tenstorrent-serving.environment.VLLM_LOGGING_LEVEL = "
     assert f'{forced}lib.mkForce "DEBUG";' in twin.exec(["cat", REMEDY_NIX]).stdout
+    # the drop-in goes once the next boot holds what it carried, with no restart
+    assert twin.exec(["test", "-e", DROPIN], check=False).returncode != 0
+    assert twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout == pid
+    assert server_environ(twin)["VLLM_LOGGING_LEVEL"] == "DEBUG"
+    again = remedy("converge", str(inventory))  # nothing left to do, nothing restarted
+    assert again.returncode in (0, 6) and "Remove the /run drop-ins" in again.stdout + again.stderr
+    assert twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout == pid
     code, host = status(inventory)
     assert setting(host, "VLLM_LOGGING_LEVEL")["next_boot"] == "DEBUG"
     assert code in (0, 6), host["problems"]  # no restart was needed: boot pending

@@ -46,6 +46,7 @@ OPERATIONS = {
     "serving": [
         "drained",
         "runtime_override_removed",
+        "runtime_carriers_removed",
         "runtime_override_written",
         "restarted",
         "toolcalling_verified",
@@ -214,7 +215,7 @@ def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belon
     path.write_text(text[:at] + block + text[at:])
     (problem,) = [p for p in problems_of(root, package) if "order" in p]
     assert problem.startswith(f"{RUNBOOK_001}:{line_of(path, 'id: managed-file') + 4}:")
-    assert "$.steps[18].operation: nix.managed_file_written is out of the run's order" in problem
+    assert "$.steps[19].operation: nix.managed_file_written is out of the run's order" in problem
     assert "step 3, after nix.flake_input_updated" in problem
 
 
@@ -704,7 +705,7 @@ def test_show_renders_for_a_person(project):
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
         "1. gate-memory-before-nix",
-        "21. report-outcome",
+        "22. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",
@@ -904,21 +905,21 @@ def test_list_says_when_to_use_each_runbook_at_80_columns(project):
 
 def test_a_flow_runbook_that_leaves_out_a_step_of_the_run_is_named(project):
     """Issue 33 item 7: runbook 006 listed 15 steps while the run (and its manual script)
-    has 21. A flow runbook lists every step of the run, in its order."""
+    has 22. A flow runbook lists every step of the run, in its order."""
     root, package = project
     edit(
         root / RUNBOOK_001,
         "  - id: gate-memory-before-nix\n",
         "  - id: gate-memory-before-nix\n    when: never listed\n",
     )  # still there: no problem of this kind
-    assert not [p for p in problems_of(root, package) if "of the run's 21 steps" in p]
+    assert not [p for p in problems_of(root, package) if "of the run's 22 steps" in p]
     text = (root / RUNBOOK_001).read_text()
     start = text.index("  - id: gate-memory-before-nix")
     end = text.index("  - id: bump-flake-input")
     (root / RUNBOOK_001).write_text(text[:start] + text[end:])
     said = problems_of(root, package)
     assert any(
-        "$.steps: lists 20 of the run's 21 steps: step 1, 'Memory gate before Nix evaluates "
+        "$.steps: lists 21 of the run's 22 steps: step 1, 'Memory gate before Nix evaluates "
         "and builds' (memory.headroom_gated), is missing" in p
         for p in said
     ), said
