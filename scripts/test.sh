@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 VENV=$(scripts/setup.sh)
 export PATH="$PWD/$VENV/bin:$PATH"
 "$VENV/bin/remedy" runbooks check
+"$VENV/bin/remedy" settings check
 
 SHARDS=${REMEDY_TEST_SHARDS:-3}
 case "$SHARDS" in '' | *[!0-9]* | 0)
