@@ -59,16 +59,22 @@ def timed_runs(label: str, argv: list[str], runs: int, env: dict | None = None) 
 
 def _measure(argv: list[str], env: dict | None) -> tuple[float, int, int, str]:
     """Wall time and the child's own peak RSS (wait4), without a shell in between."""
+    took, code, usage, out = measured(argv, env)
+    return took, code, usage.ru_maxrss, out
+
+
+def measured(argv: list[str], env: dict | None = None, cwd: Path = ROOT):
+    """(wall time, exit code, the resources of the child and its children, output) of
+    ARGV in CWD (wait4), without a shell in between."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})},
     )  # fmt: skip
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return took, proc.returncode, usage.ru_maxrss, out.decode(errors="replace")
+    return took, os.waitstatus_to_exitcode(status), usage, out.decode(errors="replace")
 
 
 def snapshot_ssh(twin) -> list[str]:

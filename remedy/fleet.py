@@ -1,19 +1,24 @@
-"""Many hosts at once: read every host's snapshot, run a deploy per host in parallel.
+"""Many hosts at once: read every host's snapshot, or converge them all in one pyinfra run.
 
-A host that is down, unreachable or has a bad key fails only itself: its
-reason is kept, the others go on. The reporting commands (``remedy status``,
-``remedy converge``) build on these two functions.
+``read_hosts`` reads (``remedy status``, ``converge --check``). ``converge_hosts``
+runs ``deploys/converge.py`` on every host in this process, with pyinfra's own
+parallel greenlets: each host's steps run on their own, through the rollout's gates
+(``remedy.rollout``), and the report comes from what the run read and did (the
+deploy's own snapshot, or one read after a change). A host that is down,
+unreachable, has a bad key, holds another run's lock or fails a step fails only
+itself: its reason is kept, the others go on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import os
-import subprocess
+import re
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,37 +46,45 @@ def read_hosts(
     """One remote read (facts.serving.HostSnapshot) per host, in parallel."""
     import gevent
 
-    from facts.nix import read_option_definitions
-    from facts.serving import HostSnapshot as SnapshotFact
-    from remedy.core import desired
-    from remedy.core.options import OptionDefinitions
-
     out: list[HostRead] = []
     with session.connected(inventory, limit) as (_state, hosts, failed):
         for name, why in failed.items():
             out.append(HostRead(name, error=f"could not connect over SSH: {why}"))
-
-        def read(host) -> HostRead:
-            s = settings_mod.from_host_data(host.name, host.data)
-            progress(f"reading {host.name}")
-            try:
-                snap = host.get_fact(SnapshotFact, **s.snapshot_kwargs())
-            except Exception as exc:  # a fact that cannot be parsed names itself
-                return HostRead(host.name, s, error=f"the remote read failed: {exc}")
-            if snap is None:
-                return HostRead(host.name, s, error="the remote read failed")
-            _import_manual_runs(host, snap, progress)
-            # what remedy's forced values win over: one evaluation of the configuration
-            try:
-                defs = read_option_definitions(host, s, snap, desired.ALL)
-            except Exception as exc:
-                defs = OptionDefinitions(error=f"not evaluated: {exc}")
-            return HostRead(host.name, s, dataclasses.replace(snap, definitions=defs))
-
-        greenlets = [gevent.spawn(read, h) for h in hosts]
+        greenlets = [gevent.spawn(_read_one, h, progress) for h in hosts]
         gevent.joinall(greenlets)
         out += [g.get() for g in greenlets]
     return sorted(out, key=lambda r: r.name)
+
+
+def _read_one(host, progress: Callable[[str], None], s: Settings | None = None) -> HostRead:
+    """One remote read of HOST (facts.serving.HostSnapshot), with what remedy's forced
+    values win over."""
+    from facts.serving import HostSnapshot as SnapshotFact
+
+    s = s or settings_mod.from_host_data(host.name, host.data)
+    progress(f"reading {host.name}")
+    try:
+        snap = host.get_fact(SnapshotFact, **s.snapshot_kwargs())
+    except Exception as exc:  # a fact that cannot be parsed names itself
+        return HostRead(host.name, s, error=f"the remote read failed: {exc}")
+    if snap is None:
+        return HostRead(host.name, s, error="the remote read failed")
+    _import_manual_runs(host, snap, progress)
+    return HostRead(host.name, s, _with_definitions(host, s, snap))
+
+
+def _with_definitions(host, s: Settings, snap: HostSnapshot) -> HostSnapshot:
+    """SNAP with what remedy's forced values win over (from the record kept on the host
+    while it holds; else one evaluation of the configuration)."""
+    from facts.nix import read_option_definitions
+    from remedy.core import desired
+    from remedy.core.options import OptionDefinitions
+
+    try:
+        defs = read_option_definitions(host, s, snap, desired.ALL)
+    except Exception as exc:
+        defs = OptionDefinitions(error=f"not evaluated: {exc}")
+    return dataclasses.replace(snap, definitions=defs)
 
 
 def _import_manual_runs(host, snap, progress) -> None:
@@ -90,90 +103,278 @@ def _import_manual_runs(host, snap, progress) -> None:
         progress(f"{host.name}: audited the manual run {run_id} (from the host)")
 
 
+# ---------------------------------------------------------------- one pyinfra run
+
+
 @dataclass
-class DeployRun:
+class HostRun:
+    """One host's part of a fleet run, as this process saw it."""
+
     host: str
-    returncode: int
-    seconds: float
-    output: str = field(repr=False, default="")
-    started: float = 0.0  # wall clock (time.time()) when the deploy began
+    returncode: int = 0  # 0 it ran (see its outcome), 1 it failed, 5 a lock was held
+    seconds: float = 0.0
+    started: float = 0.0  # wall clock (time.time()) when the run began
+    lines: list[str] = field(default_factory=list, repr=False)  # what pyinfra said of it
+    why: str | None = None  # why it failed or stopped, if it did
+    audited: bool = False  # its audit line is written (by the deploy's own code)
 
     def tail(self, lines: int = 25) -> str:
-        return "\n".join(self.output.rstrip().splitlines()[-lines:])
+        return "\n".join(self.lines[-lines:])
 
 
-def _run_watched(name: str, argv: list[str], progress: Callable[[str], None]) -> tuple[int, str]:
-    """Run a host's pyinfra ARGV; say each step as it starts and ends, and every 10 s
-    how long a long step has run (remedy.core.progress). Its exit code and output."""
-    import threading
-
-    from remedy.core.progress import StepWatch
-
-    watch, lock, done = StepWatch(name), threading.Lock(), threading.Event()
-    proc = subprocess.Popen(
-        argv,
-        cwd=PROJECT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        env={**os.environ, "REMEDY_PROJECT": str(PROJECT), "PYTHONUNBUFFERED": "1"},
-        stdin=subprocess.DEVNULL,
-    )
-
-    def beat() -> None:
-        while not done.wait(1):
-            with lock:
-                said = watch.heartbeat(time.monotonic())
-            if said:
-                progress(said)
-
-    beating = threading.Thread(target=beat, daemon=True)
-    beating.start()
-    lines: list[str] = []
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            with lock:
-                said = watch.feed(line, time.monotonic())
-            for message in said:
-                progress(message)
-        code = proc.wait()
-    finally:
-        done.set()
-        if proc.poll() is None:  # this process is stopping: so does the deploy
-            proc.terminate()
-            proc.wait()
-    return code, "".join(lines)
+@dataclass
+class FleetRun:
+    runs: dict[str, HostRun]
+    reads: list[HostRead]
+    rollout: object  # remedy.core.rollout.Rollout
 
 
-def deploy_each(
+DEPLOY = "converge.py"
+
+
+def converge_hosts(
     inventory: str,
     hosts: list[str],
-    deploy: str,
-    data: dict[str, str],
+    data: dict,
+    policy,
     progress: Callable[[str], None] = lambda _m: None,
-    parallel: int = 8,
-) -> list[DeployRun]:
-    """``pyinfra -y INVENTORY DEPLOY --limit HOST`` for every host, in parallel, each in
-    its own process: one host's failure, lock or lost connection is its own."""
-    inventory_path = str(Path(inventory).resolve())
-    deploy_path = str(PROJECT / "deploys" / deploy)
+) -> FleetRun:
+    """``deploys/converge.py`` on HOSTS (DATA over their data), in one pyinfra run in this
+    process, under the rollout POLICY (``remedy.core.rollout``); then what each host is
+    now, from the run's own read or one read after a change."""
+    from pyinfra_cli.util import parse_cli_arg
 
-    def one(name: str) -> DeployRun:
-        argv = [sys.executable, "-m", "pyinfra", "-y", "--limit", name]
-        for key, value in sorted(data.items()):
-            argv += ["--data", f"{key}={value}"]
-        argv += [inventory_path, deploy_path]
-        progress(f"{name}: applying deploys/{deploy}")
-        began, started = time.time(), time.monotonic()
-        code, output = _run_watched(name, argv, progress)
-        took = time.monotonic() - started
-        progress(f"{name}: deploy finished in {took:.0f}s (exit {code})")
-        return DeployRun(name, code, took, output, began)
+    from remedy import connect
+    from remedy.core import rollout as rollout_core
+    from remedy.operations import run as run_mod
 
-    if not hosts:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
-        return list(pool.map(one, hosts))
+    connect.guard()  # what the project's config.py installs for pyinfra's CLI
+    run_mod.stop_on_signals()
+    data = {key: parse_cli_arg(value) for key, value in data.items()}  # as --data gives them
+    began = time.time()
+    runs = {name: HostRun(name, started=began) for name in hosts}
+    deploy = str(PROJECT / "deploys" / DEPLOY)
+    with (
+        contextlib.redirect_stdout(sys.stderr),  # --json owns stdout
+        session.connected(inventory, hosts, data) as (state, connected, failed),
+        _watched(runs, progress) as watch,
+    ):
+        for name, why in failed.items():
+            runs[name].returncode, runs[name].why = 1, f"could not connect over SSH: {why}"
+        _prepare(state, connected, deploy, runs, progress)
+        restores = {h.name: r for h in connected if (r := run_mod.restore_of(h.name))}
+        rollout = rollout_core.Rollout.of(policy, [_turn(n, restores, runs) for n in hosts])
+        _execute(state, [h for h in connected if h.name in restores], restores, rollout, watch)
+        run_mod.record_runs()
+        reads = _reads_after(state, connected, restores, progress)
+    reads += [HostRead(name, error=runs[name].why) for name in failed]
+    return FleetRun(runs, sorted(reads, key=lambda r: r.name), rollout)
+
+
+def _turn(name: str, restores: dict, runs: dict[str, HostRun]):
+    """Host NAME's place in the rollout, from its plan (or why it has none)."""
+    from remedy.core import plan as plan_core
+    from remedy.core import rollout as rollout_core
+
+    if (r := restores.get(name)) is None:
+        stopped = rollout_core.LOCKED if runs[name].returncode == 5 else rollout_core.UNREACHED
+        return rollout_core.Turn(name, False, False, state=stopped, why=runs[name].why)
+    return rollout_core.Turn(name, r.plan.path != plan_core.NOOP, rollout_core.needs_budget(r.plan))
+
+
+def _fail(state, hosts: set) -> None:
+    """HOSTS fail in pyinfra's state (no further step); the others go on."""
+    from pyinfra.api.exceptions import PyinfraError
+
+    try:
+        state.fail_hosts(hosts)
+    except PyinfraError:  # "No hosts remaining!": each host's run has ended already
+        pass
+
+
+def _prepare(state, hosts: list, deploy: str, runs: dict[str, HostRun], progress) -> None:
+    """Every host's deploy file at once (its read, plan and steps), each in its greenlet. A
+    host that stops (its lock held, an unreadable host: ``run.HostStopped``) or fails
+    here fails alone, with its reason; the run audited it (HostStopped, SystemExit)."""
+    import gevent
+    from pyinfra.api.state import StateStage
+    from pyinfra.context import ctx_config, ctx_host
+    from pyinfra_cli.util import exec_file
+
+    from remedy.operations.run import HostStopped
+
+    state.set_stage(StateStage.Prepare)
+    state.current_deploy_filename = deploy
+
+    def load(host) -> tuple[int, str, bool] | None:
+        try:
+            with ctx_config.use(state.config.copy()), ctx_host.use(host):
+                exec_file(deploy)
+        except HostStopped as exc:
+            return int(exc.code), exc.why, True
+        except SystemExit as exc:  # begin_restore audited it, with its reason
+            return 1, str(exc.code).removeprefix("remedy: "), True
+        except Exception as exc:  # pyinfra wraps the deploy's exception
+            cause = next((a for a in exc.args if isinstance(a, BaseException)), exc)
+            return 1, f"{host.name}: the deploy could not plan: {cause!r}", False
+        return None
+
+    greenlets = {host: state.pool.spawn(load, host) for host in hosts}
+    gevent.joinall(list(greenlets.values()))
+    stopped = set()
+    for host, greenlet in greenlets.items():
+        run = runs[host.name]
+        if (said := greenlet.get()) is None:
+            run.audited = True  # its audit line is written when the run ends
+            continue
+        run.returncode, run.why, run.audited = said
+        run.lines.append(run.why)
+        progress(run.why if run.why.startswith(host.name) else f"{host.name}: {run.why}")
+        stopped.add(host)
+    _fail(state, stopped)
+
+
+def _execute(state, hosts: list, restores: dict, rollout, watch: _Watch) -> None:
+    """Each host's steps in a greenlet of its own (pyinfra's --no-wait), through the
+    rollout's gates; a failing step fails that host only."""
+    import gevent
+    from pyinfra.api.state import StateStage
+
+    from remedy import rollout as rollout_mod
+    from remedy.operations import run as run_mod
+
+    state.set_stage(StateStage.Execute)
+    state.is_executing = True
+    gates = rollout_mod.Gates(rollout, restores, run_mod.STOP, watch.progress)
+    # not pyinfra's pool: a host that waits for its turn must not keep another from its own
+    greenlets = [gevent.spawn(_run_host, state, h, restores[h.name], gates, watch) for h in hosts]
+    gevent.joinall(greenlets)
+
+
+def _run_host(state, host, restore, gates, watch: _Watch) -> None:
+    from pyinfra.api.operations import run_host_op
+    from pyinfra.context import ctx_host
+
+    from remedy.operations import run as run_mod
+
+    keys = {meta._hash: step.template.key for step, meta in restore.flow}
+    started = time.monotonic()
+    try:
+        for op_hash in state.get_op_order():
+            if host not in state.active_hosts:
+                break
+            if not gates.before(host.name, keys.get(op_hash)):
+                continue
+            watch.step(host.name, ", ".join(state.get_op_meta(op_hash).names))
+            state.trigger_callbacks("operation_start", op_hash)
+            with ctx_host.use(host):
+                done = run_host_op(state, host, op_hash)
+            if not done:
+                _fail(state, {host})
+    except Exception as exc:  # a connection lost mid-step: this host's run ends here
+        watch.said(host.name, f"{host.name}: the run stopped: {exc}")
+        _fail(state, {host})
+    finally:
+        failed = gates.end(host.name, host in state.failed_hosts)
+        run = watch.runs[host.name]
+        run.seconds = time.monotonic() - started
+        if host.name in gates.held_back:
+            run.why = gates.held_back[host.name]
+            run_mod.not_started(host, run.why)
+        elif host in state.failed_hosts or failed:
+            run.returncode, run.why = 1, failed or "a step failed"
+
+
+def _reads_after(state, hosts: list, restores: dict, progress) -> list[HostRead]:
+    """What each host is now: the run's own snapshot where nothing changed, else one read
+    (a host whose run stopped before its plan is read once here)."""
+    import gevent
+
+    def after(host) -> HostRead:
+        r = restores.get(host.name)
+        ran = r is not None and any(meta.executed for _step, meta in r.flow)  # a command
+        if r is None or ran or host in state.failed_hosts:
+            return _read_one(host, progress, r.settings if r else None)
+        if r.before.definitions is not None:  # the plan asked already
+            return HostRead(host.name, r.settings, r.before)
+        return HostRead(host.name, r.settings, _with_definitions(host, r.settings, r.before))
+
+    greenlets = [gevent.spawn(after, h) for h in hosts]
+    gevent.joinall(greenlets)
+    return [g.get() for g in greenlets]
+
+
+# ---------------------------------------------------------------- what the run says
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PREFIX = re.compile(r"^\s*\[(?P<host>[^\]]+)\]\s*")
+_NAMED = re.compile(r"^(?:remedy: )?(?P<host>[^\s:]+):")
+
+
+class _Watch(logging.Handler):
+    """pyinfra's log of the run: each record to the host it names (the tail a failed
+    host's report shows) and through that host's StepWatch (remedy.core.progress) to the
+    person who waits: a line per step, and how long a long step has run."""
+
+    def __init__(self, runs: dict[str, HostRun], progress: Callable[[str], None]):
+        from remedy.core.progress import StepWatch
+
+        super().__init__(logging.INFO)
+        self.runs, self.progress = runs, progress
+        self.watches = {name: StepWatch(name) for name in runs}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = _ANSI.sub("", record.getMessage())
+        except Exception:  # a record that cannot be formatted says nothing
+            return
+        lines = text.splitlines() or [""]
+        m = _PREFIX.match(lines[0]) or _NAMED.match(lines[0])
+        name = m.group("host") if m else None
+        if name not in self.runs:
+            return
+        if _PREFIX.match(lines[0]):  # "[host]   Success": pyinfra pads the names
+            lines[0] = _PREFIX.sub(f"[{name}] ", lines[0])
+        self.said(name, *lines)
+
+    def said(self, name: str, *lines: str) -> None:
+        self.runs[name].lines.extend(lines)
+        for message in self.watches[name].feed(lines[0], time.monotonic()):
+            self.progress(message)
+
+    def step(self, name: str, title: str) -> None:
+        for message in self.watches[name].feed(f"--> Starting operation: {title}",
+                                               time.monotonic()):  # fmt: skip
+            self.progress(message)
+
+    def beat(self) -> None:
+        for watch in self.watches.values():
+            if said := watch.heartbeat(time.monotonic()):
+                self.progress(said)
+
+
+@contextlib.contextmanager
+def _watched(runs: dict[str, HostRun], progress) -> Iterator[_Watch]:
+    """pyinfra's log goes to a _Watch (not the terminal) while the run lasts."""
+    import gevent
+
+    watch = _Watch(runs, progress)
+    log = logging.getLogger("pyinfra")
+    level, propagate = log.level, log.propagate
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    log.addHandler(watch)
+
+    def beating() -> None:
+        while True:
+            gevent.sleep(1)
+            watch.beat()
+
+    beat = gevent.spawn(beating)
+    try:
+        yield watch
+    finally:
+        beat.kill()
+        log.removeHandler(watch)
+        log.setLevel(level)
+        log.propagate = propagate

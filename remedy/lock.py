@@ -14,9 +14,15 @@ the shell. A reboot wipes ``/run/lock``.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
+import re
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from remedy.core.hostlock import (  # noqa: F401
     EXIT_HELD,
@@ -115,7 +121,8 @@ def acquire(host, unit: str, wait_s: float, holder: str, say=print, header: str 
         first = reply.readline().strip()
     if first == "locked":
         return HostLock(channel, read_journal(journal, boot) if journal else None)
-    rest = reply.read().strip()
+    rest = reply.read()
+    rest = (rest.decode(errors="replace") if isinstance(rest, bytes) else rest).strip()
     channel.close()
     if first == "held":
         raise LockHeld(
@@ -123,3 +130,113 @@ def acquire(host, unit: str, wait_s: float, holder: str, say=print, header: str 
             f"(waited {wait_s:g}s): {rest or '(holder unknown)'}"
         )
     raise LockError(f"{host.name}: could not take {lock_path(unit)}: {first} {rest}".strip())
+
+
+# The fleet's lock: one `remedy converge` at a time over each host of an inventory, on
+# this machine, so two runs over the same hosts do not each spend the restart budget
+# (remedy.core.rollout). A file per host of the inventory: a run takes those of its hosts,
+# so runs over disjoint --limit sets do not wait for each other.
+
+
+@dataclass
+class FleetLock:
+    """``flock`` on one file per host of the run, held by this process: they go when the
+    run ends or the process dies."""
+
+    paths: list[str]
+    fds: list[int]
+
+    def release(self) -> None:
+        for path, fd in zip(self.paths, self.fds, strict=True):
+            try:
+                os.unlink(_holder_of(path))
+            except OSError:
+                pass
+            os.close(fd)  # closing the descriptor drops the flock
+        self.fds.clear()
+
+
+def fleet_lock_path(inventory: str, host: str) -> str:
+    """HOST's part of the fleet lock of INVENTORY (its resolved path): in REMEDY_LOCK_DIR,
+    else /run/lock if this user may write there, else the user's runtime or temporary
+    directory."""
+    key = hashlib.sha256(str(Path(inventory).resolve()).encode()).hexdigest()[:12]
+    where = os.environ.get("REMEDY_LOCK_DIR")
+    if not where:
+        candidates = ("/run/lock", os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir())
+        where = next(d for d in candidates if d and os.access(d, os.W_OK))
+    plain = re.fullmatch(r"[A-Za-z0-9._-]+", host)
+    name = host if plain else hashlib.sha256(host.encode()).hexdigest()[:12]
+    return f"{where}/remedy-fleet-{key}-{name}.lock"
+
+
+def _holder_of(path: str) -> str:
+    return path.removesuffix(".lock") + ".holder"
+
+
+def _take(paths: list[str]) -> tuple[list[int], str | None]:
+    """Every lock of PATHS at once, or none: (their descriptors, the first busy one)."""
+    fds: list[int] = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            for taken in fds:
+                os.close(taken)
+            raise LockError(f"cannot open the fleet lock {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            for taken in fds:
+                os.close(taken)
+            return [], path
+        fds.append(fd)
+    return fds, None
+
+
+def acquire_fleet(
+    inventory: str, hosts: list[str], wait_s: float, holder: str, say=print
+) -> FleetLock:
+    """Take the fleet lock of HOSTS of INVENTORY, waiting up to WAIT_S seconds (SAY gets
+    what a waiting run prints); LockHeld names the holder, LockError any other problem."""
+    paths = [fleet_lock_path(inventory, h) for h in sorted(hosts)]
+    started = last = time.monotonic()
+    said = False
+    while True:
+        fds, busy = _take(paths)
+        if busy is None:
+            break
+        who, now = _read_holder(busy), time.monotonic()
+        if now - started >= wait_s:
+            raise LockHeld(
+                f"another remedy converge over {inventory} holds {busy} (waited {wait_s:g}s): {who}"
+            )
+        if not said:
+            say(f"{busy} is held by {who}; waiting up to {wait_s:g}s for it")
+            said, last = True, now
+        elif now - last >= PROGRESS_EVERY_S:
+            say(f"still waiting for {busy} ({now - started:.0f}s of {wait_s:g}s)")
+            last = now
+        time.sleep(0.2)
+    for path in paths:
+        _write_holder(path, holder)
+    return FleetLock(paths, fds)
+
+
+def _read_holder(path: str) -> str:
+    try:
+        with open(_holder_of(path), encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or "(holder unknown)"
+    except OSError:
+        return "(holder unknown)"
+
+
+def _write_holder(path: str, holder: str) -> None:
+    tmp = _holder_of(path) + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(holder + "\n")
+        os.replace(tmp, _holder_of(path))
+    except OSError:  # the lock holds all the same; only its holder goes unnamed
+        pass

@@ -58,7 +58,10 @@ def write(
     finished_at: float,
     duration_s: float,
     success: bool,
+    rollout: dict[str, int] | None = None,
 ) -> None:
+    """The run's metrics at PATH. ROLLOUT: how many hosts of an applied run ended in each
+    state (``remedy.core.rollout``: unchanged, converged, failed, not started …)."""
     from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
     registry = CollectorRegistry()
@@ -66,6 +69,29 @@ def write(
     def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
         return Gauge(name, doc, labels, registry=registry)
 
+    _per_host(gauge, hosts)
+    gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
+    gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
+        1 if success else 0
+    )
+    gauge("remedy_run_duration_seconds", "Wall time of the last run").set(duration_s)
+    if rollout is not None:
+        hosts_by_state = gauge(
+            "remedy_rollout_hosts", "Hosts of the last applied run, by how they ended", ("state",)
+        )
+        for state, count in rollout.items():
+            hosts_by_state.labels(state).set(count)
+        gauge("remedy_rollout_duration_seconds", "Wall time of the last applied run's rollout").set(
+            duration_s
+        )
+    try:
+        write_to_textfile(path, registry)
+    except OSError as exc:
+        raise ConfigError(f"--textfile {path}: cannot write it: {exc}") from None
+
+
+def _per_host(gauge, hosts: list[HostMetrics]) -> None:
+    """Each host's gauges (GAUGE makes one in the run's registry)."""
     up = gauge("remedy_host_up", "1 if remedy could read the host in this run", ("host",))
     drift = gauge(
         "remedy_setting_drift",
@@ -135,12 +161,3 @@ def write(
         if h.last_run_restarts is not None:
             restarts.labels(h.host).set(h.last_run_restarts)
             cut.labels(h.host).set(h.last_run_requests_cut or 0)
-    gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)
-    gauge("remedy_last_run_success", "1 if every host ended in sync and durable").set(
-        1 if success else 0
-    )
-    gauge("remedy_run_duration_seconds", "Wall time of the last run").set(duration_s)
-    try:
-        write_to_textfile(path, registry)
-    except OSError as exc:
-        raise ConfigError(f"--textfile {path}: cannot write it: {exc}") from None

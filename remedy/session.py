@@ -1,7 +1,8 @@
-"""A pyinfra session outside a deploy: load an inventory, connect, read facts.
+"""A pyinfra session outside pyinfra's CLI: load an inventory, connect, read facts.
 
-Used by reporting commands (``remedy status``). Deploys run under pyinfra's own
-CLI and do not use this.
+Used by reporting commands (``remedy status``, ``converge --check``) and by the fleet's
+one pyinfra run (``remedy.fleet.converge_hosts``), which prepares and runs the deploy
+of every host in it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,32 @@ from pyinfra.context import ctx_state
 from remedy.errors import ConfigError
 
 
+def _lookups_once() -> None:
+    """pyinfra looks up, again and again, what does not change while remedy runs: its
+    connectors in the installed packages' entry points for every host it makes (a scan
+    of every installed distribution, about 10 ms a host), and the type hints of its
+    global arguments for every operation on every host (about 1 ms each). Once each."""
+    import functools
+
+    from pyinfra.api import arguments, connectors, facts, inventory
+
+    if not hasattr(connectors.get_all_connectors, "cache_info"):
+        connectors.get_all_connectors = functools.cache(connectors.get_all_connectors)
+        inventory.get_all_connectors = connectors.get_all_connectors
+    if not hasattr(arguments.all_global_arguments, "cache_info"):
+        arguments.all_global_arguments = functools.cache(arguments.all_global_arguments)
+        facts.all_global_arguments = arguments.all_global_arguments
+
+
+_lookups_once()
+
+
 @contextmanager
-def connected(inventory_path: str, limit: list[str] | None = None) -> Iterator[tuple]:
-    """Yield (state, hosts, failed): connected hosts, and {name: why} for the others."""
+def connected(
+    inventory_path: str, limit: list[str] | None = None, data: dict | None = None
+) -> Iterator[tuple]:
+    """Yield (state, hosts, failed): connected hosts, and {name: why} for the others.
+    DATA overrides every host's data, as pyinfra's ``--data KEY=VALUE`` does."""
     from pyinfra_cli.inventory import make_inventory
 
     path = Path(inventory_path)
@@ -37,7 +61,7 @@ def connected(inventory_path: str, limit: list[str] | None = None) -> Iterator[t
     state = State(check_for_changes=False)
     with ctx_state.use(state):  # the inventory file runs with a state in context
         try:
-            inventory = make_inventory(str(path), cwd=os.getcwd())
+            inventory = make_inventory(str(path), override_data=data, cwd=os.getcwd())
         except PyinfraError as exc:
             raise ConfigError(f"inventory {inventory_path}: {exc}") from None
         names = [h.name for h in inventory]

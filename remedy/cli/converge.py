@@ -11,6 +11,7 @@ EXIT_CODES_HELP.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import textwrap
 import time
@@ -61,30 +62,49 @@ wait_option = click.option(
     help="This run only: restart now, as the host's restart_window allows, or never for "
     "settings that can wait (host data restart_window otherwise).",
 )
+@click.option("--max-restarting", type=click.IntRange(min=1), metavar="N",
+              help="This run: at most N serving hosts restarting at once (host data "
+              "max_restarting, default 1).")  # fmt: skip
+@click.option("--canary", metavar="HOST|N",
+              help="This run: the host(s) that go first, alone (comma-separated names), or "
+              "how many (host data canary, default 1).")  # fmt: skip
+@click.option("--max-failures", type=click.IntRange(min=0), metavar="N",
+              help="This run: stop the rollout once more than N hosts failed (host data "
+              "max_failures, default 0).")  # fmt: skip
 @wait_option
-def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, restart):
-    """Converge every managed setting (deploys/converge.py) on each host in parallel,
-    then report per host and setting: desired, live, next boot, and the action."""
+def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, restart,
+             max_restarting, canary, max_failures):  # fmt: skip
+    """Converge every managed setting (deploys/converge.py) on every host in one pyinfra
+    run: reads and builds in parallel, restarts as the rollout allows (a canary first, at
+    most max_restarting at once, stop after max_failures); then report per host and
+    setting: desired, live, next boot, and the action."""
     started = time.monotonic()
     if textfile:
         metrics.check_writable(textfile)
     say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
     host_data: dict[str, dict] = {}
+    applied: dict[str, fleet.HostRun] = {}
+    run = None
     if check:  # one inventory load: the session checks the --limit names itself
-        hosts = list(limit) or None
+        reads = fleet.read_hosts(inventory, list(limit) or None, say)
     else:
-        host_data = _host_data(inventory, limit)
-        hosts = list(host_data)
-    applied: dict[str, fleet.DeployRun] = {}
-    if not check:
         data = {"lock_wait_s": f"{wait_s:g}"}
         if unattended:
             data["unattended"] = "true"
         if restart:
             data["restart"] = restart
-        runs = fleet.deploy_each(inventory, hosts, "converge.py", data, say)
-        applied = {r.host: r for r in runs}
-    reads = fleet.read_hosts(inventory, hosts, say)
+        for key, value in (("max_restarting", max_restarting), ("canary", canary),
+                           ("max_failures", max_failures)):  # fmt: skip
+            if value is not None:
+                data[key] = _canary_data(value) if key == "canary" else str(value)
+        host_data, names = _host_data(inventory, limit)
+        policy = _rollout_policy(inventory, host_data, data, names)
+        fleet_lock = _fleet_lock(inventory, host_data, wait_s, say, as_json)
+        try:
+            run = fleet.converge_hosts(inventory, list(host_data), data, policy, say)
+        finally:
+            fleet_lock.release()
+        applied, reads = run.runs, run.reads
     if restart:  # --check plans with it too
         reads = [
             dataclasses.replace(r, settings=dataclasses.replace(r.settings, restart=restart))
@@ -93,9 +113,18 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
             for r in reads
         ]
     if applied:
-        _audit_unreached(host_data, applied, {r.name: r.error for r in reads})
+        _audit_unreached(host_data, applied)
+    turns = run.rollout.turns if run is not None else {}
     reports = [
-        _report(r, applied.get(r.name), check, unattended, inventory, host_data.get(r.name))
+        _report(
+            r,
+            applied.get(r.name),
+            check,
+            unattended,
+            inventory,
+            host_data.get(r.name),
+            turns.get(r.name),
+        )
         for r in reads
     ]
     code = worst([rep["exit_code"] for rep in reports])
@@ -106,17 +135,116 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
             time.time(),
             time.monotonic() - started,
             code == EXIT_OK,
+            run.rollout.counts() if run is not None else None,
         )
-    if as_json:
-        click.echo(json.dumps({"exit_code": code, "hosts": reports}, indent=2, default=str))
-    else:
-        for rep in reports:
-            _print(rep)
+    _output(code, reports, run, as_json)
     raise SystemExit(code)
 
 
-def _host_data(inventory: str, limit) -> dict[str, dict]:
-    """{host: data} of the hosts to converge, in inventory order (--limit checked)."""
+def _canary_data(value: str) -> str:
+    """--canary as host data: a number, or names (comma-separated) as a JSON list."""
+    if value.strip().isdigit():
+        return value.strip()
+    return json.dumps([n.strip() for n in value.split(",") if n.strip()])
+
+
+def _rollout_policy(inventory: str, host_data: dict[str, dict], data: dict, names: list[str]):
+    """The rollout's policy, and every host's rollout keys checked, before connecting:
+    bad values, a canary not in the inventory, a rotation command not on this machine."""
+    import shutil
+
+    from remedy.core import rollout as rollout_core
+    from remedy.core import settings as settings_mod
+    from remedy.errors import ConfigError
+
+    settings = {}
+    for name, hd in host_data.items():
+        s = settings_mod.from_host_data(name, {**hd, **data})
+        for key in ("rotation_out", "rotation_in"):
+            argv = getattr(s, key)
+            if argv and not shutil.which(argv[0]):
+                raise ConfigError(
+                    f"host {name}: data key {key!r} runs {argv[0]!r}, which is not an "
+                    "executable on this machine (it runs here, not on the host)"
+                )
+        settings[name] = s
+    return rollout_core.policy_of(settings, inventory, names)
+
+
+def _fleet_lock(inventory: str, host_data: dict, wait_s: float, say, as_json: bool):
+    """The fleet's lock (one converge per inventory at a time); held past --wait: the
+    report names its holder for every host and the exit is 5."""
+    from remedy import lock
+    from remedy.core.hostlock import holder_text
+
+    try:
+        return lock.acquire_fleet(inventory, list(host_data), wait_s, holder_text(), say)
+    except lock.LockHeld as exc:
+        why = f"another run holds the fleet lock: {exc}"
+        reports = [
+            {"host": name, "exit_code": EXIT_LOCKED, "verdict": why, "settings": [],
+             "next": next_step(EXIT_LOCKED, name, inventory)}
+            for name in host_data
+        ]  # fmt: skip
+        _output(EXIT_LOCKED, reports, None, as_json)
+        raise SystemExit(EXIT_LOCKED) from None
+    except lock.LockError as exc:
+        from remedy.errors import ConfigError
+
+        raise ConfigError(f"{exc} (set REMEDY_LOCK_DIR to a writable directory)") from None
+
+
+def _output(code: int, reports: list[dict], run, as_json: bool) -> None:
+    rollout = None
+    if run is not None:
+        policy = run.rollout.policy
+        rollout = {
+            "max_restarting": policy.max_restarting,
+            "canary": list(policy.canary) if isinstance(policy.canary, tuple) else policy.canary,
+            "max_failures": policy.max_failures,
+            "stopped": run.rollout.stopped,
+            "hosts": run.rollout.rows(),
+        }
+    if as_json:
+        doc = {"exit_code": code, "hosts": reports}
+        if rollout is not None:
+            doc["rollout"] = rollout
+        click.echo(json.dumps(doc, indent=2, default=str))
+        return
+    for rep in reports:
+        _print(rep)
+    if rollout is not None and len(rollout["hosts"]) > 1:
+        _print_rollout(rollout)
+
+
+def _print_rollout(rollout: dict) -> None:
+    """The rollout at a glance: per host its outcome, wave, restarts and time in the
+    budget; then why it stopped, if it did."""
+    table = Table(title="rollout", title_justify="left", width=80, box=box.SIMPLE_HEAD,
+                  padding=(0, 1, 0, 0))  # fmt: skip
+    table.add_column("host", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    for column in ("wave", "restarts", "in budget", "waited"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rollout["hosts"]:
+        wave = "-" if row["wave"] is None else str(row["wave"])
+        table.add_row(
+            row["host"] + (" (canary)" if row["canary"] else ""),
+            row["outcome"],
+            wave,
+            str(row["restarts"]),
+            f"{row['budget_s']:.0f}s",
+            f"{row['waited_s']:.0f}s",
+            style=None if row["outcome"] in ("unchanged", "converged") else "yellow",
+        )
+    console.print(table)
+    if rollout["stopped"]:
+        said_folded("  stopped: ", rollout["stopped"], "red")
+
+
+def _host_data(inventory: str, limit) -> tuple[dict[str, dict], list[str]]:
+    """{host: data} of the hosts to converge, in inventory order (--limit checked), and
+    the names of every host of the inventory."""
     loaded = {h.name: h.data for h in inventory_mod.load_inventory(inventory)}
     hosts = list(loaded)
     if limit:
@@ -128,26 +256,21 @@ def _host_data(inventory: str, limit) -> dict[str, dict]:
                 f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
             )
         hosts = [h for h in hosts if h in limit]
-    return {h: loaded[h] for h in hosts}
+    return {h: loaded[h] for h in hosts}, list(loaded)
 
 
 def _report(
     read: fleet.HostRead,
-    run: fleet.DeployRun | None,
+    run: fleet.HostRun | None,
     check: bool,
     unattended: bool = False,
     inventory: str = "INVENTORY",
     data: dict | None = None,
+    turn=None,
 ) -> dict:
-    out: dict = {"host": read.name}
-    if run is not None:
-        out["apply"] = {"exit_code": run.returncode, "seconds": round(run.seconds, 1)}
-        if run.returncode != 0:
-            out["apply"]["tail"] = run.tail()
-        record = _run_record(read.name, run, data)
-        out["outcome"] = (record.details or {}).get("outcome") if record else None
-        out["result"] = record.result if record else None
-        out["restarted"] = audit.restarts_said(record.details or {}) if record else None
+    out: dict = {"host": read.name, **(_applied(read.name, run, data) if run else {})}
+    if turn is not None:
+        out["rollout"] = turn.row()
     if read.error:
         out.update(exit_code=EXIT_ERROR, verdict=f"could not read the host: {read.error}")
         out["settings"] = []
@@ -160,9 +283,12 @@ def _report(
     effects = {sp.drift.key: sp.takes_effect for sp in plan.settings}
     code, verdict = status.exit_code, status.verdict
     if run is not None and run.returncode == EXIT_LOCKED:
-        code, verdict = EXIT_LOCKED, "another run holds the host lock: " + _lock_line(run)
-    elif run is not None and run.returncode != 0 and code == EXIT_OK:
-        code, verdict = EXIT_ERROR, f"the deploy failed (exit {run.returncode})"
+        code, verdict = EXIT_LOCKED, "another run holds the host lock: " + (run.why or "?")
+    elif run is not None and run.returncode != 0:
+        code = EXIT_ERROR if code == EXIT_OK else code
+        verdict = f"{verdict}; the run failed: {run.why or 'see its output'}"
+    elif turn is not None and turn.state == "not started":
+        verdict = f"{verdict}; {turn.why}"
     # what stands in the durable path's way, as this run plans it (--unattended too)
     blocked = "durable path not possible: "
     problems = [p for p in status.problems if not p.startswith(blocked)]
@@ -209,26 +335,46 @@ def _report(
     return out
 
 
-def _run_record(host: str, run: fleet.DeployRun, data: dict | None):
+def _applied(host: str, run: fleet.HostRun, data: dict | None) -> dict:
+    """What the run did on HOST, as its audit line says it."""
+    out: dict = {"apply": {"exit_code": run.returncode, "seconds": round(run.seconds, 1)}}
+    if run.returncode != 0:
+        out["apply"]["tail"] = run.tail()
+    record = _run_record(host, run, data)
+    said = (record.details or {}) if record else {}
+    # the deploy's outcome line; for a run that stopped before its steps, why
+    out["outcome"] = said.get("outcome") or said.get("failed")
+    out["result"] = record.result if record else None
+    out["restarted"] = audit.restarts_said(said) if record else None
+    return out
+
+
+def _run_record(host: str, run: fleet.HostRun, data: dict | None):
     """The audit record the deploy RUN wrote for HOST (None: it wrote none)."""
     try:
-        records = audit.read(audit.log_path_for(dict(data or {})), host)
+        mine = _records_since(str(audit.log_path_for(dict(data or {}))), run.started - 1)
     except Exception:  # the report never hides behind the log
         return None
-    since = run.started - 1
-    mine = [r for r in records if r.timestamp.timestamp() >= since]
-    return mine[-1] if mine else None
+    return mine[host][-1] if mine.get(host) else None
 
 
-def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) -> None:
-    """A deploy that never connected wrote no audit line (its operations never ran):
-    converge writes it, with the reason, so the log shows every host it tried."""
-    from remedy.connect import AUDITED
+@functools.lru_cache(maxsize=8)
+def _records_since(path: str, since: float) -> dict[str, list]:
+    """The log's records since SINCE, by host: read once for every host of the run."""
+    out: dict[str, list] = {}
+    for record in audit.read(path):
+        if record.timestamp.timestamp() >= since:
+            out.setdefault(record.host, []).append(record)
+    return out
 
+
+def _audit_unreached(data: dict[str, dict], applied: dict[str, fleet.HostRun]) -> None:
+    """A host the run never planned for (no connection, a deploy that could not plan)
+    wrote no audit line: converge writes it, with the reason, so the log shows every host
+    it tried."""
     for name, run in applied.items():
-        if run.returncode == 0 or "] Connected" in run.output or AUDITED in run.output:
-            continue  # reached, or the deploy audited it itself
-        why = read_errors.get(name) or run.tail(3)
+        if run.audited or run.returncode == 0:
+            continue
         record = audit.AuditRecord(
             host=name,
             result="failed",
@@ -236,17 +382,12 @@ def _audit_unreached(data: dict[str, dict], applied: dict, read_errors: dict) ->
             commits=audit.commits_of(fleet.PROJECT),
             issues=["tt-stack#49", "tt-stack#44", "tt-stack#52"],
             path="none",
-            details={"failed": f"the deploy could not reach the host: {why}"},
+            details={"failed": run.why or "the run could not reach the host"},
         )
         try:
             audit.append(audit.log_path_for(dict(data.get(name, {}))), record)
         except Exception as exc:  # never hide the report behind the log
             err_console.print(f"could not write the audit line for {name}: {exc!r}")
-
-
-def _lock_line(run: fleet.DeployRun) -> str:
-    lines = [ln for ln in run.output.splitlines() if "holds" in ln and "/run/lock" in ln]
-    return lines[-1].strip() if lines else run.tail(3)
 
 
 def _metrics(
@@ -259,11 +400,8 @@ def _metrics(
     status = host_status(read.name, read.settings, read.snapshot)
     last = None
     if run is not None:  # the run this converge applied: its audit line
-        try:
-            records = audit.read(audit.log_path_for(dict(data or {})), read.name)
-            last = records[-1].details if records else None
-        except Exception:  # metrics never hide the report
-            last = None
+        record = _run_record(read.name, run, data)
+        last = record.details if record else None
     drifts = desired.drifts(read.snapshot, read.settings)
     s = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
     needs_bump = bool(desired.missing(desired.next_boot(read.snapshot, s), s, desired.ALL,

@@ -70,7 +70,25 @@ flake_checks           tt-stack#checks.x86_64-linux.           flake outputs bui
                                                                self#attr); [] for none
 audit_log              the user's state dir                    audit log path
 remedy_environment     none                                    production | staging | twin
+max_restarting         1                                       the fleet's rollout: at most
+                                                               this many serving hosts
+                                                               restarting at once
+canary                 1                                       the rollout's first hosts,
+                                                               alone: a count, or a list
+                                                               of host names
+max_failures           0                                       the rollout stops once more
+                                                               hosts than this failed
+rotation_out           none                                    argv run here before the
+                                                               drain ({host},
+                                                               {server_url}); no shell
+rotation_in            none                                    argv run here after the
+                                                               verify (the same)
 =====================  ======================================  ==========================
+
+The rollout keys (``remedy converge`` over a fleet, ``remedy.core.rollout``) are the
+fleet's: every host of one run must give max_restarting, canary and max_failures the
+same value (set them once, for the group). rotation_out and rotation_in are each
+host's own, e.g. ``["/usr/local/bin/lb", "disable", "{host}"]``.
 
 managed_options maps each value remedy's managed file carries to the NixOS option
 it sets (a partial mapping keeps the other defaults)::
@@ -184,6 +202,17 @@ class Settings:
     flake_checks: tuple[str, ...] | None = None
     audit_log: str | None = None
     remedy_environment: str | None = None
+    # The fleet's rollout (remedy converge, remedy.core.rollout): at most this many serving
+    # hosts between "about to restart" and "verified after the restart", fleet-wide.
+    max_restarting: int = 1
+    # The first host(s) to change, alone: how many (in inventory order), or their names.
+    canary: int | tuple[str, ...] = 1
+    # Once more hosts than this have failed, no further host starts its durable work.
+    max_failures: int = 0
+    # Run on the machine that runs remedy, never through a shell, before the drain and
+    # after the verify: {host} and {server_url} are replaced.
+    rotation_out: tuple[str, ...] | None = None
+    rotation_in: tuple[str, ...] | None = None
 
     def snapshot_kwargs(self) -> dict:
         """Arguments of facts.serving.HostSnapshot for this host."""
@@ -413,6 +442,57 @@ def _urgency_map(host, key, value):
     return dict(value)
 
 
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9@_.:-]+$")
+ROTATION_FIELDS = ("host", "server_url")  # what a rotation command may name
+
+
+def _canary(host, key, value):
+    """How many hosts go first (a number), or which (a list of inventory names)."""
+    if isinstance(value, str):  # --data on the command line: a number, JSON, or one name
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = [value]
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise _fail(host, key, "must name at least one host, or be a number (0: none)")
+        for i, name in enumerate(value):
+            _string(host, f"{key}[{i}]", name, HOST_NAME_RE, "an inventory host name")
+        return tuple(value)
+    return _number(host, key, value, int)
+
+
+def _argv(host, key, value):
+    """A command as an argv list, with {host} and {server_url} as the only placeholders."""
+    import string
+
+    example = '["/usr/local/bin/lb", "disable", "{host}"]'
+    if isinstance(value, str):  # --data on the command line: JSON only
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if not isinstance(value, (list, tuple)) or not value:
+        raise _fail(
+            host, key, f"must be a list of arguments like {example} (run without a shell), "
+            f"not {value!r}"
+        )  # fmt: skip
+    for i, arg in enumerate(value):
+        if not isinstance(arg, str) or "\0" in arg or "\n" in arg:
+            raise _fail(host, f"{key}[{i}]", f"must be a one-line string, not {arg!r}")
+        try:
+            names = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+        except ValueError as exc:
+            raise _fail(host, f"{key}[{i}]", f"has a stray brace ({exc}): {arg!r}") from None
+        for name in names:
+            if name not in ROTATION_FIELDS:
+                raise _fail(
+                    host, f"{key}[{i}]", f"names {{{name}}}: only {{host}} and "
+                    "{server_url} are replaced"
+                )  # fmt: skip
+    return tuple(value)
+
+
 # Every key's check, in one table: (host, key, value) -> the typed value or ConfigError.
 CHECKS = {
     "unit": _pattern(UNIT_RE, "a unit name like tenstorrent-serving.service"),
@@ -464,6 +544,11 @@ CHECKS = {
     ),
     "audit_log": _pattern(PATH_RE, "an absolute path of plain characters"),
     "remedy_environment": _choice(ENVIRONMENTS),
+    "max_restarting": _at_least_one,
+    "canary": _canary,
+    "max_failures": lambda h, k, v: _number(h, k, v, int),
+    "rotation_out": _optional(_argv),
+    "rotation_in": _optional(_argv),
 }
 assert set(CHECKS) == KEYS, set(CHECKS) ^ KEYS
 

@@ -22,6 +22,7 @@ import gevent
 import yaml
 from pyinfra import host, logger, state
 from pyinfra.api.state import BaseStateCallback, StateStage
+from pyinfra.context import ctx_host
 
 from facts.nix import read_option_definitions
 from facts.serving import HostSnapshot, ToolCallProbe
@@ -43,6 +44,18 @@ DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `
 # dies is recorded once, by the next run, under this id.
 RUN_ID = f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
 EXIT_LOCKED = 5  # another run holds the host lock
+
+
+class HostStopped(SystemExit):
+    """This host's run stops before its steps, with WHY (already audited). Under
+    pyinfra's CLI (one host per process) it is the exit with CODE, as SystemExit; a
+    fleet run (``remedy.fleet``) catches it per host: it fails that host only."""
+
+    def __init__(self, code: int, why: str):
+        super().__init__(code)
+        self.why = why
+
+
 # The process's stop request: its signal handlers set it (one per process, as they
 # are); every run's conditions and the steps that read it get it as an argument.
 STOP = StopRequest()
@@ -99,7 +112,7 @@ def begin_restore(
         except host_lock.LockHeld as exc:
             logger.error(f"remedy: {exc}")
             _record_early(project, runbook, "locked", str(exc))
-            raise SystemExit(EXIT_LOCKED) from None
+            raise HostStopped(EXIT_LOCKED, str(exc)) from None
         except host_lock.LockError as exc:
             logger.warning(f"remedy: {exc}; going on without the host lock")
     snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
@@ -170,7 +183,7 @@ def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
         why = switch_core.locked(holders, s.lock_wait_s)
         logger.error(f"remedy: {host.name}: {why}")
         _record_early(project, runbook, "locked", why)
-        raise SystemExit(EXIT_LOCKED)
+        raise HostStopped(EXIT_LOCKED, f"{host.name}: {why}")
 
 
 def _preview_bump(r: Restore, allowed: str | None) -> None:
@@ -270,6 +283,34 @@ def _record_early(project: Path, runbook: str, result: str, why: str) -> None:
     lock = _locks.pop(host.name, None)
     if lock is not None:  # recorded: this run's journal goes with the lock
         lock.release(result)
+
+
+def not_started(h, why: str) -> None:
+    """Host H's run was held back before any step that changes it (a fleet's rollout
+    stopped, or its rotation_out failed): audited now as "not started", with WHY, and
+    its lock released; the records written at the end leave it out."""
+    _runs.pop(h.name, None)
+    if not _record_args:
+        return
+    _state, _commits, (runbook, _issues) = _record_args[0]
+    project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
+    with ctx_host.use(h):
+        _record_early(project, runbook, "not started", why)
+
+
+def restore_of(name: str) -> Restore | None:
+    """Host NAME's run as this process planned it (None: it stopped before its plan)."""
+    return _runs.get(name)
+
+
+def record_runs() -> None:
+    """Write every run's audit line now, not at exit: a fleet run (``remedy.fleet``)
+    reports from them while this process goes on. Once only."""
+    if not _record_args:
+        return
+    atexit.unregister(_record_all)
+    _record_all(*_record_args[0])
+    _runs.clear()
 
 
 def _record_dead(dead: host_lock.DeadRun) -> None:

@@ -113,7 +113,7 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     assert len(drift) == 6 and set(drift) == {0}
     assert values[("remedy_last_run_success", ())] == 1
     unmanaged = [v for (name, _), v in values.items() if name == "remedy_unmanaged_volatile"]
-    assert len(unmanaged) == 3 and set(unmanaged) == {0}
+    assert len(unmanaged) == 4 and set(unmanaged) == {0}  # a kind each, sysctl included
 
     # issue 17: what a person leaves in /run tonight, beyond the managed settings
     twin.exec(["mkdir", "-p", DEBUG.rsplit("/", 1)[0], SSH.rsplit("/", 1)[0]])
