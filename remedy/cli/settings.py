@@ -29,7 +29,7 @@ dir_option = click.option(
 
 @click.group()
 def settings():
-    """The managed settings of settings/ (one YAML file each): check them."""
+    """Check the managed settings of settings/ (one YAML file each)."""
 
 
 @settings.command("check", short_help="Check every setting file (and each host's options).")
