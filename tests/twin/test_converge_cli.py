@@ -130,7 +130,7 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     assert entries[DEBUG]["details"] == ["the server runs with VLLM_LOGGING_LEVEL=DEBUG"]
     kinds = {dict(labels)["kind"]: v for (name, labels), v in samples(prom).items()
              if name == "remedy_unmanaged_volatile"}  # fmt: skip
-    assert kinds == {"runtime-unit": 2, "process": 0, "kernel-param": 0}
+    assert kinds == {"runtime-unit": 2, "process": 0, "kernel-param": 0, "sysctl": 0}
     text = subprocess.run(["remedy", "converge", "inventory/twin.py", "--check", "--limit",
                            twin.name], capture_output=True, text=True, cwd=PROJECT)  # fmt: skip
     assert text.returncode == 3 and "VLLM_LOGGING_LEVEL=DEBUG" in text.stdout

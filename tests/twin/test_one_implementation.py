@@ -62,7 +62,9 @@ def over_ssh(twin, script: str) -> subprocess.CompletedProcess:
 SCRATCH = r"""['"]?(?:/tmp/remedy-bump\.|\$scratch)"""
 STEP_COMMANDS = {
     "the scratch clone": rf"git clone -q (?:/etc/nixos|'?\$flake_dir'?) {SCRATCH}",
-    "the approved bump": rf"flake update tt-stack --flake {SCRATCH}",
+    # Nix 2.19 and later: flake update NAME --flake DIR; 2.8 (bookworm): the older form
+    "the approved bump": rf"flake (?:update tt-stack --flake {SCRATCH}|lock {SCRATCH}"
+    r"\S* --update-input tt-stack)",
     "the lock commit": r"commit -q -m ['\"]?flake.lock: bump tt-stack",
     "the build": rf"build --no-link --json --max-jobs \d+ --cores \d+ {SCRATCH}",
     "the fast-forward": r"merge -q --ff-only FETCH_HEAD",
@@ -213,7 +215,11 @@ def test_dry_v_shows_the_bump_and_the_build_as_the_commands_they_run(make_twin):
     assert proc.returncode == 0, said[-3000:]
     flat = " ".join(re.sub(r"\[[^]]+\]", " ", said).split())  # the host prefix, wrapping
     assert "the bump of tt-stack will run:" in flat, said[-3000:]
-    assert "flake update tt-stack --flake '$scratch'" in flat  # the approved bump's update
+    # the approved bump's update, in the form of the host's Nix (2.8 has no flake update NAME)
+    assert re.search(
+        r"flake (update tt-stack --flake '\$scratch'|lock '\$scratch' --update-input tt-stack)",
+        flat,
+    ), flat[-3000:]
     assert "git clone -q /etc/nixos '$scratch'" in flat
     assert "the proof will run:" in flat
     assert "build --no-link --json --max-jobs 1 --cores 2 '$scratch#nixosConfigurations" in flat
