@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from pyinfra.api import StringCommand  # noqa: E402
 
 from facts.serving import HostSnapshot  # noqa: E402
-from remedy.core.settings import from_host_data  # noqa: E402
+from remedy.core.config.host_data import from_host_data  # noqa: E402
 from remedy.twin import machine  # noqa: E402
 
 BIN = Path(sys.executable).parent

@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from remedy.core import commands, nix, probe  # noqa: E402
+from remedy.core.programs import commands  # noqa: E402
+from remedy.core.readings import nix, probe  # noqa: E402
 from remedy.twin import machine  # noqa: E402
 
 

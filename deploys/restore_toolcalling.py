@@ -5,13 +5,13 @@
 
 The tool-calling subset of ``deploys/converge.py`` (the parser, SDPA streaming,
 the merge batch guard, no stale /run override), with the same steps
-(``remedy.operations.steps``): bump the tt-stack input as the checkout's owner in
+(``remedy.operations.flow``): bump the tt-stack input as the checkout's owner in
 a scratch clone, prove the built start script, fast-forward the checkout, memory
 gate, switch, verify; on any failure the /run override, the rollback and the
 fallback. The decision is made before anything acts and printed first.
 """
 
-from remedy.core import desired
-from remedy.operations.steps import converge
+from remedy.core.config import desired
+from remedy.operations.flow import converge
 
 converge(desired.TOOL_CALLING, runbook="001")

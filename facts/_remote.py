@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pyinfra.api import QuoteString, StringCommand
 
-from remedy.core import commands, journal, options, probe
-from remedy.core.sections import END, ESCAPE_SH, ESCAPED
+from remedy.core.config import options
+from remedy.core.programs import commands, journal
+from remedy.core.readings import probe
+from remedy.core.readings.sections import END, ESCAPE_SH, ESCAPED
 
 # Shell functions every remote snippet may use.
 PRELUDE = r"""
@@ -72,7 +74,7 @@ for f in "$frag" $dropins "$next" "$next.d/"*.conf; do
 done | sort -u | catscripts
 """
 
-# Runtime state a reboot reverts beyond the managed settings (remedy.core.volatile):
+# Runtime state a reboot reverts beyond the managed settings (remedy.core.config.volatile):
 # every file and link under /run/systemd/system(.control), the serving process's argv
 # and environment (its vLLM child when the main process is not vLLM), and systemd's own
 # environment. NULs become newlines and newlines spaces, one argument a line.
@@ -315,7 +317,7 @@ fi
 
 def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
     """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS. Every line of
-    the answer goes through sed's ``l`` (``remedy.core.sections.unescape`` reads it back),
+    the answer goes through sed's ``l`` (``remedy.core.readings.sections.unescape`` reads it back),
     so no byte the host holds reaches the SSH client as text it cannot decode."""
     body = "\n".join([PRELUDE, *snippets, f"echo '{END}'"])
     script = f"echo '{ESCAPED}'\n(\n{body}\n) 2>/dev/null | {ESCAPE_SH}\nexit 0"
@@ -342,7 +344,7 @@ for g in "$f" "$f.d/"*.conf; do [ -f "$g" ] && exec_paths "$g"; done | sort -u |
 
 
 # The answer of the last evaluation of what remedy's file overrides
-# (remedy.core.options.RECORD, next to the run journal), read only as the run journal
+# (remedy.core.config.options.RECORD, next to the run journal), read only as the run journal
 # is read: a regular file, root's, mode 0600, printable ASCII. Otherwise it is named
 # untrusted and not read; the next evaluation replaces it (a rename, never a write
 # through it).

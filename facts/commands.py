@@ -1,4 +1,4 @@
-"""What a step's command answered (``remedy.core.record``), read as a fact.
+"""What a step's command answered (``remedy.core.programs.record``), read as a fact.
 
 ran = host.get_fact(CommandRecord, path=record_path(run_id))  # after yielding it
 listed = host.get_fact(CommandRead, argv=[...])  # a read that decides a noop
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
 
-from remedy.core import record
+from remedy.core.programs import record
 
 
 def _quoted(argv: list[str]) -> StringCommand:

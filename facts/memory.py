@@ -9,9 +9,9 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 
 from facts import _remote
-from remedy.core import sections
-from remedy.core.memory import MemoryHeadroom as Headroom
-from remedy.core.snapshot import read_memory
+from remedy.core.readings import sections
+from remedy.core.readings.memory import MemoryHeadroom as Headroom
+from remedy.core.readings.snapshot import read_memory
 
 
 class MemoryHeadroom(FactBase[Headroom]):

@@ -12,8 +12,15 @@ import os
 from pyinfra.api import FactBase, QuoteString, StringCommand
 
 from facts import _remote
-from remedy.core import commands, nix, options, sections
-from remedy.core.snapshot import Checkout, read_checkout, read_flake_input, read_generations
+from remedy.core.config import options
+from remedy.core.programs import commands
+from remedy.core.readings import nix, sections
+from remedy.core.readings.snapshot import (
+    Checkout,
+    read_checkout,
+    read_flake_input,
+    read_generations,
+)
 
 
 class NixInfo(FactBase[nix.NixInfo | None]):
@@ -74,7 +81,7 @@ out=$("$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"  # also Nix 2.8's `nix eval --json`, which ends without a newline
 echo "@@remedy:exit $rc"
-# the answer, kept on the host (remedy.core.options.RECORD) under KEY: root's, mode
+# the answer, kept on the host (remedy.core.config.options.RECORD) under KEY: root's, mode
 # 0600, a temporary file in the same directory and a rename
 if [ "$rc" = 0 ] && [ -n "$key" ] && [ -n "$rec" ]; then
   d=${rec%/*}
@@ -95,7 +102,7 @@ echo '@END@'
 class OptionDefinitions(FactBase[options.OptionDefinitions]):
     """What the host's configuration defines for the options remedy's managed file
     forces, evaluated without that file: per managed_options name, whether the option
-    exists, its highestPrio and definitionsWithLocations (``remedy.core.options``).
+    exists, its highestPrio and definitionsWithLocations (``remedy.core.config.options``).
     One ``nix eval`` as the checkout's OWNER, in a scope bounded to MEMORY_MAX bytes
     when given (the host has systemd-run). With RECORD_KEY, an answer (exit 0) is kept
     on the host in ``options.RECORD`` under that key, in the same round trip."""
@@ -144,8 +151,8 @@ def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions |
     the answer depends on is unchanged (``options.record_key``): no evaluation, no
     second round trip. Not evaluated below the memory gate: the evaluation of a NixOS
     system takes GBs."""
-    from remedy.core import desired
-    from remedy.core import memory as mem
+    from remedy.core.config import desired
+    from remedy.core.readings import memory as mem
 
     if not desired.managed_values(s, scope) or snap.nix is None:
         return None

@@ -16,12 +16,19 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 
 from facts import _remote
-from remedy.core import journal, probe, sections, volatile
-from remedy.core.journal import path as journal_path
-from remedy.core.serving import ServingUnitState, VolatileEntry, read_unit, volatile_entries
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot as Snapshot
-from remedy.core.snapshot import (
+from remedy.core.config import volatile
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import journal
+from remedy.core.programs.journal import path as journal_path
+from remedy.core.readings import probe, sections
+from remedy.core.readings.serving import (
+    ServingUnitState,
+    VolatileEntry,
+    read_unit,
+    volatile_entries,
+)
+from remedy.core.readings.snapshot import HostSnapshot as Snapshot
+from remedy.core.readings.snapshot import (
     read_built_system,
     read_generations,
     read_memory,
@@ -30,7 +37,7 @@ from remedy.core.snapshot import (
     read_snapshot,
 )
 
-# What the data settings read (remedy.core.data_settings), in the snapshot's round trip:
+# What the data settings read (remedy.core.config.data_settings), in the snapshot's round trip:
 # the next boot's sysctl.d files (the system profile's etc, which NixOS's systemd-sysctl
 # applies at boot) and the running generation's; the live value of every key they set
 # and of the data settings' own (REMEDY_SYSCTLS); the serving unit's properties the data
@@ -111,7 +118,7 @@ class VolatileState(FactBase[list[VolatileEntry]]):
     """What a reboot would change: the /run override of the serving unit, settings that
     differ after a reboot, live hugepages that differ from the next boot's kernel
     parameters, a current-system that is not what the profile boots; and the unmanaged
-    volatile state (``remedy.core.volatile``) judged against the default settings: any
+    volatile state (``remedy.core.config.volatile``) judged against the default settings: any
     file under /run/systemd/system, the serving process against the next boot's unit,
     the kernel command line against the next boot's kernel-params."""
 
@@ -126,7 +133,7 @@ class VolatileState(FactBase[list[VolatileEntry]]):
         unit, memory = read_unit(parts), read_memory(parts)
         found = volatile_entries(unit, memory, read_generations(parts))
         others = volatile.unmanaged_state(
-            unit, memory, read_runtime(parts), Settings(unit=unit.unit)
+            unit, memory, read_runtime(parts), HostData(unit=unit.unit)
         )
         return found + [
             VolatileEntry(e.kind, e.subject, e.now_text, e.after_reboot) for e in others
@@ -179,7 +186,7 @@ class HostSnapshot(FactBase[Snapshot]):
 
 def settings_env() -> dict[str, str]:
     """The sysctl keys and unit properties the data settings read (SETTINGS)."""
-    from remedy.core import data_settings, desired
+    from remedy.core.config import data_settings, desired
 
     names = {k: sorted(d.name for d in desired.DATA if d.kind == k)
              for k in (data_settings.SYSCTL, data_settings.PROPERTY)}  # fmt: skip
@@ -190,7 +197,7 @@ def settings_env() -> dict[str, str]:
 
 
 class RunJournal(FactBase[journal.RunJournal]):
-    """The run journal on the host (``remedy.core.journal``): the values earlier steps
+    """The run journal on the host (``remedy.core.programs.journal``): the values earlier steps
     wrote, with the scratch clone's HEAD and whether the proven toplevel is in the store."""
 
     def command(self, path: str):
@@ -221,7 +228,7 @@ for f in "$REMEDY_TOPLEVEL"/etc/sysctl.d/*.conf; do [ -f "$f" ] && catfile "$f";
 class BuiltService(FactBase):
     """The serving unit and start script inside a built (not yet switched) toplevel:
     what the new configuration *will* run; with its sysctl.d files' settings and the
-    unit's [Service] properties (``remedy.core.snapshot.BuiltSystem``)."""
+    unit's [Service] properties (``remedy.core.readings.snapshot.BuiltSystem``)."""
 
     def command(self, toplevel: str, unit: str = DEFAULT_UNIT):
         return _remote.command(

@@ -6,7 +6,7 @@
     found.ok, found.error    # NixOS's own message, e.g. "The option `…' does not exist."
 
 One ``nix eval`` of the system's derivation with remedy's file replaced by TEXT: its
-path disabled (``disabledModules``, as ``remedy.core.options`` evaluates without it)
+path disabled (``disabledModules``, as ``remedy.core.config.options`` evaluates without it)
 and TEXT added as a module, as the checkout's owner, bounded in time and memory as
 every evaluation of the owner's nix is. ``remedy settings check --inventory`` runs it.
 """
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
 
-from remedy.core import commands, options, sections
+from remedy.core.config import options
+from remedy.core.programs import commands
+from remedy.core.readings import sections
 
 # Constant: everything that varies comes from the environment (--impure).
 EXPR = r"""

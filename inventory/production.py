@@ -1,6 +1,6 @@
 """Production: cfx-llm2, the NixOS host serving Qwen3.6-27B through vLLM on two cards.
 
-Defaults for every remedy key are in remedy/core/settings.py; set only what
+Defaults for every remedy key are in remedy/core/config/host_data.py; set only what
 differs here. Host data is checked before pyinfra connects.
 """
 

@@ -375,7 +375,7 @@ def uncommitted(project_dir: Path | str, relatives: list[str]) -> dict[str, str]
 
 
 def import_manual_runs(path: Path | str, host: str, records) -> list[str]:
-    """Append the manual script's RECORDS (read from HOST, remedy.core.journal) that the
+    """Append the manual script's RECORDS (read from HOST, remedy.core.programs.journal) that the
     log at PATH does not hold yet, by run_id: a manual run is audited once, by the first
     remedy command that reads the host after it. Returns the run_ids imported."""
     import warnings

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remedy import session
-from remedy.core import settings as settings_mod
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import host_data as settings_mod
+from remedy.core.config.host_data import HostData
+from remedy.core.readings.snapshot import HostSnapshot
 
 # Where deploys/ and runbooks/ live: the checkout this package runs from, or, for an
 # installed wheel, REMEDY_PROJECT (the schedule's service sets it).
@@ -35,7 +35,7 @@ PROJECT = Path(os.environ.get("REMEDY_PROJECT") or Path(__file__).resolve().pare
 @dataclass
 class HostRead:
     name: str
-    settings: Settings | None = None
+    settings: HostData | None = None
     snapshot: HostSnapshot | None = None
     error: str | None = None  # why the host could not be read
 
@@ -56,7 +56,7 @@ def read_hosts(
     return sorted(out, key=lambda r: r.name)
 
 
-def _read_one(host, progress: Callable[[str], None], s: Settings | None = None) -> HostRead:
+def _read_one(host, progress: Callable[[str], None], s: HostData | None = None) -> HostRead:
     """One remote read of HOST (facts.serving.HostSnapshot), with what remedy's forced
     values win over."""
     from facts.serving import HostSnapshot as SnapshotFact
@@ -73,12 +73,12 @@ def _read_one(host, progress: Callable[[str], None], s: Settings | None = None) 
     return HostRead(host.name, s, _with_definitions(host, s, snap))
 
 
-def _with_definitions(host, s: Settings, snap: HostSnapshot) -> HostSnapshot:
+def _with_definitions(host, s: HostData, snap: HostSnapshot) -> HostSnapshot:
     """SNAP with what remedy's forced values win over (from the record kept on the host
     while it holds; else one evaluation of the configuration)."""
     from facts.nix import read_option_definitions
-    from remedy.core import desired
-    from remedy.core.options import OptionDefinitions
+    from remedy.core.config import desired
+    from remedy.core.config.options import OptionDefinitions
 
     try:
         defs = read_option_definitions(host, s, snap, desired.ALL)
@@ -126,7 +126,7 @@ class HostRun:
 class FleetRun:
     runs: dict[str, HostRun]
     reads: list[HostRead]
-    rollout: object  # remedy.core.rollout.Rollout
+    rollout: object  # remedy.core.run.rollout.Rollout
 
 
 DEPLOY = "converge.py"
@@ -140,12 +140,12 @@ def converge_hosts(
     progress: Callable[[str], None] = lambda _m: None,
 ) -> FleetRun:
     """``deploys/converge.py`` on HOSTS (DATA over their data), in one pyinfra run in this
-    process, under the rollout POLICY (``remedy.core.rollout``); then what each host is
+    process, under the rollout POLICY (``remedy.core.run.rollout``); then what each host is
     now, from the run's own read or one read after a change."""
     from pyinfra_cli.util import parse_cli_arg
 
     from remedy import connect
-    from remedy.core import rollout as rollout_core
+    from remedy.core.run import rollout as rollout_core
     from remedy.operations import run as run_mod
 
     connect.guard()  # what the project's config.py installs for pyinfra's CLI
@@ -173,8 +173,8 @@ def converge_hosts(
 
 def _turn(name: str, restores: dict, runs: dict[str, HostRun]):
     """Host NAME's place in the rollout, from its plan (or why it has none)."""
-    from remedy.core import plan as plan_core
-    from remedy.core import rollout as rollout_core
+    from remedy.core.run import plan as plan_core
+    from remedy.core.run import rollout as rollout_core
 
     if (r := restores.get(name)) is None:
         stopped = rollout_core.LOCKED if runs[name].returncode == 5 else rollout_core.UNREACHED
@@ -313,11 +313,11 @@ _NAMED = re.compile(r"^(?:remedy: )?(?P<host>[^\s:]+):")
 
 class _Watch(logging.Handler):
     """pyinfra's log of the run: each record to the host it names (the tail a failed
-    host's report shows) and through that host's StepWatch (remedy.core.progress) to the
+    host's report shows) and through that host's StepWatch (remedy.core.run.progress) to the
     person who waits: a line per step, and how long a long step has run."""
 
     def __init__(self, runs: dict[str, HostRun], progress: Callable[[str], None]):
-        from remedy.core.progress import StepWatch
+        from remedy.core.run.progress import StepWatch
 
         super().__init__(logging.INFO)
         self.runs, self.progress = runs, progress

@@ -70,14 +70,14 @@ def load_inventory(path: Path | str) -> list[InventoryHost]:
 
 def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
     """An inventory file's hosts, checked before pyinfra connects
-    (``remedy.core.settings.checked_hosts``), with remedy's connect guard installed: a
+    (``remedy.core.config.host_data.checked_hosts``), with remedy's connect guard installed: a
     host that cannot be reached (a missing ssh_key included) fails alone, in one line,
     and is audited (``remedy.connect``)."""
     from remedy import connect
-    from remedy.core import settings
+    from remedy.core.config import host_data
 
     connect.guard()
-    checked = settings.checked_hosts(hosts, argv)
+    checked = host_data.checked_hosts(hosts, argv)
     _check_trusted_signers(checked, argv)
     return checked
 
@@ -89,9 +89,10 @@ def _check_trusted_signers(hosts: list, argv: list[str] | None) -> None:
 
     from pyinfra.api.exceptions import InventoryError
 
-    from remedy.core import settings, signers
+    from remedy.core.config import host_data
+    from remedy.core.programs import signers
 
-    extra = settings.cli_data(sys.argv if argv is None else argv)
+    extra = host_data.cli_data(sys.argv if argv is None else argv)
     for entry in hosts:
         name, data = (entry, {}) if isinstance(entry, str) else entry
         path = {**data, **extra}.get("trusted_signers")

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from remedy.core.hostlock import (  # noqa: F401
+from remedy.core.programs.hostlock import (  # noqa: F401
     EXIT_HELD,
     DeadRun,
     holder_text,
@@ -134,7 +134,7 @@ def acquire(host, unit: str, wait_s: float, holder: str, say=print, header: str 
 
 # The fleet's lock: one `remedy converge` at a time over each host of an inventory, on
 # this machine, so two runs over the same hosts do not each spend the restart budget
-# (remedy.core.rollout). A file per host of the inventory: a run takes those of its hosts,
+# (remedy.core.run.rollout). A file per host of the inventory: a run takes those of its hosts,
 # so runs over disjoint --limit sets do not wait for each other.
 
 

@@ -61,7 +61,7 @@ def write(
     rollout: dict[str, int] | None = None,
 ) -> None:
     """The run's metrics at PATH. ROLLOUT: how many hosts of an applied run ended in each
-    state (``remedy.core.rollout``: unchanged, converged, failed, not started …)."""
+    state (``remedy.core.run.rollout``: unchanged, converged, failed, not started …)."""
     from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
     registry = CollectorRegistry()

@@ -2,7 +2,7 @@
 
 ``remedy.fleet`` runs the steps of every host in a greenlet of its own and asks
 ``Gates.before`` before each one. A host whose plan changes it waits before its
-first step that changes it for good (``COMMIT_STEP``) until ``remedy.core.rollout``
+first step that changes it for good (``COMMIT_STEP``) until ``remedy.core.run.rollout``
 gives it its turn; one that restarts then runs its ``rotation_out`` and holds a place
 of the restart budget until its verify is done and its ``rotation_in`` ran
 (``WINDOW_END``). A host held back (the rollout stopped, its rotation_out failed, a
@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 from gevent.event import Event
 
-from remedy.core import outcome as outcome_core
-from remedy.core import rollout as core
-from remedy.core.plan import unhealthy
+from remedy.core.run import outcome as outcome_core
+from remedy.core.run import rollout as core
+from remedy.core.run.plan import unhealthy
 from remedy.operations.results import step_results
 
 COMMIT_STEP = "fast_forward"  # the first step that changes a host for good

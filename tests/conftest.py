@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from remedy.core import probe
+from remedy.core.readings import probe
 from remedy.twin import fixtures, machine
 
 _counter = itertools.count()

@@ -2,7 +2,7 @@
 
 SUBJECT is an entry of the unmanaged volatile state as ``remedy status`` prints it.
 The command reads the host once, writes ``settings/<slug>.yaml`` with the live value
-as the desired one (``remedy.core.adopt``), checked with every other setting file,
+as the desired one (``remedy.core.config.adopt``), checked with every other setting file,
 and shows the diff. It changes nothing on the host: the next converge makes the
 setting durable.
 """
@@ -17,7 +17,7 @@ import click
 
 from remedy.cli.settings import dir_option
 from remedy.console import console, said_folded
-from remedy.core import data_settings as data
+from remedy.core.config import data_settings as data
 from remedy.errors import ConfigError, RemedyError
 
 URGENCIES = ("now", "window", "reboot")
@@ -47,7 +47,7 @@ def adopt(inventory, subject, host, issue, urgency, flag_option, label, where, d
     LimitNOFILE=65536 (a property), --max-num-seqs (an extra server flag), vm.max_map_count
     (a sysctl that differs from the next boot), or a drop-in's path that sets one of them.
     Refused, with the reason, when no kind of setting can hold it or it is a secret."""
-    from remedy.core.adopt import adoption
+    from remedy.core.config.adopt import adoption
 
     where = where or data.directory()
     settings, snapshot = _read(inventory, host)
@@ -90,7 +90,7 @@ def _read(inventory: str, name: str):
     """(the host's settings, its snapshot): one remote read, nothing changed."""
     from facts.serving import HostSnapshot
     from remedy import session
-    from remedy.core import settings as settings_mod
+    from remedy.core.config import host_data as settings_mod
 
     with session.connected(inventory, [name]) as (_state, hosts, failed):
         if failed:

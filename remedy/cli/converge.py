@@ -24,10 +24,10 @@ from remedy import audit, fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.cli.status import UNMANAGED_TITLE
 from remedy.console import console, err_console, said_folded
-from remedy.core import desired, volatile
-from remedy.core.plan import NOOP, bump_blocked, plan_restore
-from remedy.core.report import host_status, next_step
-from remedy.core.volatile import Unmanaged
+from remedy.core.config import desired, volatile
+from remedy.core.config.volatile import Unmanaged
+from remedy.core.render.report import host_status, next_step
+from remedy.core.run.plan import NOOP, bump_blocked, plan_restore
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, EXIT_LOCKED, EXIT_OK, worst
 
 # --wait, shared with `remedy schedule install` (which passes it on to converge)
@@ -153,8 +153,8 @@ def _rollout_policy(inventory: str, host_data: dict[str, dict], data: dict, name
     bad values, a canary not in the inventory, a rotation command not on this machine."""
     import shutil
 
-    from remedy.core import rollout as rollout_core
-    from remedy.core import settings as settings_mod
+    from remedy.core.config import host_data as settings_mod
+    from remedy.core.run import rollout as rollout_core
     from remedy.errors import ConfigError
 
     settings = {}
@@ -175,7 +175,7 @@ def _fleet_lock(inventory: str, host_data: dict, wait_s: float, say, as_json: bo
     """The fleet's lock (one converge per inventory at a time); held past --wait: the
     report names its holder for every host and the exit is 5."""
     from remedy import lock
-    from remedy.core.hostlock import holder_text
+    from remedy.core.programs.hostlock import holder_text
 
     try:
         return lock.acquire_fleet(inventory, list(host_data), wait_s, holder_text(), say)
@@ -395,7 +395,7 @@ def _metrics(
 ) -> metrics.HostMetrics:
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
-    from remedy.core.report import host_status
+    from remedy.core.render.report import host_status
 
     status = host_status(read.name, read.settings, read.snapshot)
     last = None

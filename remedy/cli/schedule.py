@@ -23,7 +23,7 @@ from remedy import fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.cli.converge import wait_option
 from remedy.console import console, err_console
-from remedy.core import schedule as core
+from remedy.core.run import schedule as core
 from remedy.errors import ConfigError, RemedyError
 
 UNIT_DIR = Path("/etc/systemd/system")

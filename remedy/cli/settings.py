@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from remedy.console import console, err_console
-from remedy.core import data_settings as data
+from remedy.core.config import data_settings as data
 from remedy.errors import EXIT_ERROR, EXIT_OK
 
 # The settings directory, for every command that reads or writes setting files.
@@ -73,9 +73,9 @@ def _on_hosts(inventory: str, limit, found, said: dict[str, str]) -> list[data.P
     from facts.serving import HostSnapshot
     from facts.settings import ManagedFileEvaluated
     from remedy import session
-    from remedy.core import desired
-    from remedy.core import memory as mem
-    from remedy.core import settings as settings_mod
+    from remedy.core.config import desired
+    from remedy.core.config import host_data as settings_mod
+    from remedy.core.readings import memory as mem
 
     desired.use(tuple(found))
     problems: list[data.Problem] = []

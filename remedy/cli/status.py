@@ -9,7 +9,7 @@ from rich.table import Table
 
 from remedy import fleet
 from remedy.console import console, err_console, said_folded
-from remedy.core.report import host_status, next_step
+from remedy.core.render.report import host_status, next_step
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, worst
 
 

@@ -1,5 +1,5 @@
-"""argv lists (remedy.core.commands) as pyinfra commands, every element quoted; a
-step's command whose answer a later decision reads (remedy.core.record)."""
+"""argv lists (remedy.core.programs.commands) as pyinfra commands, every element quoted; a
+step's command whose answer a later decision reads (remedy.core.programs.record)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from paramiko.ssh_exception import SSHException
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand
 
-from remedy.core import record
+from remedy.core.programs import record
 
 
 def command(argv: list[str]) -> StringCommand:

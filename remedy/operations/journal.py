@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyinfra import host
 
 from facts.serving import RunJournal
-from remedy.core import commands, hostlock
-from remedy.core import journal as journal_core
+from remedy.core.programs import commands, hostlock
+from remedy.core.programs import journal as journal_core
 from remedy.operations.argv import command
 
 

@@ -10,8 +10,8 @@ from pyinfra import host, state
 from pyinfra.api import operation
 
 from facts.memory import MemoryHeadroom
-from remedy.core import commands
-from remedy.core import memory as mem
+from remedy.core.programs import commands
+from remedy.core.readings import memory as mem
 from remedy.operations.argv import command
 from remedy.operations.said import gave_up, lost, say
 

@@ -1,7 +1,7 @@
 """Nix operations of the durable path: bump the input, prove the fix, commit, switch.
 
-Each takes plain values (``remedy.core.steps``) and decides when it runs, from the
-facts it reads then and the run journal (``remedy.core.journal``): the scratch
+Each takes plain values (``remedy.core.run.steps``) and decides when it runs, from the
+facts it reads then and the run journal (``remedy.core.programs.journal``): the scratch
 clone, the proven toplevel and the lock commit go there, not through Python
 memory. git and nix run as the flake checkout's owner, with the flake features on
 the command line; only the profile and the activation run as root. A step that
@@ -21,9 +21,9 @@ from pyinfra import host, state
 from pyinfra.api import operation
 
 from facts.nix import SystemGenerations
-from remedy.core import commands
-from remedy.core import switch as switch_core
-from remedy.core.settings import Settings
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import commands
+from remedy.core.readings import switch as switch_core
 from remedy.operations import journal
 from remedy.operations.argv import command, read
 from remedy.operations.nix_body import owned, preview
@@ -168,7 +168,7 @@ def fix_proven(
     run_id: str,
     owner: str,
     home: str | None,
-    settings: Settings,
+    settings: HostData,
     prove: list[str],
     nix_label: str,
     new_derivation_cli: bool,
@@ -279,7 +279,7 @@ def system_switched(
     nixos-rebuild), set the system profile, then run its ``switch-to-configuration
     switch`` in nixos-rebuild-ng's transient unit. What was proven is what runs.
 
-    Its exit code decides (``remedy.core.switch``): 0 is done; 4 is done if the serving
+    Its exit code decides (``remedy.core.readings.switch``): 0 is done; 4 is done if the serving
     unit is active (the failed units are named), else the fallback takes over; 100 made
     the new generation the boot default and activated nothing (a reboot activates it):
     the fallback keeps live right and the rollback keeps the boot entry; a switch held

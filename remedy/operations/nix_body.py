@@ -19,7 +19,7 @@ from paramiko.ssh_exception import SSHException
 from pyinfra import host, state
 from pyinfra.api import StringCommand
 
-from remedy.core import commands
+from remedy.core.programs import commands
 from remedy.operations.argv import Failure, command
 from remedy.operations.said import say
 

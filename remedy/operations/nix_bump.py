@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from pyinfra import host
 
-from remedy.core import bump as bump_core
-from remedy.core import commands
-from remedy.core import journal as journal_core
+from remedy.core.programs import bump as bump_core
+from remedy.core.programs import commands
+from remedy.core.programs import journal as journal_core
 from remedy.operations import journal
 from remedy.operations.argv import ran
 from remedy.operations.nix_body import Body, give_up, guarded, owned
@@ -118,7 +118,7 @@ def _clone(a: Bump, scratch: str) -> list[str]:
 
 def _approved_bump(a: Bump, scratch: str) -> list[str]:
     """The bump with its approval, decided on the host by the program the manual script
-    runs too (remedy.core.bump)."""
+    runs too (remedy.core.programs.bump)."""
     name = a.flake_input
     update = commands.update_input(a.update_argv, scratch, name)
     return bump_core.argv(

@@ -12,13 +12,14 @@ from pyinfra import host
 
 from facts.memory import MemoryHeadroom
 from facts.serving import BuiltService
-from remedy.core import changes as changes_core
-from remedy.core import checks as checks_core
-from remedy.core import commands, desired, options
-from remedy.core import memory as mem
-from remedy.core import nix as nix_core
-from remedy.core.plan import Proof
-from remedy.core.settings import Settings
+from remedy.core.config import desired, options
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import checks as checks_core
+from remedy.core.programs import commands
+from remedy.core.readings import changes as changes_core
+from remedy.core.readings import memory as mem
+from remedy.core.readings import nix as nix_core
+from remedy.core.run.plan import Proof
 from remedy.operations import journal
 from remedy.operations.argv import ran
 from remedy.operations.memory import refusal
@@ -34,7 +35,7 @@ class Build:
     run_id: str
     owner: str
     home: str | None
-    settings: Settings
+    settings: HostData
     prove: list[str]
     nix_label: str
     new_derivation_cli: bool
@@ -44,7 +45,7 @@ class Build:
 
 @guarded
 def _prove(a: Build) -> Body:
-    s: Settings = a.settings
+    s: HostData = a.settings
     j = journal.read(a.journal_path, a.run_id)
     scratch, new_rev = j.get("scratch"), j.get("new_rev")
     if not scratch:
@@ -91,7 +92,7 @@ def _prove(a: Build) -> Body:
 
 def _built_toplevel(as_owner, a: Build, scratch: str, bound):
     """Build the scratch clone's toplevel, bounded: (its store path, why it did not)."""
-    s: Settings = a.settings
+    s: HostData = a.settings
     attr = commands.toplevel_attr(scratch, s.flake_host)
     host.log_styled(
         f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
@@ -112,7 +113,7 @@ def _built_toplevel(as_owner, a: Build, scratch: str, bound):
 def _not_proven(a: Build, toplevel: str, short: str) -> str | None:
     """Why the system built at TOPLEVEL lacks a setting it must prove (its start script,
     environment, kernel parameters, as the built unit shows them), or None."""
-    s: Settings = a.settings
+    s: HostData = a.settings
     service = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
     if service is None:
         return lost(f"the unit in {toplevel}")
@@ -165,7 +166,7 @@ def _say_changes(run_id: str, current: str, toplevel: str):
 def preview(a: Build) -> list[list[str]]:
     """The proof's commands, as it runs them (the memory bound is known at execution):
     the dry run, the build of the toplevel, each flake check's dry run and build."""
-    s: Settings = a.settings
+    s: HostData = a.settings
 
     def as_owner(argv):
         return owned(a.owner, a.home, argv)
@@ -183,11 +184,11 @@ def preview(a: Build) -> list[list[str]]:
     return steps
 
 
-def _build(s: Settings, scratch: str) -> list[str]:
+def _build(s: HostData, scratch: str) -> list[str]:
     return commands.build_toplevel(scratch, s.flake_host, s.build_max_jobs, s.build_cores)
 
 
-def _check(s: Settings, scratch: str, check: str) -> list[str]:
+def _check(s: HostData, scratch: str, check: str) -> list[str]:
     return commands.flake_check(scratch, check, False, s.build_max_jobs, s.build_cores)
 
 
@@ -195,7 +196,7 @@ def _owner_nix(as_owner, a: Build, argv: list[str], what: str, bound: int | None
     """ARGV as the checkout's owner, bounded in time (nix_timeout_s) and, when the host has
     systemd-run (every NixOS host), in a scope with MemoryMax=BOUND: Nix's evaluation of a
     system takes GBs."""
-    s: Settings = a.settings
+    s: HostData = a.settings
     scope = re.sub(r"[^A-Za-z0-9]+", "-", a.run_id).strip("-")
     memory = bound if a.systemd_run else None
     return commands.nix_bounded(
@@ -222,7 +223,7 @@ def _bound_hit(ran, what: str, bound: int | None, timeout_s: int | None = None) 
 LOST = "cannot read"  # how said.lost() begins: a lost connection is not a refusal
 
 
-def _gate(s: Settings, doing: str) -> tuple[int | None, str | None]:
+def _gate(s: HostData, doing: str) -> tuple[int | None, str | None]:
     """``_gated_bound``, with the memory gate's refusal said as one (a lost connection
     is no refusal)."""
     bound, why = _gated_bound(s, doing)
@@ -231,7 +232,7 @@ def _gate(s: Settings, doing: str) -> tuple[int | None, str | None]:
     return bound, why
 
 
-def _gated_bound(s: Settings, doing: str) -> tuple[int | None, str | None]:
+def _gated_bound(s: HostData, doing: str) -> tuple[int | None, str | None]:
     """(the bound the owner's nix runs under: what the host can spare above the gate's
     threshold now, why the memory gate refuses to run it at all)."""
     headroom = host.get_fact(MemoryHeadroom)
@@ -248,7 +249,7 @@ def _local_builds(
 ):
     """(derivations Nix would compile on the host for DRY_ARGV, a ``--dry-run`` (DRY: its
     result when it already ran); why it could not tell)."""
-    s: Settings = a.settings
+    s: HostData = a.settings
     if dry is None:
         dry = yield from ran(a.run_id, _owner_nix(as_owner, a, dry_argv, "eval", bound))
     if not dry.ok:
@@ -281,7 +282,7 @@ def _flake_checks(as_owner, a: Build, scratch: str):
     """Build each of host data's flake_checks for the bumped lock (the same dry-run guard
     and memory gate as the system's build): why the durable path must stop, or None.
     An absent output is said and skipped."""
-    s: Settings = a.settings
+    s: HostData = a.settings
     checks, default = s.checks
     results: list[checks_core.CheckResult] = []
     why = None

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pyinfra import host
 
 from facts.memory import MemoryHeadroom
-from remedy.core import commands
-from remedy.core import switch as switch_core
+from remedy.core.programs import commands
+from remedy.core.readings import switch as switch_core
 from remedy.operations.argv import ran
 from remedy.operations.memory import refusal
 from remedy.operations.nix_body import Body, give_up, guarded, owned

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from pyinfra import host
 
-from remedy.core import commands
-from remedy.core import switch as switch_core
-from remedy.core.journal import RunJournal
+from remedy.core.programs import commands
+from remedy.core.programs.journal import RunJournal
+from remedy.core.readings import switch as switch_core
 from remedy.operations import journal
 from remedy.operations.argv import ran, read
 from remedy.operations.nix_body import Body, give_up, guarded, owned

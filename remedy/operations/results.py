@@ -1,9 +1,9 @@
-"""pyinfra's results of a host's steps, as ``remedy.core.outcome`` reads them."""
+"""pyinfra's results of a host's steps, as ``remedy.core.run.outcome`` reads them."""
 
 from __future__ import annotations
 
-from remedy.core.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult
-from remedy.core.steps import Step
+from remedy.core.run.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult
+from remedy.core.run.steps import Step
 from remedy.operations.said import said_by
 
 

@@ -28,14 +28,15 @@ from facts.nix import read_option_definitions
 from facts.serving import HostSnapshot, ToolCallProbe
 from remedy import audit
 from remedy import lock as host_lock
-from remedy.core import commands, desired, volatile
-from remedy.core import outcome as outcome_core
-from remedy.core import settings as settings_mod
-from remedy.core import steps as steps_core
-from remedy.core.plan import RestorePlan, plan_restore, unhealthy
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot as Snapshot
-from remedy.core.stop import StopRequest
+from remedy.core.config import desired, volatile
+from remedy.core.config import host_data as settings_mod
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import commands
+from remedy.core.readings.snapshot import HostSnapshot as Snapshot
+from remedy.core.run import outcome as outcome_core
+from remedy.core.run import steps as steps_core
+from remedy.core.run.plan import RestorePlan, plan_restore, unhealthy
+from remedy.core.run.stop import StopRequest
 from remedy.errors import ConfigError
 from remedy.operations.results import step_results
 
@@ -66,7 +67,7 @@ class Restore:
     """One host's run as planned: read once, decided, then carried out by its steps."""
 
     host: str
-    settings: Settings
+    settings: HostData
     before: Snapshot
     plan: RestorePlan
     steps: steps_core.Steps
@@ -165,7 +166,7 @@ def begin_restore(
 def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
     """A switch that another holds (a person's nixos-rebuild, its transient unit): wait
     up to lock_wait_s, then stop before anything changes (exit 5, naming it)."""
-    from remedy.core import switch as switch_core
+    from remedy.core.readings import switch as switch_core
     from remedy.operations.nix_switch import switch_holders
 
     if _dry_run():
@@ -189,8 +190,8 @@ def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
 def _preview_bump(r: Restore, allowed: str | None) -> None:
     """--dry: say which rev the bump would take and its signature state (a fetch into a
     temporary repository on the host, as the checkout's owner; nothing else changes)."""
-    from remedy.core import nix as nix_core
-    from remedy.core import signers
+    from remedy.core.programs import signers
+    from remedy.core.readings import nix as nix_core
     from remedy.operations.argv import run
 
     locked, s = r.before.flake_input, r.settings
@@ -216,7 +217,7 @@ def _preview_bump(r: Restore, allowed: str | None) -> None:
 
 
 def _allowed_signers(project: Path, runbook: str, path: str) -> str:
-    from remedy.core.signers import check_allowed_signers
+    from remedy.core.programs.signers import check_allowed_signers
 
     try:
         text = Path(path).read_text()

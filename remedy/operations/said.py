@@ -3,8 +3,8 @@
 An operation decides from its values and the facts it reads; what it found out on
 the way (the new rev, the derivations it would compile, why it gave up) is
 recorded on its own pyinfra result (the ``OperationMeta`` that the operation call
-returned), under the keys ``remedy.core.report_keys`` declares with their types.
-Only the outcome reads it (``remedy.core.outcome``), from the results the run
+returned), under the keys ``remedy.core.run.report_keys`` declares with their types.
+Only the outcome reads it (``remedy.core.run.outcome``), from the results the run
 holds: no module state carries it.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pyinfra import host, state
 
-from remedy.core import report_keys
+from remedy.core.run import report_keys
 from remedy.operations.argv import Failure
 
 ATTRIBUTE = "remedy_said"  # what a step said, on its OperationMeta

@@ -1,6 +1,6 @@
 """Serving operations: the /run override (remove or write), restart, verification.
 
-Each takes plain values (``remedy.core.steps``) and decides, when it runs, from
+Each takes plain values (``remedy.core.run.steps``) and decides, when it runs, from
 the facts it reads then: what systemd runs, its MainPID, memory, the probe. Every
 file written on a host goes to a temporary name in the same directory, gets its
 exact mode and owner, and is renamed into place.
@@ -15,9 +15,12 @@ from pyinfra.api import operation
 
 from facts.memory import MemoryHeadroom
 from facts.serving import ServingUnit, ToolCallProbe
-from remedy.core import commands, plan, probe, restarts
-from remedy.core.settings import Settings
-from remedy.core.stop import NOT_STOPPED, StopRequest
+from remedy.core.config import restarts
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import commands
+from remedy.core.readings import probe
+from remedy.core.run import plan
+from remedy.core.run.stop import NOT_STOPPED, StopRequest
 from remedy.operations import journal
 from remedy.operations.argv import command, read
 from remedy.operations.memory import CONTINGENT, refusal
@@ -62,7 +65,7 @@ def runtime_carriers_removed(unit: str, paths: list[str], skip=None):
     running server keeps what it started with: no restart.
 
     + unit: the serving unit
-    + paths: the drop-ins (remedy.core.volatile.carriers, the planner's choice)
+    + paths: the drop-ins (remedy.core.config.volatile.carriers, the planner's choice)
     + skip: why this host does not need it
     """
     if skip:
@@ -194,7 +197,7 @@ def _after_drain(found, server_url, timeout_s, urgent, journal_path, run_id) -> 
     return why
 
 
-def _in_place(view, s: Settings, deferred=()) -> bool:
+def _in_place(view, s: HostData, deferred=()) -> bool:
     """What systemd runs is a /run override with the wanted parser and environment, but
     for the DEFERRED settings (judged by effect: a hand-made override that works is left
     alone)."""
@@ -206,7 +209,7 @@ def _in_place(view, s: Settings, deferred=()) -> bool:
 def runtime_override_written(
     journal_path: str,
     run_id: str,
-    settings: Settings,
+    settings: HostData,
     store_script: str | None,
     problem: str | None = None,
     contingent: bool = False,
@@ -274,7 +277,7 @@ def runtime_override_written(
         yield from gave_up(why, failed=why)
 
 
-def _override_refused(s: Settings) -> dict | None:
+def _override_refused(s: HostData) -> dict | None:
     """What to give up with when the memory gate leaves the override unwritten, or None.
     Written and loaded, the override would be what the next start runs, by systemd or a
     person, with no gate: nothing is loaded, and it is said to be pending."""
@@ -291,7 +294,7 @@ def _override_refused(s: Settings) -> dict | None:
     return None
 
 
-def _override_writes(s: Settings, store_script: str | None):
+def _override_writes(s: HostData, store_script: str | None):
     """The override's start script and drop-in, each written atomically, then the
     daemon-reload."""
     script_dir = s.override_script.rsplit("/", 1)[0]
@@ -424,7 +427,7 @@ def cut_by_restart(server_url: str | None) -> int:
 def toolcalling_verified(
     journal_path: str,
     run_id: str,
-    settings: Settings,
+    settings: HostData,
     stage: str,
     pid_before: int | None,
     parsed_before: bool,
@@ -483,7 +486,7 @@ def toolcalling_verified(
         yield from gave_up(reason, failed=reason, verification=why)
 
 
-def _wait_until_parsed(s: Settings, deferred=()) -> tuple[str | None, str | None]:
+def _wait_until_parsed(s: HostData, deferred=()) -> tuple[str | None, str | None]:
     """Poll the probe (bounded by ready_timeout_s): (None, None) once parsed with the
     wanted parser and environment, (None, why) if the configuration is right and the
     model keeps answering in prose, else (why not, None)."""
@@ -554,7 +557,7 @@ def outcome_reported(
     stop: StopRequest = NOT_STOPPED,
 ):
     """Say what was done, from pyinfra's results of the steps before (a pure outcome,
-    ``remedy.core.outcome``), and fail the run (exit != 0) if it failed, was refused
+    ``remedy.core.run.outcome``), and fail the run (exit != 0) if it failed, was refused
     or interrupted, or leaves a server that does not answer tool calls unrestarted.
 
     + plan_path: the plan's path (noop, durable, fallback)
@@ -568,7 +571,7 @@ def outcome_reported(
     if not state.is_executing:
         host.noop(summary)
         return
-    from remedy.core.outcome import outcome
+    from remedy.core.run.outcome import outcome
     from remedy.operations.results import step_results
 
     done = outcome(

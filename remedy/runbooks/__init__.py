@@ -6,7 +6,7 @@ cross-check them with the operations, the run's step list and the deploys.
   of one file (duplicate keys, the id is the file name's prefix, unique step ids);
 * ``memory_gate``: a runbook that restarts the server carries the memory gate;
 * ``operation_index``: every operation a runbook names is an ``@operation``;
-* ``flow``: each step of the run's step list (``remedy.core.steps``) names such an
+* ``flow``: each step of the run's step list (``remedy.core.run.steps``) names such an
   operation, carries an issue and is named by a runbook; a flow runbook lists
   the run's steps in the run's order;
 * ``deploys``: a runbook's deploy exists, and a deploy runs the step list;

@@ -1,7 +1,7 @@
 """The deploys: a runbook's ``deploy`` exists, and each deploy runs the run's step list.
 
 A deploy (``deploys/*.py``, read with ``ast``, never run) imports the run
-(``remedy.operations.steps``) and calls it; it imports no operation of its own,
+(``remedy.operations.flow``) and calls it; it imports no operation of its own,
 since a step the step list does not carry is one that the runbooks, --dry and
 the manual script do not know.
 """
@@ -66,7 +66,7 @@ def _deploy_problems(path: Path, project: Path, operations: OperationIndex) -> l
                 Problem(
                     rel,
                     line,
-                    "a deploy runs the run's step list (remedy.operations.steps), not "
+                    "a deploy runs the run's step list (remedy.operations.flow), not "
                     f"operations of its own: make this a step of TEMPLATES ({STEP_LIST_FILE})",
                     name,
                 )

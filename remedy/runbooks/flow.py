@@ -1,6 +1,6 @@
 """The run's step list against the runbooks and the operations.
 
-The run's order lives in ``remedy.core.steps.TEMPLATES``: the deploy, --dry
+The run's order lives in ``remedy.core.run.steps.TEMPLATES``: the deploy, --dry
 and the manual script follow it. Here: each step of it names an operation that
 exists and that a runbook step names, and carries an issue; and a flow runbook
 (one whose steps name the run's bump) lists every step of the run, in its order.
@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import remedy
-from remedy.core import steps as step_list
-from remedy.core.steps import TEMPLATES, StepTemplate
+from remedy.core.run import steps as step_list
+from remedy.core.run.steps import TEMPLATES, StepTemplate
 from remedy.runbooks.files import Runbook, relative
 from remedy.runbooks.operation_index import OperationIndex
 from remedy.runbooks.problems import Problem
 from remedy.runbooks.schema import issue_ref_is_valid
 
-#: The file of the step list, as problems name it (``remedy/core/steps.py``).
+#: The file of the step list, as problems name it (``remedy/core/run/steps.py``).
 STEP_LIST_FILE = relative(Path(step_list.__file__), Path(remedy.__file__).parent.parent)
 #: The operation whose step makes a runbook a flow runbook: the run's bump.
 FLOW_MARK = "nix.flake_input_updated"

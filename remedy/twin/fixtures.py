@@ -662,7 +662,7 @@ HOST_CONFIGURATION = r"""# cfx-llm2: two Tenstorrent cards serving Qwen3.6-27B.
 """
 
 # The import line a host configuration needs for remedy's managed file (see
-# remedy.core.desired.MANAGED_IMPORT); tests remove it to see remedy name it.
+# remedy.core.config.desired.MANAGED_IMPORT); tests remove it to see remedy name it.
 MANAGED_IMPORT_LINE = "  ] ++ lib.optional (builtins.pathExists ./remedy.nix) ./remedy.nix;"
 NO_MANAGED_IMPORT = "  ];"
 

@@ -23,8 +23,8 @@ import facts.commands
 import facts.memory
 import facts.nix
 import facts.serving
-from remedy.core import commands
-from remedy.core import nix as nix_core
+from remedy.core.programs import commands
+from remedy.core.readings import nix as nix_core
 from remedy.twin import fixtures, machine
 
 HERE = Path(__file__).parent
@@ -156,8 +156,8 @@ def record_flake_checks(twin, tag: str, bump: list[str]) -> None:
 def record_evaluation_errors(twin, tag: str) -> None:
     """What Nix prints when remedy's file sets an option nobody declares, and when it sets
     one beside the host's own value without lib.mkForce (NixOS's rules, in the stand-in)."""
-    from remedy.core import desired
-    from remedy.core.settings import from_host_data
+    from remedy.core.config import desired
+    from remedy.core.config.host_data import from_host_data
 
     text = desired.managed_nix(from_host_data("cfx-llm2", {}))
     for case, wrong in (
@@ -193,7 +193,7 @@ def record_switch_outcomes(twin, old: str, new: str) -> None:
 
 
 def record_definitions(twin, case: str, **options: str) -> None:
-    from remedy.core.settings import MANAGED_OPTIONS
+    from remedy.core.config.host_data import MANAGED_OPTIONS
 
     record(
         twin,
@@ -212,7 +212,7 @@ def record_definitions(twin, case: str, **options: str) -> None:
 def record_options_record(twin) -> None:
     """Issue 28, item 8: an evaluation that keeps its answer on the host (the command's
     ``@@remedy:recorded`` line), then the snapshot that reads that record back."""
-    from remedy.core.settings import MANAGED_OPTIONS
+    from remedy.core.config.host_data import MANAGED_OPTIONS
 
     record(
         twin,
@@ -328,7 +328,7 @@ def record_command_answers(twin) -> None:
     """What a step's command answered (facts.commands): a read that succeeds, one that
     fails, bytes that are not UTF-8; a recorded command's answer, and a record that is
     not there (the connection dropped before the command wrote it)."""
-    from remedy.core import record as record_core
+    from remedy.core.programs import record as record_core
 
     read = facts.commands.CommandRead
     record(twin, "commands", read, "git_head", argv=as_ops("git", "-C", "/etc/nixos",

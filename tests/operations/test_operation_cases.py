@@ -3,7 +3,7 @@
 Each case is ``tests/operations/<module>.<operation>/<case>.json``: the host as
 recorded from a twin (a ``serving.HostSnapshot`` fixture), its data and the
 settings in scope. The operation's values are the step's own, as the pure
-planner gives them (``remedy.core.steps.plan_steps``; ``stage`` picks the
+planner gives them (``remedy.core.run.steps.plan_steps``; ``stage`` picks the
 durable or fallback step of an operation that has both, ``args`` overrides some).
 While executing, an operation reads facts (recorded fixtures, and the run
 journal's values, ``journal``); the answers of its commands (``argv.ran``, read
@@ -36,11 +36,13 @@ import facts.commands
 import facts.memory
 import facts.nix
 import facts.serving
-from remedy.core import desired, record, steps
-from remedy.core.journal import RunJournal
-from remedy.core.plan import plan_restore, unhealthy
-from remedy.core.settings import from_host_data
-from remedy.core.stop import StopRequest
+from remedy.core.config import desired
+from remedy.core.config.host_data import from_host_data
+from remedy.core.programs import record
+from remedy.core.programs.journal import RunJournal
+from remedy.core.run import steps
+from remedy.core.run.plan import plan_restore, unhealthy
+from remedy.core.run.stop import StopRequest
 from remedy.operations import argv, memory, nix, nix_bump, said, serving
 
 HERE = Path(__file__).parent

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from remedy.core import hostlock
+from remedy.core.programs import hostlock
 from tests.conftest import (
     PROJECT,
     RESTART_NOW,

@@ -126,7 +126,7 @@ def test_a_second_sigterm_during_a_hung_check_is_recorded_once_with_the_step_it_
     why = record["details"]["interrupted"]
     assert why.startswith("interrupted by SIGTERM"), why
     if "killed" in why:  # the second signal came before the run ended: its step is named
-        from remedy.core.steps import TEMPLATES
+        from remedy.core.run.steps import TEMPLATES
 
         head, _, step = why.partition(" during ")
         assert head == "interrupted by SIGTERM, then killed by a second SIGTERM", why

@@ -1,7 +1,7 @@
 """Issue 27: what would compile on the serving host is decided once, on the host, by the
 program both renderers run (``commands.LOCAL_BUILDS_NIX``, evaluated by the host's Nix).
 
-It must give what ``remedy.core.nix.Derivation`` (the same rule in Python, the oracle)
+It must give what ``remedy.core.readings.nix.Derivation`` (the same rule in Python, the oracle)
 gives for every `derivation show` recorded from the twins and documented for Nix
 2.32-2.34, and for build commands that only look like nixpkgs' writeTextFile. Run on
 both Nix bases (2.26 and 2.8).
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from remedy.core import commands, nix
+from remedy.core.programs import commands
+from remedy.core.readings import nix
 
 pytestmark = [pytest.mark.twin, pytest.mark.nix_cli]
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from remedy.core import commands
+from remedy.core.programs import commands
 
 pytestmark = pytest.mark.twin
 

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from remedy.core import desired
-from remedy.core.settings import from_host_data
+from remedy.core.config import desired
+from remedy.core.config.host_data import from_host_data
 from remedy.twin import fixtures
 from tests.conftest import as_owner, owner_git, probe_inside, run_deploy, status_settings
 

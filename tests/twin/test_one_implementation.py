@@ -1,6 +1,6 @@
 """Issue 27: the manual script runs what the deploy runs.
 
-The bump is one host-side program (remedy.core.bump) that both renderers run with the
+The bump is one host-side program (remedy.core.programs.bump) that both renderers run with the
 same values: the manual script honours bump_to and trusted_signers exactly as the
 deploy does (test_bump_approval.py holds the deploy's side), and from the seed state
 the two leave the same checkout, the same next-boot system and the same restarts.
@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from remedy.core.plan import FALLBACK
-from remedy.core.steps import TEMPLATES
+from remedy.core.run.plan import FALLBACK
+from remedy.core.run.steps import TEMPLATES
 from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from remedy.core import options
+from remedy.core.config import options
 from tests.conftest import PROJECT, owner_git, run_deploy
 
 pytestmark = [pytest.mark.twin, pytest.mark.nix_cli]

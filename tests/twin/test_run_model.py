@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from remedy.core import hostlock
+from remedy.core.programs import hostlock
 from remedy.twin import fixtures, machine
 from tests.conftest import PROJECT, RESTART_NOW, hugepages_1g, owner_git, probe_inside, unit_props
 

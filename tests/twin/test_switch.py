@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from remedy.core import commands
+from remedy.core.programs import commands
 from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from remedy.core import bump, commands, signers
+from remedy.core.programs import bump, commands, signers
 from remedy.twin import fixtures, machine
 from tests.conftest import as_owner, owner_git
 from tests.twin.test_nix_details import serve_tt_stack_over_http

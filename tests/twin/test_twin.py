@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from remedy.core import probe
+from remedy.core.readings import probe
 from remedy.errors import TwinError
 from remedy.twin import fixtures, machine
 from tests.conftest import (

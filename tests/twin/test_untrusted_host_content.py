@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from remedy.core import journal
+from remedy.core.programs import journal
 from remedy.twin import fixtures
 from tests.conftest import PROJECT, owner_git, run_restore
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 import facts.serving
-from remedy.core import bump, desired, plan, signers
-from remedy.core.settings import from_host_data
+from remedy.core.config import desired
+from remedy.core.config.host_data import from_host_data
+from remedy.core.programs import bump, signers
+from remedy.core.run import plan
 from remedy.errors import ConfigError
 
 SNAPSHOTS = Path(__file__).parent.parent / "facts" / "serving.HostSnapshot"

@@ -1,4 +1,4 @@
-"""The approved bump's host-side program (remedy.core.bump): its shell judgements agree
+"""The approved bump's host-side program (remedy.core.programs.bump): its shell judgements agree
 with the Python ones they replace, run by a real POSIX shell here; its answer parses."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from remedy.core import bump, signers
-from remedy.core import nix as nix_core
+from remedy.core.programs import bump, signers
+from remedy.core.readings import nix as nix_core
 
 URLS = [
     "git+file:///srv/git/tt-stack",

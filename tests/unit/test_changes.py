@@ -1,8 +1,8 @@
-"""What a switch changes beyond the managed settings (remedy.core.changes)."""
+"""What a switch changes beyond the managed settings (remedy.core.readings.changes)."""
 
 from __future__ import annotations
 
-from remedy.core import changes
+from remedy.core.readings import changes
 
 
 def test_kernel_parameters_that_change_need_a_reboot_and_are_shown_as_a_diff():

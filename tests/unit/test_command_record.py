@@ -1,4 +1,4 @@
-"""A step's command and its answer (remedy.core.record): the wrapper keeps the exit
+"""A step's command and its answer (remedy.core.programs.record): the wrapper keeps the exit
 status and both outputs whatever they hold, and the read gives them back once.
 
 The shell runs here, as on the host (POSIX sh and coreutils' base64)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import stat
 import subprocess
 
-from remedy.core import record
+from remedy.core.programs import record
 
 
 def run(argv: list[str]) -> subprocess.CompletedProcess:

@@ -21,11 +21,14 @@ from click.testing import CliRunner
 import facts.serving
 from remedy import metrics
 from remedy.cli.settings import settings as settings_cli
-from remedy.core import adopt, desired, plan, report, sections, volatile
-from remedy.core import data_settings as data
-from remedy.core.runtime import ServingProcess
-from remedy.core.settings import from_host_data
-from remedy.core.snapshot import SettingReadings, read_readings
+from remedy.core.config import adopt, desired, volatile
+from remedy.core.config import data_settings as data
+from remedy.core.config.host_data import from_host_data
+from remedy.core.readings import sections
+from remedy.core.readings.runtime import ServingProcess
+from remedy.core.readings.snapshot import SettingReadings, read_readings
+from remedy.core.render import report
+from remedy.core.run import plan
 
 PROJECT = Path(__file__).resolve().parents[2]
 FIXTURES = PROJECT / "tests" / "facts" / "serving.HostSnapshot"
@@ -235,7 +238,7 @@ def test_each_kind_in_remedy_s_file_and_in_the_manual_script(tmp_path, managed):
     assert sh["--max-num-seqs"] == "grep -Fqs -- '--max-num-seqs 16' \"$script\""
     # the proof of a built system reads every kind (its sysctl.d files, its unit)
     assert all(desired.BY_KEY[k].provable for k in ("VLLM_LOGGING_LEVEL", "vm.max_map_count"))
-    from remedy.core.plan import Proof
+    from remedy.core.run.plan import Proof
 
     built = Proof("/nix/store/x", "/s", "qwen3_xml", {}, sysctl={}, properties={})
     lacks = " ".join(built.missing(s, ("vm.max_map_count", "LimitNOFILE")))

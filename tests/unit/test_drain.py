@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from remedy.core import commands, restarts
+from remedy.core.config import restarts
+from remedy.core.programs import commands
 
 GAUGES = (
     "# TYPE vllm:num_requests_running gauge\n"

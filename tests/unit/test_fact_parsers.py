@@ -15,9 +15,9 @@ from pyinfra.api.exceptions import FactProcessError
 import facts.memory
 import facts.nix
 import facts.serving
-from remedy.core import nix, systemd
-from remedy.core.serving import volatile_entries
-from remedy.core.snapshot import read_generations, read_memory
+from remedy.core.readings import nix, systemd
+from remedy.core.readings.serving import volatile_entries
+from remedy.core.readings.snapshot import read_generations, read_memory
 
 FIXTURES = Path(__file__).parent.parent / "facts"
 
@@ -77,8 +77,8 @@ def test_rebuild_test_is_volatile_until_the_profile_boots():
 
 def test_runtime_hugepage_change_is_volatile():
     parts_unit = output("serving.ServingUnit", "fresh")
-    from remedy.core import sections
-    from remedy.core.serving import read_unit
+    from remedy.core.readings import sections
+    from remedy.core.readings.serving import read_unit
 
     unit = read_unit(sections.split(parts_unit, "t"))
     memory = read_memory(sections.split(output("memory.MemoryHeadroom", "hugepages_2m_4"), "t"))
@@ -211,7 +211,7 @@ def test_etc_overrides_conf_sorts_after_run_override_conf():
 
 
 def test_start_script_without_the_parser_flag_reports_none():
-    from remedy.core import startscript
+    from remedy.core.readings import startscript
 
     unit = fact("serving.ServingUnit", "fresh", facts.serving.ServingUnit)
     recorded = unit.now.script.text

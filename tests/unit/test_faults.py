@@ -110,8 +110,8 @@ def test_the_audit_table_fits_80_columns_and_keeps_issue_names_whole(tmp_path):
 def test_status_fits_80_columns_and_names_every_path_in_full():
     script = (
         "import json, facts.serving\n"
-        "from remedy.core.report import host_status\n"
-        "from remedy.core.settings import from_host_data\n"
+        "from remedy.core.render.report import host_status\n"
+        "from remedy.core.config.host_data import from_host_data\n"
         "from remedy.cli.status import _print, _print_where\n"
         "lines = json.load(open('tests/facts/serving.HostSnapshot/emergency_override.json'))"
         "['output']\n"
@@ -140,7 +140,7 @@ def _with_managed(content: str, author=("1f" * 20, "jane@ops.example", "Jane Ops
     import dataclasses
 
     import facts.serving
-    from remedy.core.snapshot import ManagedFile
+    from remedy.core.readings.snapshot import ManagedFile
 
     path = PROJECT / "tests/facts/serving.HostSnapshot/durable.json"
     snap = facts.serving.HostSnapshot().process(json.loads(path.read_text())["output"])
@@ -157,17 +157,18 @@ def _with_managed(content: str, author=("1f" * 20, "jane@ops.example", "Jane Ops
 
 
 def _person_text() -> str:
-    from remedy.core import desired
-    from remedy.core.settings import from_host_data
+    from remedy.core.config import desired
+    from remedy.core.config.host_data import from_host_data
 
     text = desired.managed_nix(from_host_data("cfx-llm2", {}), desired.ALL)
     return text.replace("hugepagesPerCard = lib.mkForce 1;", "hugepagesPerCard = lib.mkForce 2;")
 
 
 def test_a_persons_commit_to_the_managed_file_is_named_kept_and_not_called_durable():
-    from remedy.core import desired, plan
-    from remedy.core.report import host_status
-    from remedy.core.settings import from_host_data
+    from remedy.core.config import desired
+    from remedy.core.config.host_data import from_host_data
+    from remedy.core.render.report import host_status
+    from remedy.core.run import plan
 
     s = from_host_data("cfx-llm2", {})
     snap = _with_managed(_person_text())
@@ -189,8 +190,9 @@ def test_a_persons_commit_to_the_managed_file_is_named_kept_and_not_called_durab
 
 
 def test_managed_file_conflict_overwrite_writes_host_datas_file_and_says_whose_it_was():
-    from remedy.core import desired, plan
-    from remedy.core.settings import from_host_data
+    from remedy.core.config import desired
+    from remedy.core.config.host_data import from_host_data
+    from remedy.core.run import plan
 
     s = from_host_data("cfx-llm2", {"managed_file_conflict": "overwrite"})
     p = plan.plan_restore(_with_managed(_person_text()), s, desired.ALL)
@@ -199,8 +201,8 @@ def test_managed_file_conflict_overwrite_writes_host_datas_file_and_says_whose_i
 
 
 def test_remedys_own_older_file_is_no_conflict():
-    from remedy.core import plan
-    from remedy.core.settings import from_host_data
+    from remedy.core.config.host_data import from_host_data
+    from remedy.core.run import plan
 
     s = from_host_data("cfx-llm2", {})
     snap = _with_managed(_person_text(), ("2e" * 20, "remedy@cfx-llm2", "remedy"))
@@ -208,7 +210,7 @@ def test_remedys_own_older_file_is_no_conflict():
 
 
 def test_a_bad_managed_file_conflict_value_is_refused_naming_the_key():
-    from remedy.core.settings import from_host_data
+    from remedy.core.config.host_data import from_host_data
     from remedy.errors import ConfigError
 
     with pytest.raises(ConfigError, match="managed_file_conflict.*keep, overwrite"):
@@ -223,12 +225,14 @@ def test_a_hung_server_that_the_run_leaves_alone_is_unhealthy_not_ok():
     look), and the run says unhealthy: its audit result and its exit agree."""
     import dataclasses
 
-    from remedy.core import desired, plan, probe
+    from remedy.core.config import desired
+    from remedy.core.readings import probe
+    from remedy.core.run import plan
 
     snap = _with_managed(None)
     hung = probe.ProbeResult(probe.UNREACHABLE, None, None, None, "timed out after 3s", True)
     snap = dataclasses.replace(snap, probe=hung)
-    from remedy.core.settings import from_host_data
+    from remedy.core.config.host_data import from_host_data
 
     s = from_host_data("cfx-llm2", {})
     p = plan.plan_restore(snap, s, desired.TOOL_CALLING)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from remedy.core import checks, commands
-from remedy.core.settings import from_host_data
+from remedy.core.config.host_data import from_host_data
+from remedy.core.programs import checks, commands
 from remedy.errors import ConfigError
 
 RAW = Path(__file__).parent.parent / "facts" / "raw"

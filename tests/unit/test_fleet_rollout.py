@@ -1,4 +1,4 @@
-"""Issue 30: the fleet's rollout as values (remedy.core.rollout) and its gates run by
+"""Issue 30: the fleet's rollout as values (remedy.core.run.rollout) and its gates run by
 greenlets as a fleet run runs them (remedy.rollout), without hosts."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import gevent
 import pytest
 
-from remedy.core import rollout as core
-from remedy.core.settings import from_host_data
-from remedy.core.stop import StopRequest
+from remedy.core.config.host_data import from_host_data
+from remedy.core.run import rollout as core
+from remedy.core.run.stop import StopRequest
 from remedy.errors import ConfigError
 from remedy.rollout import Gates
 

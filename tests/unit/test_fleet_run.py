@@ -85,7 +85,7 @@ def test_the_textfile_counts_the_rollouts_hosts_by_how_they_ended(tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 
     from remedy import metrics
-    from remedy.core import rollout
+    from remedy.core.run import rollout
 
     prom = tmp_path / "remedy.prom"
     counts = {**dict.fromkeys(rollout.STATES, 0), "converged": 3, "not started": 1}

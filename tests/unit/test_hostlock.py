@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from remedy.core import hostlock
+from remedy.core.programs import hostlock
 
 
 @pytest.fixture

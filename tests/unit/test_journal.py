@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from remedy.core import journal
+from remedy.core.programs import journal
 
 VALUES = {
     "run_id": "laptop:42:1796000000",
@@ -71,8 +71,8 @@ def test_the_manual_scripts_journal_is_the_deploys(tmp_path):
     and the shell reads the keys back itself."""
     import subprocess
 
-    from remedy.core import manual_flow
-    from remedy.core.settings import from_host_data
+    from remedy.core.config.host_data import from_host_data
+    from remedy.core.render import manual_flow
 
     path = tmp_path / "run.json"
     shell = "\n".join(

@@ -7,8 +7,9 @@ import subprocess
 from pathlib import Path
 
 from remedy import audit
-from remedy.core import journal, manual_flow
-from remedy.core.settings import Settings
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import journal
+from remedy.core.render import manual_flow
 
 UNIT = "tenstorrent-serving.service"
 RECORD = {
@@ -25,7 +26,7 @@ def test_the_snapshot_finds_the_manual_runs_file_where_the_script_writes_it():
     proc = subprocess.run(["sh", "-c", shell, "sh", journal.path(UNIT)], capture_output=True,
                           text=True, check=True)  # fmt: skip
     assert proc.stdout == journal.manual_runs_path(UNIT)
-    script = "\n".join(manual_flow._manual_record(Settings(), "h", "001", []))
+    script = "\n".join(manual_flow._manual_record(HostData(), "h", "001", []))
     assert f"manual_runs={journal.manual_runs_path(UNIT)}" in script
 
 
@@ -52,7 +53,8 @@ def test_each_program_is_written_once_at_the_top_and_runs_by_name():
     commit message, remedy.nix) stays where it is used, byte for byte."""
     import re
 
-    from remedy.core import bump, manual
+    from remedy.core.programs import bump
+    from remedy.core.render import manual
     from remedy.runbooks import discover
 
     project = Path(__file__).resolve().parents[2]

@@ -17,8 +17,9 @@ import pytest
 from pyinfra.api.exceptions import FactProcessError
 
 import facts.serving
-from remedy.core import bump, commands, memory, nix, systemd
-from remedy.core.serving import next_boot_dropins
+from remedy.core.programs import bump, commands
+from remedy.core.readings import memory, nix, systemd
+from remedy.core.readings.serving import next_boot_dropins
 from remedy.twin.fixtures import HEAVY_VLLM_VERSION
 
 FACTS = Path(__file__).parent.parent / "facts"

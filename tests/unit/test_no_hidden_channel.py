@@ -3,7 +3,7 @@ pyinfra result, under a declared key, and the stop request is an argument.
 
 Read from the source (AST): the operations modules keep no module-level dict, list
 or set that an operation writes, and every key a step records or the outcome reads
-is declared in ``remedy.core.report_keys`` with its types.
+is declared in ``remedy.core.run.report_keys`` with its types.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from remedy.core import report_keys
+from remedy.core.run import report_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "remedy" / "operations"
@@ -170,7 +170,7 @@ def test_every_key_a_step_records_is_declared():
 
 
 def test_every_key_the_outcome_reads_is_declared():
-    tree = ast.parse((ROOT / "remedy" / "core" / "outcome.py").read_text())
+    tree = ast.parse((ROOT / "remedy" / "core" / "run" / "outcome.py").read_text())
     read = set()
     for node in ast.walk(tree):
         key = None

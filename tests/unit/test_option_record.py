@@ -17,9 +17,10 @@ import pytest
 import facts.nix
 from facts import _remote
 from facts.nix import read_option_definitions
-from remedy.core import options, sections
-from remedy.core.settings import from_host_data
-from remedy.core.snapshot import read_snapshot
+from remedy.core.config import options
+from remedy.core.config.host_data import from_host_data
+from remedy.core.readings import sections
+from remedy.core.readings.snapshot import read_snapshot
 
 FACTS = Path(__file__).parents[1] / "facts"
 S = from_host_data("cfx-llm2", {})

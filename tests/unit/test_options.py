@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from remedy.core import desired, options
-from remedy.core.settings import MANAGED_OPTIONS, from_host_data
+from remedy.core.config import desired, options
+from remedy.core.config.host_data import MANAGED_OPTIONS, from_host_data
 
 FACTS = Path(__file__).parents[1] / "facts"
 RAW = FACTS / "raw"
@@ -124,7 +124,7 @@ def test_a_failed_or_cut_evaluation_says_why():
 def test_the_plan_that_writes_the_file_names_what_it_overrides():
     import dataclasses
 
-    from remedy.core import plan
+    from remedy.core.run import plan
     from tests.unit.test_plan import snapshot
 
     s = from_host_data("cfx-llm2", {})

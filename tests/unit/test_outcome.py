@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remedy.core.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult, outcome
+from remedy.core.run.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult, outcome
 
 
 def step(op, stage, status, ignorable=True, **said):

@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import facts.serving
-from remedy.core import desired, plan, probe, volatile
-from remedy.core.runtime import RuntimeFile, RuntimeState
-from remedy.core.serving import DropIn, volatile_entries
-from remedy.core.settings import from_host_data
+from remedy.core.config import desired, volatile
+from remedy.core.config.host_data import from_host_data
+from remedy.core.readings import probe
+from remedy.core.readings.runtime import RuntimeFile, RuntimeState
+from remedy.core.readings.serving import DropIn, volatile_entries
+from remedy.core.run import plan
 
 FIXTURES = Path(__file__).parent.parent / "facts" / "serving.HostSnapshot"
 

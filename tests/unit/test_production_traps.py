@@ -14,8 +14,9 @@ from pyinfra.api.exceptions import FactProcessError
 
 import facts.nix
 import facts.serving
-from remedy.core import commands, nix, probe, startscript
-from remedy.core.settings import from_host_data
+from remedy.core.config.host_data import from_host_data
+from remedy.core.programs import commands
+from remedy.core.readings import nix, probe, startscript
 from remedy.errors import ConfigError
 from remedy.twin.fixtures import HEAVY_VLLM_VERSION
 
@@ -109,7 +110,7 @@ def _snapshot_with_nix_version(lines: list[str]):
 
 
 def test_an_unreadable_nix_version_is_named_with_what_was_read():
-    from remedy.core.plan import durable_blockers
+    from remedy.core.run.plan import durable_blockers
 
     s = from_host_data("cfx-llm2", {})
     broken = "nix: error while loading shared libraries: libnixexpr.so"
@@ -250,7 +251,7 @@ def test_the_model_is_discovered_unless_host_data_sets_it():
 def test_a_bad_data_value_on_the_command_line_is_named_as_such_not_as_a_host():
     from pyinfra.api.exceptions import InventoryError
 
-    from remedy.core.settings import checked_hosts
+    from remedy.core.config.host_data import checked_hosts
 
     hosts = [("alpha", {}), ("beta", {})]
     argv = ["pyinfra", "--limit", "beta", "--data", "durable=perhaps", "inv.py", "d.py"]

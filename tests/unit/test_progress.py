@@ -3,7 +3,7 @@ deploy prints them (recorded from a twin run), turned into one-line messages."""
 
 from __future__ import annotations
 
-from remedy.core.progress import StepWatch
+from remedy.core.run.progress import StepWatch
 
 # pyinfra 3's output of a deploy on twin lead1 (deploys/converge.py), trimmed
 OUTPUT = [

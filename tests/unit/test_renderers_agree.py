@@ -1,11 +1,11 @@
 """The deploy and the manual script are two renderers of one step list: a host-data key
 that changes one must change the other, or the manual script must refuse it by name.
 
-For every host-data key (``remedy.core.settings.KEYS``) the table gives a value other
+For every host-data key (``remedy.core.config.host_data.KEYS``) the table gives a value other
 than the default and what the key does:
 
 * ``BOTH``: the deploy's steps change (their values, for the recorded twin states, or
-  the Settings field an operation reads while it runs) and so does the manual script;
+  the HostData field an operation reads while it runs) and so does the manual script;
 * ``REFUSED``: the deploy's steps change; the manual script says by name that it does
   not carry the key out (``manual_flow.NOT_CARRIED``);
 * ``NEITHER``: no step changes; the row says what the key changes instead.
@@ -24,10 +24,11 @@ import pytest
 
 import facts.serving
 from remedy import runbooks
-from remedy.core import desired, manual, manual_flow
-from remedy.core.plan import plan_restore, unhealthy
-from remedy.core.settings import KEYS, Settings, from_host_data
-from remedy.core.steps import plan_steps
+from remedy.core.config import desired
+from remedy.core.config.host_data import KEYS, HostData, from_host_data
+from remedy.core.render import manual, manual_flow
+from remedy.core.run.plan import plan_restore, unhealthy
+from remedy.core.run.steps import plan_steps
 
 PROJECT = Path(__file__).resolve().parents[2]
 FACTS = PROJECT / "tests/facts/serving.HostSnapshot"
@@ -121,13 +122,13 @@ def _a_persons_commit(snap):
 
 SNAPSHOTS = {state: _snapshot(state) for state in STATES}
 SNAPSHOTS["a person's remedy.nix"] = _a_persons_commit(SNAPSHOTS["fresh"])
-# Settings properties an operation reads, derived from a host-data key
+# HostData properties an operation reads, derived from a host-data key
 DERIVED = {"flake_checks": ("checks",)}
 
 
 def _plain(value):
-    """Step values as JSON, with a Settings record left out (see _read_by_operations)."""
-    if isinstance(value, Settings):
+    """Step values as JSON, with a HostData record left out (see _read_by_operations)."""
+    if isinstance(value, HostData):
         return "<settings>"
     if dataclasses.is_dataclass(value):
         return _plain(dataclasses.asdict(value))
@@ -157,7 +158,7 @@ def deploy_steps(data: dict) -> str:
 
 
 def _read_by_operations(key: str) -> list[str]:
-    """Operation modules that read KEY (or what is derived from it) from the Settings
+    """Operation modules that read KEY (or what is derived from it) from the HostData
     record a step carries."""
     names = "|".join((key, *DERIVED.get(key, ())))
     pattern = re.compile(rf"\b(s|settings)\.({names})\b")
@@ -210,11 +211,11 @@ def test_a_refused_key_is_not_said_at_its_default():
 @pytest.mark.parametrize("min_gb,cap_gb", [(4.0, None), (4.0, 2.5), (23.9, None), (30.0, 1.0)])
 def test_the_manual_scripts_nix_bound_is_the_deploys(tmp_path, min_gb, cap_gb):
     """The manual script bounds the owner's nix as the deploy does: its awk, run here on
-    recorded /proc/meminfo, gives remedy.core.memory.nix_memory_bound's bytes."""
+    recorded /proc/meminfo, gives remedy.core.readings.memory.nix_memory_bound's bytes."""
     import subprocess
 
     import facts.memory
-    from remedy.core import memory
+    from remedy.core.readings import memory
 
     path = PROJECT / "tests/facts/memory.MemoryHeadroom/fresh.json"
     lines = json.loads(path.read_text())["output"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import facts.serving
-from remedy.core import report
-from remedy.core.settings import from_host_data
+from remedy.core.config.host_data import from_host_data
+from remedy.core.render import report
 from remedy.errors import EXIT_ERROR, EXIT_LOCKED, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
 
 FIXTURES = Path(__file__).parent.parent / "facts" / "serving.HostSnapshot"
@@ -121,6 +121,6 @@ def test_remedys_file_that_is_not_written_yet_is_not_said_to_force_anything():
     ],
 )
 def test_the_old_generation_runs_until_what_the_restart_window_allows(window, said):
-    from remedy.core.restarts import old_generation_until
+    from remedy.core.config.restarts import old_generation_until
 
     assert old_generation_until(window) == said

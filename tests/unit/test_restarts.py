@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from remedy.core import restarts
-from remedy.core.restarts import parse_window
+from remedy.core.config import restarts
+from remedy.core.config.restarts import parse_window
 
 CET = timezone(timedelta(hours=1))
 

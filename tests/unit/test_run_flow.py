@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from remedy.core import steps as steps_core
-from remedy.core.plan import DURABLE, FALLBACK
-from remedy.core.stop import StopRequest
-from remedy.operations.steps import condition
+from remedy.core.run import steps as steps_core
+from remedy.core.run.plan import DURABLE, FALLBACK
+from remedy.core.run.stop import StopRequest
+from remedy.operations.flow import condition
 
 
 class Meta:

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from remedy import audit
 from remedy import runbooks as core
 from remedy.cli.runbooks import runbooks as runbooks_cli
-from remedy.core.steps import TEMPLATES
+from remedy.core.run.steps import TEMPLATES
 from remedy.errors import ConfigError
 from remedy.runbooks import flow
 from remedy.runbooks.operation_index import OperationIndex
@@ -204,7 +204,7 @@ def test_fixture_project_checks_clean(project):
 
 
 def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belongs(project):
-    """The run's order lives in remedy/core/steps.py: runbook 001 listed the managed file
+    """The run's order lives in remedy/core/run/steps.py: runbook 001 listed the managed file
     after the fallback while the run writes it second."""
     root, package = project
     path = root / RUNBOOK_001
@@ -551,14 +551,14 @@ def test_a_deploy_that_imports_operations_of_its_own_is_refused(project):
         import {package}.nix as nx
         from {package}.serving import helper_not_an_operation
         from pyinfra.operations import server
-        from remedy.operations.steps import converge
+        from remedy.operations.flow import converge
 
         serving.restarted(name="restart the server")
         """,
     )
     why = (
-        "a deploy runs the run's step list (remedy.operations.steps), not operations of "
-        "its own: make this a step of TEMPLATES (remedy/core/steps.py)"
+        "a deploy runs the run's step list (remedy.operations.flow), not operations of "
+        "its own: make this a step of TEMPLATES (remedy/core/run/steps.py)"
     )
     assert problems_of(root, package) == [
         f"deploys/x.py:1: memory: {why}",
@@ -587,7 +587,7 @@ def test_each_step_of_the_run_is_named_by_a_runbook_step():
     assert flow.check_step_list(REPO, named, operations) == []
     problems = flow.check_step_list(REPO, named - {"serving.drained"}, operations)
     assert [str(p) for p in problems] == [
-        f"remedy/core/steps.py:{step_list_line(key)}: serving.drained: no runbook step names "
+        f"remedy/core/run/steps.py:{step_list_line(key)}: serving.drained: no runbook step names "
         "this operation; add a step with `operation: serving.drained` to the runbook it serves"
         for key in ("drain", "drain_fallback")
     ]
@@ -599,7 +599,7 @@ def test_a_step_of_the_run_without_an_operation_or_an_issue_is_named():
     gate, bump, managed, prove = TEMPLATES[:4]
     templates = (
         replace(gate, op="serving.restarted_twice"),
-        replace(bump, op="steps.converge"),
+        replace(bump, op="flow.converge"),
         replace(managed, op="restarted"),
         replace(prove, issue="#34"),
     )
@@ -607,13 +607,13 @@ def test_a_step_of_the_run_without_an_operation_or_an_issue_is_named():
     problems = flow.check_step_list(REPO, named, OperationIndex(REPO), templates)
     lines = [step_list_line(t.key) for t in templates]
     assert [str(p) for p in problems] == [
-        f"remedy/core/steps.py:{lines[0]}: serving.restarted_twice: no such operation: "
+        f"remedy/core/run/steps.py:{lines[0]}: serving.restarted_twice: no such operation: "
         "remedy.operations.serving has no 'restarted_twice'",
-        f"remedy/core/steps.py:{lines[1]}: steps.converge: no such operation: "
-        "remedy.operations.steps.converge is not a pyinfra @operation (no _inner attribute)",
-        f"remedy/core/steps.py:{lines[2]}: restarted: no such operation: 'restarted' is not "
+        f"remedy/core/run/steps.py:{lines[1]}: flow.converge: no such operation: "
+        "remedy.operations.flow.converge is not a pyinfra @operation (no _inner attribute)",
+        f"remedy/core/run/steps.py:{lines[2]}: restarted: no such operation: 'restarted' is not "
         "<module>.<function>",
-        f"remedy/core/steps.py:{lines[3]}: nix.fix_proven: step 'Prove the build holds the "
+        f"remedy/core/run/steps.py:{lines[3]}: nix.fix_proven: step 'Prove the build holds the "
         "desired state' carries no issue reference ('#34'); write repo#N, e.g. tt-stack#49",
     ]
 

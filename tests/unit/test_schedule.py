@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from remedy.core import schedule
+from remedy.core.run import schedule
 from remedy.errors import ConfigError
 
 

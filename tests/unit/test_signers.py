@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from remedy.core import bump, commands, signers
+from remedy.core.programs import bump, commands, signers
 
 
 def _git(repo: Path, *args: str, key: Path | None = None) -> str:

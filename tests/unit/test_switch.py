@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remedy.core import commands, switch
+from remedy.core.programs import commands
+from remedy.core.readings import switch
 
 RAW = Path(__file__).parents[1] / "facts" / "raw"
 

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from remedy.core import journal, sections
+from remedy.core.programs import journal
+from remedy.core.readings import sections
 
 
 def distrust(path) -> str:

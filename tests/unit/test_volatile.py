@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import facts.serving
-from remedy.core import report, volatile
-from remedy.core.runtime import ServingProcess
-from remedy.core.settings import from_host_data
+from remedy.core.config import volatile
+from remedy.core.config.host_data import from_host_data
+from remedy.core.readings.runtime import ServingProcess
+from remedy.core.render import report
 
 FIXTURES = Path(__file__).parent.parent / "facts" / "serving.HostSnapshot"
 DEBUG = "/run/systemd/system/tenstorrent-serving.service.d/zz-debug.conf"
@@ -197,7 +198,7 @@ def with_chain(snap, chain=None, manager=None, env=None, execs=None):
     """SNAP read with the start chain (CHAIN, default: nothing beyond the unit), the
     manager's environment MANAGER, the server's environment ENV, and start scripts that
     exec EXECS (the wrapper)."""
-    from remedy.core.runtime import StartChain
+    from remedy.core.readings.runtime import StartChain
 
     runtime = dataclasses.replace(
         snap.runtime,
@@ -229,7 +230,7 @@ def test_a_variable_only_set_environment_gives_is_volatile_not_the_managers_own(
 
 
 def test_default_environment_of_the_next_boots_system_conf_is_durable_run_is_not():
-    from remedy.core.runtime import StartChain
+    from remedy.core.readings.runtime import StartChain
 
     snap = snapshot("durable")
     manager = {**snap.runtime.manager_env, "FOO": "1", "BAR": "2 3"}
@@ -248,7 +249,7 @@ def test_default_environment_of_the_next_boots_system_conf_is_durable_run_is_not
 
 
 def test_environment_files_and_pass_environment_the_next_boot_names_are_durable():
-    from remedy.core.runtime import StartChain, UnitEnvLine
+    from remedy.core.readings.runtime import StartChain, UnitEnvLine
 
     snap = snapshot("durable")
     chain = StartChain(
@@ -279,7 +280,7 @@ def test_environment_files_and_pass_environment_the_next_boot_names_are_durable(
 
 
 def test_what_nixpkgs_wrapper_sets_is_durable_and_computed_as_bash_would():
-    from remedy.core.runtime import StartChain
+    from remedy.core.readings.runtime import StartChain
 
     snap = snapshot("durable")
     chain = StartChain(wrappers={WRAPPER: WRAPPER_TEXT}, next_unit=PROFILE_UNIT)
@@ -297,7 +298,7 @@ def test_what_nixpkgs_wrapper_sets_is_durable_and_computed_as_bash_would():
 
 
 def test_the_wrapper_evaluation_matches_bash_on_make_wrapper_forms():
-    from remedy.core import wrapper
+    from remedy.core.readings import wrapper
 
     text = "\n".join([
         "#! /bin/bash -e",

@@ -172,7 +172,7 @@ def _manual_script(runbook: core.Runbook, inventory: Path | None, host_name: str
         host_data.setdefault("flake_host", host.name)
     elif host_name is not None:
         raise click.BadParameter("--host needs --inventory", param_hint="--host")
-    from remedy.core import manual
+    from remedy.core.render import manual
 
     return manual.render(runbook, host_data, _allowed_signers(host_data))
 
@@ -180,7 +180,7 @@ def _manual_script(runbook: core.Runbook, inventory: Path | None, host_name: str
 def _allowed_signers(host_data: dict[str, Any]) -> str | None:
     """The text of host data's trusted_signers file, read here (the machine that renders
     the script), checked as the deploy checks it; the script carries it to the host."""
-    from remedy.core.signers import check_allowed_signers
+    from remedy.core.programs.signers import check_allowed_signers
 
     path = host_data.get("trusted_signers")
     if not path:

@@ -1,4 +1,4 @@
-"""The run, in order: the step list of ``remedy.core.steps`` carried out with pyinfra.
+"""The run, in order: the step list of ``remedy.core.run.steps`` carried out with pyinfra.
 
 ``deploys/converge.py`` runs it for every managed setting and
 ``deploys/restore_toolcalling.py`` for the tool-calling subset. Every step is one
@@ -23,10 +23,10 @@ from __future__ import annotations
 import inspect
 from types import MappingProxyType
 
-from remedy.core import desired
-from remedy.core.plan import FALLBACK
-from remedy.core.steps import ALWAYS, DURABLE, Step
-from remedy.core.stop import StopRequest
+from remedy.core.config import desired
+from remedy.core.run.plan import FALLBACK
+from remedy.core.run.steps import ALWAYS, DURABLE, Step
+from remedy.core.run.stop import StopRequest
 from remedy.operations import memory, nix, run, serving
 
 MODULES = MappingProxyType({"memory": memory, "nix": nix, "serving": serving})

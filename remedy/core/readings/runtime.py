@@ -1,4 +1,4 @@
-"""The raw readings of runtime state a reboot reverts (``remedy.core.volatile`` judges
+"""The raw readings of runtime state a reboot reverts (``remedy.core.config.volatile`` judges
 them): the files under /run/systemd/system, the serving process, systemd's environment,
 and what the next boot's start chain sets beyond the unit's ``Environment=``.
 """

@@ -1,6 +1,6 @@
 """The run as a list of steps with values: what every deploy carries out, in order.
 
-``plan_steps`` is pure. From the plan (``remedy.core.plan``), the snapshot and the
+``plan_steps`` is pure. From the plan (``remedy.core.run.plan``), the snapshot and the
 host's settings it gives every step of the run, for every host in the same order:
 the operation, plain-value arguments (the desired state and what the snapshot
 read), its stage and its issue. A step this host does not need carries ``skip``,
@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from remedy.core import desired, journal, volatile
-from remedy.core import nix as nix_core
-from remedy.core.plan import DURABLE, FALLBACK, NOOP, RestorePlan, override_in_place
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import desired, volatile
+from remedy.core.config.host_data import HostData
+from remedy.core.programs import journal
+from remedy.core.readings import nix as nix_core
+from remedy.core.readings.snapshot import HostSnapshot
+from remedy.core.run.plan import DURABLE, FALLBACK, NOOP, RestorePlan, override_in_place
 
 ALWAYS = "always"
 
@@ -122,7 +123,7 @@ class Steps:
         raise KeyError(op)
 
 
-def lock_message(s: Settings, old_rev: str | None, by: str = "restore_toolcalling deploy") -> str:
+def lock_message(s: HostData, old_rev: str | None, by: str = "restore_toolcalling deploy") -> str:
     """The lock commit's message (the new rev is known once Nix fetched it: {new})."""
     return (
         f"flake.lock: bump {s.flake_input} {(old_rev or '?')[:12]} -> {{new}} (tt-stack#49)\n\n"
@@ -131,7 +132,7 @@ def lock_message(s: Settings, old_rev: str | None, by: str = "restore_toolcallin
     )
 
 
-def managed_message(s: Settings, scope: tuple[str, ...]) -> str:
+def managed_message(s: HostData, scope: tuple[str, ...]) -> str:
     issues = sorted(
         {
             desired.BY_KEY[k].issue
@@ -161,7 +162,7 @@ def _fallback_skip(plan: RestorePlan) -> str | None:
     return None
 
 
-def _override_problem(unit, s: Settings) -> str | None:
+def _override_problem(unit, s: HostData) -> str | None:
     """Why the fallback cannot derive an override from the unit's start script."""
     store = unit.store_script
     if store is None:
@@ -180,7 +181,7 @@ NO_REBUILD = "the deployed configuration holds every durable setting; no rebuild
 class _Values:
     """The values of each step of one host's run: a method per template key."""
 
-    def __init__(self, plan, snap, s: Settings, run_id: str, unhealthy):
+    def __init__(self, plan, snap, s: HostData, run_id: str, unhealthy):
         self.plan, self.snap, self.s, self.unhealthy = plan, snap, s, unhealthy
         self.resuming = None
         if plan.path == DURABLE and plan.rebuild:
@@ -487,7 +488,7 @@ class _Values:
 
 
 def plan_steps(
-    plan: RestorePlan, snap: HostSnapshot, s: Settings, run_id: str, unhealthy: str | None = None
+    plan: RestorePlan, snap: HostSnapshot, s: HostData, run_id: str, unhealthy: str | None = None
 ) -> Steps:
     """Every step of this host's run with its values (see the module's doc)."""
     values = _Values(plan, snap, s, run_id, unhealthy)

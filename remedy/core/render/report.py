@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from remedy.core import desired, options, restarts, volatile
-from remedy.core import memory as mem
-from remedy.core.plan import NOOP, managed_conflict, plan_restore
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import desired, options, restarts, volatile
+from remedy.core.config.host_data import HostData
+from remedy.core.readings import memory as mem
+from remedy.core.readings.snapshot import HostSnapshot
+from remedy.core.run.plan import NOOP, managed_conflict, plan_restore
 from remedy.errors import (
     EXIT_BOOT_PENDING,
     EXIT_LOCKED,
@@ -47,7 +47,7 @@ class HostStatus:
     drifts: list = field(default_factory=list)  # desired.Drift per managed setting
     # what remedy's forced values win over in the host's configuration, and the like
     notes: list[str] = field(default_factory=list)
-    # runtime state beyond the managed settings that a reboot reverts (remedy.core.volatile)
+    # runtime state beyond the managed settings that a reboot reverts (remedy.core.config.volatile)
     unmanaged: list = field(default_factory=list)
     ignored: int = 0  # unmanaged entries host data ignore_volatile silences
     # the system profile holds every setting but is not running (a reboot or a restart
@@ -103,7 +103,7 @@ def _generation(path: str | None) -> str:
     return m.group(1) if m else (path or "-")
 
 
-def host_status(host: str, settings: Settings, snap: HostSnapshot) -> HostStatus:
+def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus:
     """One host's status: a row per managed setting, then the unit, memory and Nix
     sections, the problems each finds, and the verdict with its exit code."""
     problems: list[str] = []

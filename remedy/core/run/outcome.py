@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from remedy.core.plan import DURABLE, FALLBACK, NOOP
+from remedy.core.run.plan import DURABLE, FALLBACK, NOOP
 
 CHANGED, NO_CHANGE, ERROR, NOT_RUN = "changed", "noop", "error", "not run"
 

@@ -2,7 +2,7 @@
 
 ``plan_restore`` is pure: from one ``HostSnapshot`` and the host's settings it
 picks the path (noop, durable, fallback) and says why; ``--dry`` prints it.
-``remedy.core.steps`` turns the plan into the run's steps with their values.
+``remedy.core.run.steps`` turns the plan into the run's steps with their values.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from remedy.core import desired, options, restarts
-from remedy.core import memory as mem
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import desired, options, restarts
+from remedy.core.config.host_data import HostData
+from remedy.core.readings import memory as mem
+from remedy.core.readings.snapshot import HostSnapshot
 
 NOOP, DURABLE, FALLBACK = "noop", "durable", "fallback"
 
@@ -48,7 +48,7 @@ class RestorePlan:
     managed_conflict: str | None = None
     # why the bump may not run (an unattended run with nothing to verify it by)
     bump_blocked: str | None = None
-    # the restart policy's decision (remedy.core.restarts): may this run restart, and
+    # the restart policy's decision (remedy.core.config.restarts): may this run restart, and
     # when the settings that wait take effect
     restart: restarts.RestartDecision | None = None
     # switch-to-configuration boot: durable at next boot, nothing activated, no restart
@@ -110,14 +110,14 @@ class RestorePlan:
 override_dropins = desired.override_dropins
 
 
-def override_present(snap: HostSnapshot, s: Settings) -> bool:
+def override_present(snap: HostSnapshot, s: HostData) -> bool:
     return bool(desired.live(snap, s).overrides)
 
 
 SERVING_PARSER_ENV = ("tool_call_parser", "QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
 
 
-def serving_lacks(view, s: Settings, deferred=()) -> list[str]:
+def serving_lacks(view, s: HostData, deferred=()) -> list[str]:
     """What a running configuration lacks of the parser and environment (desired's
     judgement; the verification and the override check share it), but for the DEFERRED
     settings (the restart policy leaves them for a window or the next boot)."""
@@ -125,7 +125,7 @@ def serving_lacks(view, s: Settings, deferred=()) -> list[str]:
     return desired.missing(desired.serving(view), s, scope)
 
 
-def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
+def override_in_place(snap: HostSnapshot, s: HostData) -> bool:
     """What systemd runs now is an override with the wanted parser and environment.
 
     Judged by effect, not by text: a hand-made override that works is left alone."""
@@ -133,7 +133,7 @@ def override_in_place(snap: HostSnapshot, s: Settings) -> bool:
     return bool(now.exec_start and now.exec_start.startswith("/run/")) and not serving_lacks(now, s)
 
 
-def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
+def hugepage_releases(s: HostData, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
     """(size_kb, current total, new total) for pools with free pages above the target."""
     return mem.releases(s.hugepages_target, headroom)
 
@@ -141,7 +141,7 @@ def hugepage_releases(s: Settings, headroom: mem.MemoryHeadroom) -> list[tuple[i
 UNATTENDED = "unattended and neither bump_to nor trusted_signers is set"
 
 
-def bump_blocked(s: Settings) -> str | None:
+def bump_blocked(s: HostData) -> str | None:
     """Why a bump may not run: an unattended run (the schedule's) never takes an
     unverified latest, which anyone who can push to the input's branch controls."""
     if s.unattended and s.bump_to == "latest" and not s.trusted_signers:
@@ -149,7 +149,7 @@ def bump_blocked(s: Settings) -> str | None:
     return None
 
 
-def managed_conflict(snap: HostSnapshot, s: Settings) -> str | None:
+def managed_conflict(snap: HostSnapshot, s: HostData) -> str | None:
     """A person's commit to remedy's managed file that differs from what host data gives
     (the seed calls such a value an owner decision), or None: the file is absent, is
     what remedy writes, or was last committed by remedy itself."""
@@ -169,7 +169,7 @@ def managed_conflict(snap: HostSnapshot, s: Settings) -> str | None:
     )
 
 
-def managed_import_missing(snap: HostSnapshot, s: Settings) -> str:
+def managed_import_missing(snap: HostSnapshot, s: HostData) -> str:
     return (
         f"no .nix file in {s.flake_dir} imports {desired.MANAGED_IMPORT} "
         f"({s.managed_file}, remedy's managed file): add the line "
@@ -178,7 +178,7 @@ def managed_import_missing(snap: HostSnapshot, s: Settings) -> str:
     )
 
 
-def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
+def durable_blockers(snap: HostSnapshot, s: HostData) -> list[str]:
     """Why the durable path cannot run on this host, each with what to do."""
     out = []
     if not s.durable:
@@ -232,7 +232,7 @@ def durable_blockers(snap: HostSnapshot, s: Settings) -> list[str]:
     return out
 
 
-def shadowing_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
+def shadowing_dropins(snap: HostSnapshot, s: HostData) -> list[str]:
     """Drop-ins a person put under /etc that set ExecStart= for the unit: they override
     what NixOS builds (and the /run override), so a switch would not take effect."""
     out = []
@@ -248,7 +248,7 @@ def shadowing_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
     return out
 
 
-def _actions(plan: RestorePlan, snap: HostSnapshot, s: Settings, import_note: str | None):
+def _actions(plan: RestorePlan, snap: HostSnapshot, s: HostData, import_note: str | None):
     """Fill in, per setting, what the run will do (for --dry and the report)."""
     durable = plan.path == DURABLE
     for d in plan.settings:
@@ -305,7 +305,7 @@ class Situation:
     """What the snapshot says, for the settings in scope: the facts every path reads."""
 
     snap: HostSnapshot
-    s: Settings
+    s: HostData
     scope: tuple[str, ...]
     serving_scope: tuple[str, ...]
     serving_lacks: list[str]  # of the running server
@@ -323,7 +323,7 @@ class Situation:
     decision: restarts.RestartDecision | None = None  # may this run restart
 
 
-def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situation:
+def situation(snap: HostSnapshot, s: HostData, scope: tuple[str, ...]) -> Situation:
     drifts = desired.drifts(snap, s, scope)
     now, nxt = desired.live(snap, s), desired.next_boot(snap, s)
     serving_scope = tuple(k for k in scope if desired.BY_KEY[k].serving)
@@ -398,7 +398,7 @@ def situation(snap: HostSnapshot, s: Settings, scope: tuple[str, ...]) -> Situat
 
 
 def plan_restore(
-    snap: HostSnapshot, s: Settings, scope: tuple[str, ...] = desired.TOOL_CALLING
+    snap: HostSnapshot, s: HostData, scope: tuple[str, ...] = desired.TOOL_CALLING
 ) -> RestorePlan:
     """Pick the path for the settings in SCOPE (tool calling, or all six for converge)."""
     sit = situation(snap, s, scope)
@@ -745,7 +745,7 @@ class Proof:
             self.parser, self.env, self.flags, self.kernel_params, self.sysctl, self.properties
         )
 
-    def missing(self, s: Settings, prove: tuple[str, ...] = desired.TOOL_CALLING) -> list[str]:
+    def missing(self, s: HostData, prove: tuple[str, ...] = desired.TOOL_CALLING) -> list[str]:
         """What the built configuration lacks of the settings it must hold."""
         return desired.missing(self.observed(), s, prove)
 

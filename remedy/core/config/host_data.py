@@ -55,7 +55,7 @@ restart_window         never                                   when a `window` r
                                                                may run: always | never |
                                                                "Mon..Fri 02:00-04:00" |
                                                                "02:00-04:00" (host time)
-restart_urgency        see remedy/core/restarts.py             {setting: now|window|
+restart_urgency        see remedy/core/config/restarts.py             {setting: now|window|
                                                                reboot} overrides
 restart                none                                    this run only (--restart):
                                                                now | window | never
@@ -85,7 +85,7 @@ rotation_in            none                                    argv run here aft
                                                                verify (the same)
 =====================  ======================================  ==========================
 
-The rollout keys (``remedy converge`` over a fleet, ``remedy.core.rollout``) are the
+The rollout keys (``remedy converge`` over a fleet, ``remedy.core.run.rollout``) are the
 fleet's: every host of one run must give max_restarting, canary and max_failures the
 same value (set them once, for the group). rotation_out and rotation_in are each
 host's own, e.g. ``["/usr/local/bin/lb", "disable", "{host}"]``.
@@ -143,7 +143,7 @@ MANAGED_OPTIONS = {
 
 
 @dataclass(frozen=True)
-class Settings:
+class HostData:
     unit: str = "tenstorrent-serving.service"
     flake_dir: str = "/etc/nixos"
     flake_host: str = ""  # filled with the inventory name
@@ -185,7 +185,7 @@ class Settings:
     # The longest one evaluation or build of the owner's nix (a flake check that hangs
     # held the host lock forever): stopped then, and the step gives up, naming the bound.
     nix_timeout_s: int = 1800
-    # When a `window` restart may run (remedy.core.restarts): always, never, or a window
+    # When a `window` restart may run (remedy.core.config.restarts): always, never, or a window
     # of the serving host's local time ("Mon..Fri 02:00-04:00", "02:00-04:00").
     restart_window: str = "never"
     # What a setting's live drift justifies, over restarts.DEFAULT_URGENCY.
@@ -194,7 +194,7 @@ class Settings:
     restart: str | None = None
     # How long to wait for vLLM's /metrics to show no request in flight before a restart.
     drain_timeout_s: int = 300
-    # Unmanaged volatile state a person accepted (remedy.core.volatile): fnmatch globs of
+    # Unmanaged volatile state a person accepted (remedy.core.config.volatile): fnmatch globs of
     # /run/systemd paths, vLLM flags, environment variables or kernel parameter names.
     ignore_volatile: tuple[str, ...] = ()
     # Flake outputs built for the bumped lock before a switch, each INPUT#attr.path (an
@@ -202,7 +202,7 @@ class Settings:
     flake_checks: tuple[str, ...] | None = None
     audit_log: str | None = None
     remedy_environment: str | None = None
-    # The fleet's rollout (remedy converge, remedy.core.rollout): at most this many serving
+    # The fleet's rollout (remedy converge, remedy.core.run.rollout): at most this many serving
     # hosts between "about to restart" and "verified after the restart", fleet-wide.
     max_restarting: int = 1
     # The first host(s) to change, alone: how many (in inventory order), or their names.
@@ -246,13 +246,13 @@ class Settings:
 
     def urgency(self, key: str) -> str:
         """What KEY's live drift justifies: host data's restart_urgency, else the default."""
-        from remedy.core.restarts import DEFAULT_URGENCY, NOW
+        from remedy.core.config.restarts import DEFAULT_URGENCY, NOW
 
         return self.restart_urgency.get(key) or DEFAULT_URGENCY.get(key, NOW)
 
     @property
     def window(self):
-        from remedy.core.restarts import parse_window
+        from remedy.core.config.restarts import parse_window
 
         return parse_window(self.restart_window)
 
@@ -273,7 +273,7 @@ class Settings:
         return f"/run/systemd/system/{self.unit}.d/override.conf"
 
 
-KEYS = {f.name for f in fields(Settings)}
+KEYS = {f.name for f in fields(HostData)}
 
 
 def _passthrough(key: str) -> bool:
@@ -415,7 +415,7 @@ def _string_list(pattern, what, example):
 
 
 def _window(host, key, value):
-    from remedy.core.restarts import WindowError, parse_window
+    from remedy.core.config.restarts import WindowError, parse_window
 
     if not isinstance(value, str):
         raise _fail(host, key, f"must be a string, not {value!r}")
@@ -427,7 +427,7 @@ def _window(host, key, value):
 
 
 def _urgency_map(host, key, value):
-    from remedy.core.restarts import DEFAULT_URGENCY, URGENCIES
+    from remedy.core.config.restarts import DEFAULT_URGENCY, URGENCIES
 
     value = _mapping(host, key, value, '{"QWEN36_MERGE_BATCH_GUARD": "now"}')
     for name, urgency in value.items():
@@ -557,7 +557,7 @@ def _coerce(host: str, key: str, value: Any) -> Any:
     return CHECKS[key](host, key, value)
 
 
-def _check_together(host: str, s: Settings) -> None:
+def _check_together(host: str, s: HostData) -> None:
     """Checks across keys: the 1G pool must split evenly over the cards; bump_to
     required_fix_rev needs required_fix_rev."""
     if s.bump_to == "required_fix_rev" and not s.required_fix_rev:
@@ -580,18 +580,18 @@ def check_keys(host: str, data: dict) -> None:
         hint = (
             f"; did you mean {close[0]!r}?"
             if close
-            else f"; known keys: {', '.join(sorted(KEYS))} (see remedy/core/settings.py)"
+            else f"; known keys: {', '.join(sorted(KEYS))} (see remedy/core/config/host_data.py)"
         )
         raise _fail(host, key, "is unknown" + hint)
 
 
-def from_host_data(host: str, data: dict) -> Settings:
-    """Typed settings for HOST from its data (a dict or pyinfra's HostData)."""
+def from_host_data(host: str, data: dict) -> HostData:
+    """Typed host data for HOST from its data (a dict, or pyinfra's host.data)."""
     items = dict(data.dict() if hasattr(data, "dict") else data)
     check_keys(host, items)
     values = {k: _coerce(host, k, v) for k, v in items.items() if k in KEYS and v is not None}
     values.setdefault("flake_host", host.lstrip("@"))
-    settings = Settings(**values)
+    settings = HostData(**values)
     _check_together(host, settings)
     return settings
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from remedy.core.plan import NOOP
-from remedy.core.settings import Settings
+from remedy.core.config.host_data import HostData
+from remedy.core.run.plan import NOOP
 from remedy.errors import ConfigError
 
 GO, WAIT = "go", "wait"
@@ -57,7 +57,7 @@ class Policy:
         )
 
 
-def policy_of(settings: dict[str, Settings], inventory: str, names: list[str]) -> Policy:
+def policy_of(settings: dict[str, HostData], inventory: str, names: list[str]) -> Policy:
     """The fleet's policy from its hosts' SETTINGS: each key must be the same on every
     host of the run, and a named canary must be a host of INVENTORY (its NAMES)."""
     values = {}

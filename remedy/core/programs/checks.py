@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from remedy.core.commands import CHECK_ABSENT
+from remedy.core.programs.commands import CHECK_ABSENT
 
 PASSED, FAILED, ABSENT = "passed", "failed", "absent"
 # Nix's "last N log lines:" block: each line of the builder's log as "> LINE".

@@ -1,7 +1,7 @@
 """The host lock's remote side: paths, the shell that holds ``flock``, the holder line.
 
 Pure: ``remedy.lock`` takes it over an SSH session; the manual script renders the
-same paths (``remedy.core.manual``).
+same paths (``remedy.core.render.manual``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ JOURNAL_DIR = "/var/lib/remedy"
 
 def step_journal_path(unit: str) -> str:
     """The step journal on the host: each step of the run holding the lock, as pyinfra
-    ended it (not the run journal of ``remedy.core.journal``, the values the steps pass
+    ended it (not the run journal of ``remedy.core.programs.journal``, the values the steps pass
     on). A run that ends removes it; one that dies (SIGKILL, a lost connection, a
     reboot) leaves it for the next run to record."""
     return f"{JOURNAL_DIR}/run-{unit}.jsonl"

@@ -8,7 +8,7 @@ live and next-boot configurations against the desired values; ``remedy
 status``, the plan and the proof of a built system all judge "correct" here.
 
 Six are built in; the others are data, one file each under ``settings/``
-(``remedy.core.data_settings``): an environment variable or a property of the
+(``remedy.core.config.data_settings``): an environment variable or a property of the
 serving unit, a flag of the server's command line, a sysctl. Their durable value
 goes into remedy's managed file at their option path; they are read, judged and
 reported as the six are.
@@ -25,10 +25,10 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remedy.core import data_settings as data
-from remedy.core import memory as mem
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import data_settings as data
+from remedy.core.config.host_data import HostData
+from remedy.core.readings import memory as mem
+from remedy.core.readings.snapshot import HostSnapshot
 
 IN_SYNC, VOLATILE, DRIFTED = "in sync", "volatile", "drifted"
 
@@ -57,7 +57,7 @@ class Observed:
     properties: dict[str, str] | None = None
 
 
-def _pages(pools: dict[int, int] | None, s: Settings) -> str:
+def _pages(pools: dict[int, int] | None, s: HostData) -> str:
     """``1G×2``: the wanted sizes, and any other size that has pages."""
     if pools is None:
         return "unknown"
@@ -66,11 +66,11 @@ def _pages(pools: dict[int, int] | None, s: Settings) -> str:
     return " ".join(f"{mem.size_label(k)}×{pools.get(k, 0)}" for k in sizes) or "none"
 
 
-def _wanted_pages(s: Settings) -> dict[int, int]:
+def _wanted_pages(s: HostData) -> dict[int, int]:
     return {mem.SIZES_BY_LABEL[label]: n for label, n in s.hugepages_target.items()}
 
 
-def _pages_ok(pools: dict[int, int] | None, s: Settings) -> bool:
+def _pages_ok(pools: dict[int, int] | None, s: HostData) -> bool:
     if pools is None:
         return False
     return all(pools.get(size, 0) == n for size, n in _wanted_pages(s).items())
@@ -94,24 +94,24 @@ class ManagedSetting:
     issue: str
     durable: str  # FLAKE_INPUT | MANAGED_FILE | NOWHERE
     runtime: str | None  # the fallback's runtime form, None if a restart cannot give it
-    desired: Callable[[Settings], str]
-    value: Callable[[Observed, Settings], str]
-    ok: Callable[[Observed, Settings], bool] | None = None  # default: value == desired
+    desired: Callable[[HostData], str]
+    value: Callable[[Observed, HostData], str]
+    ok: Callable[[Observed, HostData], bool] | None = None  # default: value == desired
     serving: bool = True  # the server must restart to take a new value
     # The same judgement as a shell condition on a built system, for the manual script:
     # "$script" is the start script with the flags, "$unit_file" the unit, "$toplevel".
-    check_sh: Callable[[Settings], str] | None = None
+    check_sh: Callable[[HostData], str] | None = None
     # A data setting: its file (its urgency, option path and value in remedy's file)
     source: data.DataSetting | None = None
 
-    def holds(self, obs: Observed, s: Settings) -> bool:
+    def holds(self, obs: Observed, s: HostData) -> bool:
         if self.ok is not None:
             return self.ok(obs, s)
         return self.value(obs, s) == self.desired(s)
 
     @property
     def provable(self) -> bool:
-        """The proof of a built system (remedy.core.plan.Proof) reads it."""
+        """The proof of a built system (remedy.core.run.plan.Proof) reads it."""
         return self.source is None or self.source.kind in PROVEN_KINDS
 
     def read_in(self, obs: Observed) -> bool:
@@ -164,7 +164,7 @@ def _data_value(d: data.DataSetting, o: Observed) -> str:
     return data.normalized(d, found[d.name]) if d.name in found else "unset"
 
 
-def _data_check_sh(d: data.DataSetting, s: Settings) -> str:
+def _data_check_sh(d: data.DataSetting, s: HostData) -> str:
     """D's judgement of a built system in shell, for the manual script."""
     want = data.text(d.value_for(s.flake_host))
     units = '"$unit_file" "$unit_file.d"/*.conf'
@@ -215,7 +215,7 @@ def _env_setting(key: str, issue: str) -> ManagedSetting:
     )
 
 
-def _pages_sh(s: Settings) -> str:
+def _pages_sh(s: HostData) -> str:
     tests = [
         f"grep -Eq {shlex.quote(f'(^| )hugepagesz={label} hugepages={n}( |$)')} "
         '"$toplevel/kernel-params"'
@@ -301,9 +301,9 @@ def use(found: tuple[data.DataSetting, ...]) -> tuple[data.DataSetting, ...]:
 use(data.load())
 
 
-def urgency(key: str, s: Settings) -> str:
+def urgency(key: str, s: HostData) -> str:
     """What KEY's live drift justifies: host data's restart_urgency, else a data
-    setting's own, else the built-in default (remedy.core.restarts)."""
+    setting's own, else the built-in default (remedy.core.config.restarts)."""
     source = BY_KEY[key].source if key in BY_KEY else None
     if source is not None and key not in s.restart_urgency:
         return source.urgency
@@ -341,14 +341,14 @@ def serving(view) -> Observed:
     return Observed(view.parser.value, _view_env(view), _flags(view))
 
 
-def override_dropins(snap: HostSnapshot, s: Settings) -> list[str]:
+def override_dropins(snap: HostSnapshot, s: HostData) -> list[str]:
     """Runtime drop-ins that belong to a tool-calling override: the managed one, or any
     /run drop-in that sets ExecStart. Others (e.g. `set-property --runtime` limits) are
     reported as volatile but never removed."""
     return runtime_overrides(snap.unit, s)
 
 
-def runtime_overrides(unit, s: Settings) -> list[str]:
+def runtime_overrides(unit, s: HostData) -> list[str]:
     """``override_dropins`` of one serving unit's state."""
     return [
         d.path
@@ -357,7 +357,7 @@ def runtime_overrides(unit, s: Settings) -> list[str]:
     ]
 
 
-def live(snap: HostSnapshot, s: Settings) -> Observed:
+def live(snap: HostSnapshot, s: HostData) -> Observed:
     now = snap.unit.now
     overrides = override_dropins(snap, s)
     if now.exec_start and now.exec_start.startswith("/run/") and not overrides:
@@ -377,7 +377,7 @@ def _script_argv(view) -> tuple[str, ...] | None:
     return tuple(view.script.argv) if view and view.script else None
 
 
-def next_boot(snap: HostSnapshot, s: Settings) -> Observed:
+def next_boot(snap: HostSnapshot, s: HostData) -> Observed:
     after, r = snap.unit.after_reboot, snap.readings
     return dataclasses.replace(
         serving(after), hugepages=snap.memory.next_boot_pools(), argv=_script_argv(after),
@@ -399,7 +399,7 @@ def built(
     return Observed(parser, dict(env), tuple(flags), pools, (), tuple(flags), sysctl, properties)
 
 
-def drifts(snap: HostSnapshot, s: Settings, scope: tuple[str, ...] | None = None) -> list[Drift]:
+def drifts(snap: HostSnapshot, s: HostData, scope: tuple[str, ...] | None = None) -> list[Drift]:
     """Per managed setting in SCOPE: desired, live, next boot, and the state.
 
     in sync: live and next boot both hold the desired value; volatile: live holds it
@@ -430,7 +430,7 @@ def drifts(snap: HostSnapshot, s: Settings, scope: tuple[str, ...] | None = None
 
 
 def missing(
-    obs: Observed, s: Settings, scope: tuple[str, ...], durable: str | None = None
+    obs: Observed, s: HostData, scope: tuple[str, ...], durable: str | None = None
 ) -> list[str]:
     """What OBS lacks of the desired state, setting by setting (only settings whose
     durable value lives in DURABLE, when given)."""
@@ -445,7 +445,7 @@ def missing(
 
 
 def managed_values(
-    s: Settings, scope: tuple[str, ...] | None = None
+    s: HostData, scope: tuple[str, ...] | None = None
 ) -> list[tuple[str, str, str, str]]:
     """(name, option path, Nix value, why) for each value remedy's managed file carries
     for the settings in SCOPE (default: all); the names are the keys of host data's
@@ -479,7 +479,7 @@ def managed_values(
     return out
 
 
-def managed_nix(s: Settings, scope: tuple[str, ...] | None = None) -> str | None:
+def managed_nix(s: HostData, scope: tuple[str, ...] | None = None) -> str | None:
     """The text of remedy's managed Nix file for the settings in SCOPE it carries, or
     None if none of them is in scope: a NixOS module that forces each value
     (``lib.mkForce``: the host's own configuration may set the same option, as

@@ -34,9 +34,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from remedy.core import commands, signers
+from remedy.core.programs import commands, signers
 
-# remedy.core.nix.parse_flake_lock's reading of flake.lock, in Nix: the input's node
+# remedy.core.readings.nix.parse_flake_lock's reading of flake.lock, in Nix: the input's node
 # (following a `follows` path), then its rev, url (locked, else original) and ref.
 LOCKED_EXPR = r"""
 let
@@ -84,7 +84,7 @@ locked() {  # REV, URL and REF of the input, one a line, as flake.lock says
   REMEDY_LOCK="$scratch/flake.lock" REMEDY_INPUT=$name \
     @NIX@ eval --impure --raw --expr "$LOCKED_EXPR"
 }
-git_remote() {  # remedy.core.nix.git_remote: the URL git fetches the input from
+git_remote() {  # remedy.core.readings.nix.git_remote: the URL git fetches the input from
   base=${1%%\?*} query=
   case $1 in *\?*) query=${1#*\?} ;; esac
   case $base in
@@ -108,7 +108,7 @@ pin_url() {  # URL REF REV: the input's url with its branch (git) and exactly RE
 on_branch() (@ON_BRANCH@)
 signature() (@SIGNATURE@)
 ancestry() (@ANCESTRY@)
-describe() {  # STATE KEY SIGNER AUTHOR REV: remedy.core.signers.Signature.describe
+describe() {  # STATE KEY SIGNER AUTHOR REV: remedy.core.programs.signers.Signature.describe
   case $1 in
 @STATES@
   esac

@@ -131,7 +131,7 @@ def show_derivations(new_cli: bool, drvs: list[str]) -> list[str]:
 
 
 # What of a `nix derivation show` would compile on the serving host: one program that the
-# deploy and the manual script both run, so both decide alike (remedy.core.nix's
+# deploy and the manual script both run, so both decide alike (remedy.core.readings.nix's
 # Derivation is the same rule in Python, kept as the tests' oracle).
 LOCAL_BUILDS_NIX = r"""# What of a `nix derivation show` (the file $REMEDY_SHOW) would compile on the host: the
 # store paths of every derivation that is neither a config derivation (preferLocalBuild)

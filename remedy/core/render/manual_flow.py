@@ -1,8 +1,8 @@
 """The run's step list as a POSIX shell script: the manual script of a flow runbook.
 
-The same steps as the deploy (``remedy.core.steps.TEMPLATES``, in its order, the
+The same steps as the deploy (``remedy.core.run.steps.TEMPLATES``, in its order, the
 ones the runbook names), with the same scratch clone, proof, fast-forward and run
-journal (``remedy.core.journal``): a script cut short (the laptop dies during the
+journal (``remedy.core.programs.journal``): a script cut short (the laptop dies during the
 build) leaves the checkout clean, and either the script or the deploy finishes
 the job. Once it holds the host lock the script reads the host again and plans
 from what it finds: another run may have done the work while it waited.
@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from remedy.core import bump, commands, desired, journal, probe
-from remedy.core.steps import ALWAYS, DURABLE, TEMPLATES, lock_message
+from remedy.core.config import desired
+from remedy.core.programs import bump, commands, journal
+from remedy.core.readings import probe
+from remedy.core.run.steps import ALWAYS, DURABLE, TEMPLATES, lock_message
 
 SCRATCH_FIND = commands.stale_scratch_removed("@OWNER@")
 
@@ -223,7 +225,7 @@ def _live_holds(s) -> list[str]:
     ]
 
 
-# remedy.core.memory.nix_memory_bound in awk, over /proc/meminfo: bytes the owner's nix
+# remedy.core.readings.memory.nix_memory_bound in awk, over /proc/meminfo: bytes the owner's nix
 # may use (MemAvailable above the gate's floor, at most cap; cap 0: no cap).
 NIX_BOUND_AWK = (
     "/^MemAvailable:/ { b = $2 * 1024 - floor; if (cap > 0 && cap < b) b = cap; "
@@ -234,7 +236,7 @@ NIX_BOUND_AWK = (
 def _owner_nix(s) -> list[str]:
     """owner_nix WHAT ARGV: ARGV as the checkout's owner, bounded as the deploy bounds its
     nix (commands.BOUNDED_SH): in time by nix_timeout_s, and in a transient scope with
-    the MemoryMax of remedy.core.memory.nix_memory_bound (what the host can spare above
+    the MemoryMax of remedy.core.readings.memory.nix_memory_bound (what the host can spare above
     min_mem_available_gb now, at most nix_memory_max_gb) where the host has systemd."""
     floor = f"{s.min_mem_available_gb * 1e9:.0f}"
     cap = f"{s.nix_memory_max_gb * 1e9:.0f}" if s.nix_memory_max_gb else "0"
@@ -313,7 +315,7 @@ def _main_pid(s) -> str:
 
 def approval(s) -> str:
     """What the bump may take, said before it runs (host data bump_to, trusted_signers,
-    required_fix_rev: remedy.core.bump decides)."""
+    required_fix_rev: remedy.core.programs.bump decides)."""
     if s.pinned_rev:
         what = f"exactly bump_to {s.pinned_rev} (it must be on the input's branch)"
     elif s.trusted_signers:
@@ -327,7 +329,7 @@ def approval(s) -> str:
 
 
 def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
-    """The approved bump (remedy.core.bump): the program the deploy runs, with the same
+    """The approved bump (remedy.core.programs.bump): the program the deploy runs, with the same
     values; its answer read in shell. ALLOWED_SIGNERS is trusted_signers' text, read
     where the script was rendered."""
     if s.trusted_signers and allowed_signers is None:
@@ -352,7 +354,7 @@ def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
     return [
         '[ "$resumed" = no ] || { echo "proven by the earlier run: no bump" >&2; return 0; }',
         '[ "$durable_needed" = yes ] || return 0',
-        # the deploy's blocker (remedy.core.plan.durable_blockers): remedy commits only
+        # the deploy's blocker (remedy.core.run.plan.durable_blockers): remedy commits only
         # its own files, and never mixes its bump with a person's changes
         f"flake_dir={shlex.quote(s.flake_dir)}",
         f"dirty=$(as_owner {dirty} </dev/null 2>&1 | head -n 3 | tr '\n' ';')",
@@ -373,7 +375,7 @@ def _bump(s, scope, allowed_signers: str | None = None) -> list[str]:
         '{ abandon "cannot clone the checkout into $scratch"; return 0; }',
         f"echo {shlex.quote(approval(s))} >&2",
         f"bump_program={word(bump.PROGRAM)}",
-        # the host's update command, as remedy.core.nix.parse_nix_version picks it
+        # the host's update command, as remedy.core.readings.nix.parse_nix_version picks it
         "if nix_at_least 2 19 && ! nix --version 2>/dev/null | grep -q '(Lix'; then",
         f"  bumped=$(as_owner {run_bump(new)}) || true",
         "else",
@@ -410,7 +412,7 @@ def _managed(s, scope) -> list[str]:
     changed = commands.git("@S@", "status", "--porcelain", "--", rel)
     author = commands.git("@S@", "log", "-1", "--format=%ae", "--", rel)
     keep = []
-    if s.managed_file_conflict == "keep":  # as remedy.core.plan.managed_conflict judges it
+    if s.managed_file_conflict == "keep":  # as remedy.core.run.plan.managed_conflict judges it
         keep = [
             f'if [ -f "$scratch"/{shlex.quote(rel)} ] && [ "$(cat "$scratch"/{shlex.quote(rel)};'
             f' echo .)" != "$(printf %s {shlex.quote(text)}; echo .)" ]; then',
@@ -496,7 +498,7 @@ def _flake_checks(s, gate: str, allow: str) -> list[str]:
     """Host data's flake_checks for the bumped lock, as the deploy builds them: an absent
     output is said, a check that compiles is refused unless allowed, a failure abandons
     the durable path with the log's last line."""
-    from remedy.core.commands import CHECK_ABSENT, flake_check
+    from remedy.core.programs.commands import CHECK_ABSENT, flake_check
 
     checks, _default = s.checks
     lines = []
@@ -541,7 +543,7 @@ def _commit(s, scope) -> list[str]:
 
 
 def _hugepages(s, scope) -> list[str]:
-    from remedy.core.memory import SIZES_BY_LABEL
+    from remedy.core.readings.memory import SIZES_BY_LABEL
 
     if not s.hugepages_target:
         return ["echo 'no hugepages_target for this host: nothing to release' >&2"]
@@ -821,7 +823,7 @@ def _scratch_removed(s, scope) -> list[str]:
 
 
 def _outcome(s, scope) -> list[str]:
-    """The run's outcome in one line, as the deploy's (remedy.core.outcome): the path, the
+    """The run's outcome in one line, as the deploy's (remedy.core.run.outcome): the path, the
     bump's revs, what holds tool calling, the restarts."""
     return [
         'p=$path; [ "$durable_failed" = yes ] && [ "$path" = fallback ] && p=durable+fallback',

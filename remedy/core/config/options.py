@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from remedy.core import desired
-from remedy.core.settings import Settings
+from remedy.core.config import desired
+from remedy.core.config.host_data import HostData
 
 OPTION_DEFAULT_PRIO = 1500  # lib.mkOptionDefault: an option's declared default
 
@@ -91,13 +91,13 @@ class OptionDefinitions:
 
 
 # The answer of the last evaluation, on the host, next to the run journal
-# (remedy.core.journal): ``key KEY``, ``time EPOCH``, then what ``nix eval`` printed.
+# (remedy.core.programs.journal): ``key KEY``, ``time EPOCH``, then what ``nix eval`` printed.
 RECORD = "/var/lib/remedy/options.record"
 # What `nix --version` printed, under the binary it ran (facts._remote.NIX_VERSION)
 NIX_VERSION_RECORD = "/var/lib/remedy/nix-version.record"
 
 
-def record_key(s: Settings, snap) -> str | None:
+def record_key(s: HostData, snap) -> str | None:
     """What the evaluation's answer depends on, as one hash: the checkout's HEAD and
     flake.lock (the locked input), remedy's file as it is now, host data's
     managed_options, the flake and host names, the expression and Nix's version. None
@@ -233,7 +233,7 @@ def parse(lines: list[str], paths: dict[str, str]) -> OptionDefinitions:
 
 def overrides(
     defs: OptionDefinitions | None,
-    s: Settings,
+    s: HostData,
     scope: tuple[str, ...],
     written: bool = True,
 ) -> list[str]:
@@ -262,7 +262,7 @@ def overrides(
     return out
 
 
-def missing_options(defs: OptionDefinitions | None, s: Settings, scope) -> list[str]:
+def missing_options(defs: OptionDefinitions | None, s: HostData, scope) -> list[str]:
     """The managed option paths the host's configuration does not declare."""
     if defs is None or defs.error:
         return []
@@ -296,7 +296,7 @@ def _nix_error(lines: list[str]) -> str | None:
     return " ".join(m for m in msg if m)
 
 
-def evaluation_blocker(output: str, s: Settings) -> str | None:
+def evaluation_blocker(output: str, s: HostData) -> str | None:
     """NixOS's message when the configuration does not evaluate because of an option,
     with the host-data key to fix when the option is one remedy's file sets; None when
     OUTPUT holds no such message."""

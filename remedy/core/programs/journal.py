@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from remedy.core import hostlock
-from remedy.core.commands import SCRATCH_PREFIX
+from remedy.core.programs import hostlock
+from remedy.core.programs.commands import SCRATCH_PREFIX
 
 # Keys the remote side reads without a JSON parser: one per line, no quotes inside.
 SHELL_READ_KEYS = ("scratch", "toplevel")

@@ -1,9 +1,9 @@
 """``remedy adopt``: turn an entry of the unmanaged volatile state into a managed setting.
 
 ``status`` lists what a reboot would revert that no setting covers
-(``remedy.core.volatile``). ``adoption`` takes one such entry as status prints it,
+(``remedy.core.config.volatile``). ``adoption`` takes one such entry as status prints it,
 checks that a kind of data setting can express it, and gives the setting file that
-makes the live value the desired one (``remedy.core.data_settings``): the next
+makes the live value the desired one (``remedy.core.config.data_settings``): the next
 converge makes it durable. It is pure: it reads one snapshot and touches nothing.
 
     a = adoption(snapshot, settings, "Environment=VLLM_LOGGING_LEVEL=DEBUG",
@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from pyinfra.api.exceptions import FactProcessError
 
-from remedy.core import data_settings as data
-from remedy.core import desired, systemd, volatile
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import data_settings as data
+from remedy.core.config import desired, volatile
+from remedy.core.config.host_data import HostData
+from remedy.core.readings import systemd
+from remedy.core.readings.snapshot import HostSnapshot
 from remedy.errors import ConfigError
 
 
@@ -50,13 +51,13 @@ ENV_ASSIGNMENT = re.compile(r"^(?:Environment=)?([A-Z_][A-Z0-9_]*)(?:=(.*))?$")
 PROPERTY_ASSIGNMENT = re.compile(r"^([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:=(.*))?$")
 
 
-def _serving_dropin(path: str, s: Settings) -> bool:
+def _serving_dropin(path: str, s: HostData) -> bool:
     return any(
         path.startswith(f"/run/systemd/{d}/{s.unit}.d/") for d in ("system", "system.control")
     )
 
 
-def _assignments(snap: HostSnapshot, s: Settings) -> list[tuple[str, str, str, str]]:
+def _assignments(snap: HostSnapshot, s: HostData) -> list[tuple[str, str, str, str]]:
     """(kind, name, value, file) of every Environment= and property a runtime drop-in of
     the serving unit sets (the last one of each name wins, as systemd applies them)."""
     out: dict[tuple[str, str], tuple[str, str, str, str]] = {}
@@ -76,7 +77,7 @@ def _assignments(snap: HostSnapshot, s: Settings) -> list[tuple[str, str, str, s
     return list(out.values())
 
 
-def _entries(snap: HostSnapshot, s: Settings) -> list[volatile.Unmanaged]:
+def _entries(snap: HostSnapshot, s: HostData) -> list[volatile.Unmanaged]:
     """Every entry of the unmanaged volatile state, ignored ones too (a person may adopt
     what they silenced)."""
     return volatile.unmanaged(snap, s)
@@ -86,7 +87,7 @@ def _listed(entries: list[volatile.Unmanaged]) -> str:
     return "; ".join(e.subject for e in entries) or "nothing"
 
 
-def find(snap: HostSnapshot, s: Settings, subject: str) -> Found:
+def find(snap: HostSnapshot, s: HostData, subject: str) -> Found:
     """The live state SUBJECT names, as an entry of status's unmanaged volatile state
     shows it: a variable (``Environment=NAME=VALUE``, ``NAME=VALUE``, ``NAME``), a
     property of the serving unit (``LimitNOFILE=65536``), a flag (``--max-num-seqs``),
@@ -111,7 +112,7 @@ def _absent(subject: str, what: str, entries) -> str:
     )
 
 
-def _assignment(snap: HostSnapshot, s: Settings, subject: str, entries) -> Found:
+def _assignment(snap: HostSnapshot, s: HostData, subject: str, entries) -> Found:
     """SUBJECT as a variable or a property that a runtime drop-in of the serving unit
     sets, or a variable only the server's environment has (systemctl set-environment)."""
     m = ENV_ASSIGNMENT.match(subject)
@@ -149,7 +150,7 @@ def _checked(found: Found, asked: str | None) -> Found:
     return found
 
 
-def _from_entry(snap: HostSnapshot, s: Settings, e: volatile.Unmanaged, entries) -> Found:
+def _from_entry(snap: HostSnapshot, s: HostData, e: volatile.Unmanaged, entries) -> Found:
     """The setting an entry of status gives, or why no kind can hold it."""
     if e.kind == volatile.SYSCTL:
         value = (snap.readings.sysctl_now or {}).get(e.subject, "")
@@ -190,7 +191,7 @@ def _typed(kind: str, value: str) -> str | int | bool:
 
 def adoption(
     snap: HostSnapshot,
-    s: Settings,
+    s: HostData,
     subject: str,
     issue: str,
     urgency: str,

@@ -12,11 +12,12 @@ from typing import Any
 
 from pyinfra.api.exceptions import FactProcessError
 
-from remedy.core import journal, nix, probe, runtime, sections, switch
-from remedy.core import memory as mem
-from remedy.core.journal import RunJournal
-from remedy.core.sections import Section
-from remedy.core.serving import (
+from remedy.core.programs import journal
+from remedy.core.programs.journal import RunJournal
+from remedy.core.readings import memory as mem
+from remedy.core.readings import nix, probe, runtime, sections, switch
+from remedy.core.readings.sections import Section
+from remedy.core.readings.serving import (
     BuiltUnit,
     ServingUnitState,
     VolatileEntry,
@@ -131,7 +132,7 @@ def read_checkout(parts: Parts) -> Checkout:
 
 @dataclass
 class ManagedFile:
-    """remedy's Nix file in the host flake (``Settings.managed_file``)."""
+    """remedy's Nix file in the host flake (``HostData.managed_file``)."""
 
     path: str  # relative to flake_dir
     content: str | None = None  # None: not there
@@ -191,7 +192,7 @@ def read_probe(parts: Parts) -> probe.ProbeResult:
 
 @dataclass
 class SettingReadings:
-    """What the data settings read beyond the serving unit (``remedy.core.data_settings``):
+    """What the data settings read beyond the serving unit (``remedy.core.config.data_settings``):
     sysctls live (/proc/sys) and as the next boot's sysctl.d files set them (the system
     profile's ``etc/sysctl.d``, which NixOS's systemd-sysctl applies at boot), and the
     serving unit's [Service] properties live (``systemctl show``) and as the next boot's
@@ -221,14 +222,14 @@ class HostSnapshot:
     managed: ManagedFile = field(default_factory=lambda: ManagedFile(""))
     journal: RunJournal = field(default_factory=RunJournal)
     # The managed options as the host's configuration defines them without remedy's file
-    # (remedy.core.options.OptionDefinitions): a second read, only where it matters.
+    # (remedy.core.config.options.OptionDefinitions): a second read, only where it matters.
     definitions: Any = None
     # remedy's record of the last such evaluation on the host: its lines as read (the
-    # section nix.options_record; None when absent), remedy.core.options.read_record
+    # section nix.options_record; None when absent), remedy.core.config.options.read_record
     options_record: tuple[str, ...] | None = None
     # nixos-rebuild-ng's transient unit: its last switch in this boot, the failed units
     last_switch: switch.LastSwitch = field(default_factory=switch.LastSwitch)
-    # /run/systemd files, the serving process, systemd's environment (remedy.core.volatile)
+    # /run/systemd files, the serving process, systemd's environment (remedy.core.config.volatile)
     runtime: runtime.RuntimeState = field(default_factory=runtime.RuntimeState)
     # the host's local time when it was read (restart windows); None: not read
     clock: datetime | None = None
@@ -306,7 +307,7 @@ def read_readings(parts: Parts) -> SettingReadings:
     """The data settings' sections (none: not read, a recording made before them)."""
     if "settings.sysctl_now" not in parts:
         return SettingReadings()
-    from remedy.core import systemd
+    from remedy.core.readings import systemd
 
     files = [b for sec in parts.get("settings.sysctl_next", []) for b in sec.files]
     running = [b for sec in parts.get("settings.sysctl_running", []) for b in sec.files]
@@ -330,7 +331,7 @@ def read_readings(parts: Parts) -> SettingReadings:
 
 @dataclass
 class BuiltSystem(BuiltUnit):
-    """A built toplevel's serving unit (``remedy.core.serving.BuiltUnit``), with what its
+    """A built toplevel's serving unit (``remedy.core.readings.serving.BuiltUnit``), with what its
     sysctl.d files set and its unit's [Service] properties (None: not read, a recording
     made before the section)."""
 
@@ -339,7 +340,7 @@ class BuiltSystem(BuiltUnit):
 
 
 def read_built_system(parts: Parts) -> BuiltSystem:
-    from remedy.core import systemd
+    from remedy.core.readings import systemd
 
     unit = read_built(parts)
     files = [
@@ -359,8 +360,8 @@ def read_built_system(parts: Parts) -> BuiltSystem:
 def _next_boot_unit_files(parts: Parts) -> list:
     """The serving unit's files as the next boot loads them, in order: the system
     profile's unit (else the loaded fragment), then the durable drop-ins
-    (``remedy.core.serving.next_boot_dropins``)."""
-    from remedy.core import serving, systemd
+    (``remedy.core.readings.serving.next_boot_dropins``)."""
+    from remedy.core.readings import serving, systemd
 
     def blocks(name: str) -> list:
         found = parts.get(name) or []

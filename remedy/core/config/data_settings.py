@@ -15,7 +15,7 @@ serving module reads extra arguments from)::
     value: DEBUG
     urgency: window
 
-``remedy.core.desired`` turns each into a ManagedSetting beside the six built-in
+``remedy.core.config.desired`` turns each into a ManagedSetting beside the six built-in
 ones: one model judges them all (drift, status, the plan, the proof of a built
 system, metrics). ``check`` finds every problem of a directory of them, each named
 by file, line and field; ``load`` refuses a directory with any, before connecting.
@@ -44,7 +44,7 @@ RUNTIME_FORM = {
     SYSCTL: "sysctl -w",
     PROPERTY: "the property in a /run drop-in",
 }
-PROJECT = Path(os.environ.get("REMEDY_PROJECT") or Path(__file__).resolve().parents[2])
+PROJECT = Path(os.environ.get("REMEDY_PROJECT") or Path(__file__).resolve().parents[3])
 SCHEMA_FILE = "settings/schema.json"
 FILE_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*\.ya?ml$")
 NAME_RE = {
@@ -355,9 +355,9 @@ def _file_problems(doc: _Document) -> list[Problem]:
 
 
 def _required_env() -> tuple[str, ...]:
-    from remedy.core.settings import Settings
+    from remedy.core.config.host_data import HostData
 
-    return tuple(Settings().required_env)
+    return tuple(HostData().required_env)
 
 
 def _setting(doc: _Document) -> DataSetting:

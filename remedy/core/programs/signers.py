@@ -28,14 +28,14 @@ STATES = {
 }
 
 
-# The bump's check of REV's signature (remedy.core.bump's ``signature``), run as the
+# The bump's check of REV's signature (remedy.core.programs.bump's ``signature``), run as the
 # checkout's owner: ``signature STATE|KEY|SIGNER|AUTHOR`` from ``git log --format=%G?…``
 # against the allowed signers (SIGNERS, written to a temporary file that goes with the
 # command). It reads REV in a repository that holds it: the input's own (REPO, for a
 # git+file input), else what Nix fetched with git (its git cache, ~/.cache/nix/gitv3).
 # Nix fetches github: and gitlab: inputs as tarballs, which leave no repository behind;
 # then REF of URL is fetched into a temporary repository, as --dry does
-# (remedy.core.commands.PREVIEW_BUMP_SH), so that the run and --dry judge the same commit.
+# (remedy.core.programs.commands.PREVIEW_BUMP_SH), so that the run and --dry judge the same commit.
 SIGNATURE_SH = r"""
 rev=$1 url=$2 repo=$3 signers=$4 ref=${5:-HEAD}
 t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-signers.XXXXXXXX") || exit 2

@@ -28,7 +28,7 @@ URGENCIES = (NOW, WINDOW, REBOOT)
 ALWAYS, NEVER = "always", "never"
 RUN_POLICIES = (NOW, WINDOW, NEVER)  # --restart
 
-# What each managed setting's live drift justifies (remedy.core.desired's keys).
+# What each managed setting's live drift justifies (remedy.core.config.desired's keys).
 DEFAULT_URGENCY = {
     "tool_call_parser": NOW,
     "phase2a": NOW,

@@ -1,7 +1,7 @@
 """The keys a step may record for the outcome and the audit, with their types: pure.
 
 A step records what it found out (``remedy.operations.said.say``) on its own
-pyinfra result; ``remedy.core.outcome`` reads it from there. Both ends name the
+pyinfra result; ``remedy.core.run.outcome`` reads it from there. Both ends name the
 keys declared here: recording an undeclared key, or a value of another type, is a
 bug and raises at once (a test fails), never a value nobody reads.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from remedy.core.signers import Signature
+from remedy.core.programs.signers import Signature
 
 NoneType = type(None)
 SEQUENCE = (list, tuple)  # said as a list in the audit
@@ -70,7 +70,7 @@ def checked(values: dict) -> dict:
     """VALUES if every key is declared and its value has a declared type, else raise."""
     for key, value in values.items():
         if key not in KEYS:
-            raise KeyError(f"a step recorded {key!r}, which remedy.core.report_keys lacks")
+            raise KeyError(f"a step recorded {key!r}, which remedy.core.run.report_keys lacks")
         if not isinstance(value, KEYS[key]):
             raise TypeError(
                 f"a step recorded {key}={value!r}: not "

@@ -12,7 +12,7 @@ Three places hold such state, all read in the snapshot's one round trip:
   manager's environment as system.conf's ``DefaultEnvironment=`` gives it, the unit's
   ``PassEnvironment=``, ``Environment=`` and ``EnvironmentFile=`` (durable wherever the
   file lives), the start script's exports and the wrapper it execs (nixpkgs'
-  makeWrapper, ``remedy.core.wrapper``). What only ``systemctl set-environment`` gives
+  makeWrapper, ``remedy.core.readings.wrapper``). What only ``systemctl set-environment`` gives
   is volatile;
 - the live kernel command line against the next boot's ``kernel-params``;
 - the live sysctls against what the next boot's sysctl.d files set (the system
@@ -36,11 +36,12 @@ from dataclasses import dataclass
 
 from pyinfra.api.exceptions import FactProcessError
 
-from remedy.core import data_settings as data
-from remedy.core import desired, systemd, wrapper
-from remedy.core.runtime import RuntimeFile, RuntimeState, UnitEnvLine
-from remedy.core.settings import Settings
-from remedy.core.snapshot import HostSnapshot
+from remedy.core.config import data_settings as data
+from remedy.core.config import desired
+from remedy.core.config.host_data import HostData
+from remedy.core.readings import systemd, wrapper
+from remedy.core.readings.runtime import RuntimeFile, RuntimeState, UnitEnvLine
+from remedy.core.readings.snapshot import HostSnapshot
 
 RUNTIME_UNIT, PROCESS, KERNEL_PARAM, SYSCTL = "runtime-unit", "process", "kernel-param", "sysctl"
 KINDS = (RUNTIME_UNIT, PROCESS, KERNEL_PARAM, SYSCTL)
@@ -146,7 +147,7 @@ class _Difference:
     source: str | None  # the live file that gives it, if the live unit shows one
 
 
-def _process_differences(unit, runtime: RuntimeState, s: Settings) -> list[_Difference]:
+def _process_differences(unit, runtime: RuntimeState, s: HostData) -> list[_Difference]:
     """The serving process against the next boot's unit and start script. A difference
     that the running generation's own files explain (the process runs as they say, and
     the profile boots another generation) is a pending generation, not volatile state:
@@ -290,7 +291,7 @@ def _manager_source(key: str, value: str | None, runtime: RuntimeState) -> str |
 
 def _chain_unit_lines(runtime: RuntimeState, next_boot: bool) -> list[UnitEnvLine]:
     """The unit files' EnvironmentFile=/PassEnvironment= lines that apply: now, the files
-    systemd loaded; at next boot, as ``remedy.core.serving.next_boot_dropins`` has it, the
+    systemd loaded; at next boot, as ``remedy.core.readings.serving.next_boot_dropins`` has it, the
     system profile's unit and drop-ins (or, without one, the loaded fragment) and the
     loaded drop-ins outside /run that are not the running generation's own."""
     chain = runtime.chain
@@ -318,7 +319,7 @@ def start_chain_env(
     """The environment VIEW's start chain gives the server, in the order systemd and the
     shell apply it (systemd src/core/execute.c, build_environment and its merge: the
     manager's, PassEnvironment=, Environment=, EnvironmentFile=), then the start script's
-    exports, then the wrapper the start script execs (``remedy.core.wrapper``)."""
+    exports, then the wrapper the start script execs (``remedy.core.readings.wrapper``)."""
     env = dict(manager)
     lines = _chain_unit_lines(runtime, next_boot)
     for ln in lines:
@@ -386,13 +387,13 @@ def _data_names(kind: str) -> set[str]:
     return {d.name for d in desired.DATA if d.kind == kind}
 
 
-def _carries_data_settings(f: RuntimeFile, s: Settings) -> bool:
+def _carries_data_settings(f: RuntimeFile, s: HostData) -> bool:
     """F is a runtime drop-in of the serving unit that sets nothing but data settings'
     variables and properties, each to its desired value: the settings say it."""
     return bool(_carried_keys(f, s))
 
 
-def _carried_keys(f: RuntimeFile, s: Settings) -> tuple[str, ...]:
+def _carried_keys(f: RuntimeFile, s: HostData) -> tuple[str, ...]:
     """The data settings F carries, when it is a runtime drop-in of the serving unit that
     sets nothing but their variables and properties, each to its desired value (none:
     it sets anything else, or nothing)."""
@@ -415,7 +416,7 @@ def _carried_keys(f: RuntimeFile, s: Settings) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def carriers(snap: HostSnapshot, s: Settings) -> dict[str, tuple[str, ...]]:
+def carriers(snap: HostSnapshot, s: HostData) -> dict[str, tuple[str, ...]]:
     """The /run drop-ins of the serving unit that carry only data settings at their
     desired values (what `remedy adopt` made a setting of), with the settings each
     carries: once the next boot holds those, the drop-in is no longer needed."""
@@ -441,13 +442,13 @@ def _sysctl_differences(readings) -> list[Unmanaged]:
     return out
 
 
-def unmanaged(snap: HostSnapshot, s: Settings) -> list[Unmanaged]:
+def unmanaged(snap: HostSnapshot, s: HostData) -> list[Unmanaged]:
     """Everything a reboot would change that no managed setting covers."""
     return unmanaged_state(snap.unit, snap.memory, snap.runtime, s, snap.readings)
 
 
 def unmanaged_state(
-    unit, memory, runtime: RuntimeState, s: Settings, readings=None
+    unit, memory, runtime: RuntimeState, s: HostData, readings=None
 ) -> list[Unmanaged]:
     """``unmanaged`` from the parts of a snapshot: the serving unit, memory (None: the
     kernel command line is not compared), the runtime readings, the data settings'
@@ -495,11 +496,11 @@ def counts(entries: list[Unmanaged]) -> dict[str, int]:
     return {k: sum(1 for e in entries if e.kind == k) for k in KINDS}
 
 
-# A byte that is not UTF-8, as the remote read shows it (remedy.core.sections.unescape)
+# A byte that is not UTF-8, as the remote read shows it (remedy.core.readings.sections.unescape)
 NOT_UTF8 = re.compile(r"\\x[0-9a-f]{2}")
 
 
-def unshowable(snap: HostSnapshot, s: Settings) -> list[str]:
+def unshowable(snap: HostSnapshot, s: HostData) -> list[str]:
     """Why the serving unit cannot be read once systemd loads what /run holds for it: a
     drop-in whose name is not UTF-8 cannot go into a D-Bus reply, so after any
     daemon-reload ``systemctl show UNIT`` fails ("Invalid argument") and no step could see

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from pyinfra.api.exceptions import FactProcessError
 
-from remedy.core import memory as mem
-from remedy.core import nix, sections, startscript, systemd
-from remedy.core.sections import Section
+from remedy.core.readings import memory as mem
+from remedy.core.readings import nix, sections, startscript, systemd
+from remedy.core.readings.sections import Section
 
 NO_PARSER = startscript.NONE
 
@@ -208,7 +208,7 @@ def volatile_entries(
 ) -> list[VolatileEntry]:
     """What a reboot would change of the managed settings' state: the /run overrides (a
     runtime drop-in that sets ExecStart, an ExecStart in /run), the serving settings, the
-    hugepage pools, the generation. Any other runtime state is remedy.core.volatile's."""
+    hugepage pools, the generation. Any other runtime state is remedy.core.config.volatile's."""
     out = []
     for d in unit.runtime_dropins:
         if re.search(r"(?m)^\s*ExecStart=", d.content):
