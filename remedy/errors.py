@@ -16,7 +16,7 @@ EXIT_ERROR = 1  # a host could not be read, or the run failed outright
 EXIT_USAGE = 2  # bad input: inventory data, runbook files, command-line values
 EXIT_VOLATILE = 3  # healthy, but held together by state a reboot loses (or drifted)
 EXIT_UNHEALTHY = 4  # tool calling is not parsed
-EXIT_LOCKED = 5  # another run holds a host's lock
+EXIT_LOCKED = 5  # another run holds a host's lock, or a converge holds the fleet's
 EXIT_BOOT_PENDING = 6  # healthy, and the next boot holds every setting: no reboot breaks it
 
 # The worst host decides a fleet's code: an error outranks a sick host, which outranks a
@@ -27,7 +27,8 @@ SEVERITY = [EXIT_OK, EXIT_BOOT_PENDING, EXIT_VOLATILE, EXIT_LOCKED, EXIT_UNHEALT
 EXIT_CODES_HELP = (
     "Exit codes (the worst host's): 0 healthy and durable; 6 boot pending (healthy, the "
     "next boot holds every setting); 3 volatile or drifted (a reboot breaks or changes "
-    "it); 4 broken (tool calls not parsed); 5 another run holds the host's lock; 2 bad "
+    "it); 4 broken (tool calls not parsed); 5 another run holds the host's lock (or, for "
+    "converge, the fleet's); 2 bad "
     "input; 1 error (a host could not be read, or the run failed)."
 )
 
