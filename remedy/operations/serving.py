@@ -156,18 +156,22 @@ def drained(
     elif found.outcome == "unreachable":
         host.noop(f"the server does not answer ({found.detail or ran.why}): nothing to drain")
     else:
-        host.noop(_after_drain(found, server_url, timeout_s, urgent, journal_path, run_id))
+        said_, postponed = _after_drain(found, server_url, timeout_s, urgent)
+        if postponed:  # the switch, the override and the restart read it from the journal
+            yield from journal.record(journal_path, run_id, None, restart_postponed=postponed)
+            return
+        host.noop(said_)
     yield from ()  # a check: every answer above is a noop with its reason
 
 
-def _after_drain(found, server_url, timeout_s, urgent, journal_path, run_id) -> str:
+def _after_drain(found, server_url, timeout_s, urgent) -> tuple[str, str | None]:
     """What the drain's answer FOUND (no /metrics, load unknown, still busy) means for
-    the restart: said, logged, and a postponed restart recorded in the run journal."""
+    the restart, said and logged: (what to say, why the restart is postponed or None)."""
     if found.outcome == "no-metrics":
         note_ = f"{server_url}/metrics answers 404: no request count, treated as idle"
         host.log_styled(note_, fg="yellow")
         say(notes=[note_])
-        return note_
+        return note_, None
     if found.outcome == "unknown" and urgent:
         message = (
             f"load unknown ({found.detail}): restarting anyway (a setting that cannot "
@@ -175,7 +179,7 @@ def _after_drain(found, server_url, timeout_s, urgent, journal_path, run_id) -> 
         )
         host.log_styled(message, fg="yellow")
         say(notes=[message])
-        return message
+        return message, None
     if urgent:
         cut = found.in_flight
         message = (
@@ -183,7 +187,7 @@ def _after_drain(found, server_url, timeout_s, urgent, journal_path, run_id) -> 
             f"restarting anyway (a setting that cannot wait), cutting {cut} request(s)"
         )
         host.log_styled(message, fg="yellow")  # counted at the restart, read once more then
-        return message
+        return message, None
     if found.outcome == "unknown":
         why = f"load unknown ({found.detail}): the window restart is postponed to the next run"
     else:
@@ -192,9 +196,8 @@ def _after_drain(found, server_url, timeout_s, urgent, journal_path, run_id) -> 
             f"{timeout_s}: the window restart is postponed to the next run"
         )
     host.log_styled(why, fg="yellow")
-    journal.record(journal_path, run_id, None, restart_postponed=why)
     say(restart_postponed=why)
-    return why
+    return why, why
 
 
 def _in_place(view, s: HostData, deferred=()) -> bool:

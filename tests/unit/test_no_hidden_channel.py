@@ -222,3 +222,41 @@ def test_the_steps_yield_the_commands_they_run_not_a_python_function():
         "from pyinfra.api import FunctionCommand\ndef op():\n    yield FunctionCommand(f, (), {})\n"
     )
     assert function_commands(planted) == ["line 1: import", "line 3: use"]
+
+
+def _generators(trees: dict[str, ast.Module]) -> set[str]:
+    """MODULE.NAME of every top-level function of the operations modules that yields (a
+    step's commands), and journal.record's callers' view of it (``journal.record``)."""
+    out = set()
+    for name, tree in trees.items():
+        for fn in tree.body:
+            if isinstance(fn, ast.FunctionDef) and any(
+                isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)
+            ):
+                out.add(f"{name[:-3]}.{fn.name}")
+    return out
+
+
+def test_a_function_that_yields_commands_is_always_yielded_from():
+    """A generator called as a plain function runs nothing: its commands never reach
+    pyinfra (a postponed restart that journal.record never wrote let the switch restart
+    the server). Every call of one is ``yield from``, or handed on whole (returned)."""
+    trees = _modules()
+    generators = _generators(trees)
+    lost = []
+    for name, tree in trees.items():
+        parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            f = call.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                target = f"{f.value.id}.{f.attr}"
+            elif isinstance(f, ast.Name):
+                target = f"{name[:-3]}.{f.id}"
+            else:
+                continue
+            if target in generators and not isinstance(
+                parents.get(call), (ast.YieldFrom, ast.Return)
+            ):
+                lost.append(f"{name}:{call.lineno}: {target}(...) is not yielded from")
+    assert generators, "no generator found: the check reads nothing"
+    assert lost == [], lost
