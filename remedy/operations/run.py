@@ -414,6 +414,9 @@ def _watch_signals() -> None:
         signame = signal.Signals(signum).name
         first = STOP.why
         if not STOP.request(signum):
+            if _writing:  # the run is writing its lines: they end it (see _record_all)
+                _writing[-1] = 128 + signum
+                return
             _record_killed(f"{first}, then killed by a second {signame}")
             os._exit(128 + signum)
         print(
@@ -460,7 +463,30 @@ def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, lis
         return runbook_id, []
 
 
+# Set while the run writes its own audit lines (at exit): a second signal then lets them
+# finish (they say interrupted) and its exit code waits here. Recording again from the
+# handler would block on the audit log's flock, held by the same process, for ever.
+_writing: list[int] = []
+
+
 def _record_all(
+    st, commits: dict, runbook: tuple[str, list[str]], killed: str | None = None
+) -> None:
+    if killed is not None:
+        _write_records(st, commits, runbook, killed)
+        return
+    _writing.append(0)
+    try:
+        _write_records(st, commits, runbook)
+    finally:
+        code = _writing.pop()
+        if code:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+
+def _write_records(
     st, commits: dict, runbook: tuple[str, list[str]], killed: str | None = None
 ) -> None:
     if st.current_stage < StateStage.Execute:

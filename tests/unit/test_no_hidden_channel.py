@@ -26,7 +26,15 @@ MUTATORS = {
 # exit (the audit line), never by an operation: the runs begun, the host locks held, the
 # exit hook's arguments, the step pyinfra runs now (for a run killed during it).
 PROCESS_BOOKKEEPING = {
-    "run.py": {"_runs", "_locks", "_recording", "_record_args", "_exit_guard", "_in_progress"}
+    "run.py": {
+        "_runs",
+        "_locks",
+        "_recording",
+        "_record_args",
+        "_exit_guard",
+        "_in_progress",
+        "_writing",
+    }
 }
 
 
