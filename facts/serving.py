@@ -192,7 +192,9 @@ def settings_env() -> dict[str, str]:
              for k in (data_settings.SYSCTL, data_settings.PROPERTY)}  # fmt: skip
     return {
         "REMEDY_SYSCTLS": " ".join(names[data_settings.SYSCTL]),
-        "REMEDY_UNIT_PROPERTIES": " ".join(names[data_settings.PROPERTY]),
+        "REMEDY_UNIT_PROPERTIES": " ".join(
+            data_settings.SHOWN.get(n, n) for n in names[data_settings.PROPERTY]
+        ),
     }
 
 

@@ -217,13 +217,20 @@ def runtime_override_written(
     problem: str | None = None,
     contingent: bool = False,
     deferred: list[str] | None = None,
+    write: bool = True,
+    carried_env: dict[str, str] | None = None,
+    carried_properties: dict[str, str] | None = None,
+    carried_lacking: list[str] | None = None,
+    sysctls: dict[str, str] | None = None,
     stop: StopRequest = NOT_STOPPED,
     skip=None,
 ):
     """Write the fallback: the override start script (STORE_SCRIPT with the wanted parser
-    and environment, 0755) and the drop-in that points ExecStart at it (0644),
-    atomically, then daemon-reload and check the override is what systemd runs. A
-    memory gate that would refuse the restart leaves nothing written (pending).
+    and environment, 0755) and the drop-in that points ExecStart at it (0644), with the
+    data settings' variables and properties it carries, atomically, then daemon-reload
+    and check the override is what systemd runs. A memory gate that would refuse the
+    restart leaves nothing written (pending). The data settings' sysctls that differ
+    live are set first (sysctl -w), whatever the override.
 
     + journal_path: the run journal (the MainPID the override took goes there)
     + run_id: this run
@@ -233,6 +240,12 @@ def runtime_override_written(
     + contingent: part of the fallback of a durable plan
     + deferred: settings the restart policy leaves for later (an override without them
       that runs the wanted parser is kept)
+    + write: the override is needed (else only the sysctls)
+    + carried_env: the data settings' variables the drop-in carries
+    + carried_properties: the data settings' [Service] properties the drop-in carries
+    + carried_lacking: the carried settings live lacks (an override in place without
+      them is written again)
+    + sysctls: the data settings' sysctls that differ live: set with sysctl -w
     + stop: the run's stop request: then the override is put back, with no gate
     + skip: why this host does not need it
     """
@@ -248,6 +261,13 @@ def runtime_override_written(
         # Stopped between removing the old override and switching: put it back (no
         # restart), so the host is as before: never hermes on disk with no override.
         host.log_styled(f"{stopping}: putting the /run override back", fg="yellow")
+    else:
+        for key, value in sorted((sysctls or {}).items()):
+            yield command(commands.sysctl_written(key, value))
+    if not write:
+        if not sysctls or stopping:
+            host.noop("no /run override needed, and no sysctl to set")
+        return
     if problem:
         yield from gave_up(problem, failed=problem)
         return
@@ -255,13 +275,14 @@ def runtime_override_written(
     if unit is None:
         yield from gave_up(lost(s.unit), failed=lost(s.unit))
         return
-    if _in_place(unit.now, s, tuple(deferred or ())):
-        host.noop(f"the /run override is already in place with {s.tool_call_parser}")
+    if _in_place(unit.now, s, tuple(deferred or ())) and not carried_lacking:
+        if not sysctls or stopping:
+            host.noop(f"the /run override is already in place with {s.tool_call_parser}")
         return
     if state.is_executing and not stopping and (refused := _override_refused(s)):
         yield from gave_up(**refused)
         return
-    yield from _override_writes(s, store_script)
+    yield from _override_writes(s, store_script, carried_env or {}, carried_properties or {})
     if not state.is_executing:
         return
     # Resumed after the daemon-reload ran: is the override what systemd runs now?
@@ -297,9 +318,9 @@ def _override_refused(s: HostData) -> dict | None:
     return None
 
 
-def _override_writes(s: HostData, store_script: str | None):
-    """The override's start script and drop-in, each written atomically, then the
-    daemon-reload."""
+def _override_writes(s: HostData, store_script: str | None, env: dict, properties: dict):
+    """The override's start script and drop-in (with the data settings' variables ENV
+    and properties PROPERTIES), each written atomically, then the daemon-reload."""
     script_dir = s.override_script.rsplit("/", 1)[0]
     dropin_dir = s.override_dropin.rsplit("/", 1)[0]
     # both places first: a read-only /run/systemd/system left the script without its drop-in
@@ -308,7 +329,8 @@ def _override_writes(s: HostData, store_script: str | None):
     script = commands.override_script_argv(store_script, s.tool_call_parser, s.required_env)
     yield command(commands.written_atomically(s.override_script, "0755", script, "root:root"))
     yield command(commands.make_dir(dropin_dir))
-    dropin = commands.text_argv(commands.dropin_text(s.override_script, s.required_env))
+    text = commands.dropin_text(s.override_script, {**env, **s.required_env}, properties)
+    dropin = commands.text_argv(text)
     yield command(commands.written_atomically(s.override_dropin, "0644", dropin, "root:root"))
     yield command(commands.daemon_reload())
 

@@ -18,6 +18,7 @@ import pytest
 
 from remedy.twin import fixtures, machine
 from tests.conftest import PROJECT, remedy_json, twin_inventory
+from tests.twin.test_converge_cli import samples
 
 pytestmark = pytest.mark.twin
 
@@ -121,6 +122,14 @@ def test_an_environment_variable_of_a_run_dropin_is_adopted_and_made_durable(con
     assert ["VLLM_LOGGING_LEVEL", "DEBUG", "DEBUG"] in [
         [r["label"], r["now"], r["after_reboot"]] for r in host["rows"]
     ]
+    # the metrics carry it under its name, as the built-in settings
+    prom = settings_dir.parent / "remedy.prom"
+    checked = remedy("converge", str(inventory), "--check", "--textfile", str(prom))
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+    labels = (("host", twin.name), ("setting", "VLLM_LOGGING_LEVEL"))
+    values = samples(prom)
+    assert values[("remedy_setting_drift", labels)] == 0, sorted(values)
+    assert values[("remedy_setting_volatile", labels)] == 0, sorted(values)
 
 
 def test_a_sysctl_set_with_sysctl_w_is_adopted_and_made_durable(converged):
@@ -183,3 +192,47 @@ def test_an_option_path_the_host_does_not_declare_is_refused_with_nixos_words(
     assert (
         "The option `services.tenstorrent-serving.extraArgs' does not exist." in problem["message"]
     )
+
+
+def test_the_fallback_carries_a_drifted_data_setting_when_the_durable_path_is_blocked(
+    converged, tmp_path
+):
+    twin, _inventory, settings_dir = converged
+    fs = twin.exec(["stat", "-f", "-c", "%T", "/proc/sys/vm"]).stdout.strip()
+    assert fs == "tmpfs", "the twin's vm sysctls are not its own: not writing them"
+    settings_dir.mkdir(exist_ok=True)
+    (settings_dir / "vllm-logging-level.yaml").write_text(
+        "issue: tt-stack#60\nkind: environment\nname: VLLM_LOGGING_LEVEL\nvalue: DEBUG\n"
+        "urgency: now\n"
+    )
+    (settings_dir / "vm-max-map-count.yaml").write_text(
+        "issue: tt-stack#61\nkind: sysctl\nname: vm.max_map_count\nvalue: 2097152\nurgency: now\n"
+    )
+    assert "VLLM_LOGGING_LEVEL" not in server_environ(twin)
+    blocked = twin_inventory(tmp_path / "blocked.py", twin, durable=False)
+    code, host = status(blocked)
+    assert setting(host, "VLLM_LOGGING_LEVEL")["state"] == "drifted", host["settings"]
+    assert setting(host, "vm.max_map_count")["state"] == "drifted", host["settings"]
+
+    done = remedy("converge", str(blocked), "--restart", "now")
+    said = done.stdout + done.stderr
+    assert done.returncode in (0, 3), said[-4000:]
+    assert "durable=false" in said and "Write the /run fallback override" in said, said[-4000:]
+    managed = twin.exec(["cat", REMEDY_NIX], check=False).stdout
+    assert "VLLM_LOGGING_LEVEL" not in managed  # the durable path was not taken
+    # the server runs with the data setting's value from the managed /run drop-in
+    dropin = twin.exec(["cat", f"/run/systemd/system/{UNIT}.d/override.conf"]).stdout
+    assert "\nEnvironment=VLLM_LOGGING_LEVEL=DEBUG\n" in dropin, dropin
+    assert server_environ(twin)["VLLM_LOGGING_LEVEL"] == "DEBUG"
+    # and the sysctl is set live (sysctl -w): what /proc/sys shows
+    assert twin.exec(["cat", "/proc/sys/vm/max_map_count"]).stdout.strip() == "2097152"
+    code, host = status(blocked)
+    assert [setting(host, k)["state"] for k in ("VLLM_LOGGING_LEVEL", "vm.max_map_count")] == [
+        "volatile", "volatile"]  # fmt: skip
+
+    # a second run: nothing differs live, nothing is written or restarted
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout
+    again = remedy("converge", str(blocked), "--restart", "now")
+    assert again.returncode in (0, 3), (again.stdout + again.stderr)[-4000:]
+    assert twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout == pid
+    assert twin.exec(["cat", f"/run/systemd/system/{UNIT}.d/override.conf"]).stdout == dropin

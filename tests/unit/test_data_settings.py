@@ -24,11 +24,13 @@ from remedy.cli.settings import settings as settings_cli
 from remedy.core.config import adopt, desired, volatile
 from remedy.core.config import data_settings as data
 from remedy.core.config.host_data import from_host_data
+from remedy.core.programs import commands
 from remedy.core.readings import sections
 from remedy.core.readings.runtime import ServingProcess
 from remedy.core.readings.snapshot import SettingReadings, read_readings
-from remedy.core.render import report
-from remedy.core.run import plan
+from remedy.core.render import manual_flow, report
+from remedy.core.run import plan, steps
+from remedy.errors import ConfigError
 
 PROJECT = Path(__file__).resolve().parents[2]
 FIXTURES = PROJECT / "tests" / "facts" / "serving.HostSnapshot"
@@ -416,3 +418,113 @@ def test_nixos_s_message_names_the_file_whose_option_path_the_host_lacks(tmp_pat
 def test_the_project_s_own_setting_files_pass_the_check():
     report = data.check(PROJECT / "settings")
     assert report.problems == [], "\n".join(map(str, report.problems))
+
+
+def with_dropin(snap, text: str, path: str = DEBUG):
+    """SNAP with the runtime file PATH holding TEXT."""
+    files = [f for f in snap.runtime.files if f.path != path]
+    files.append(dataclasses.replace(snap.runtime.files[0], path=path, link=None, text=text))
+    return dataclasses.replace(snap, runtime=dataclasses.replace(snap.runtime, files=files))
+
+
+def test_a_secret_is_adopted_only_as_a_file_reference(tmp_path, managed):
+    snap = with_dropin(snapshot("runtime_debug"),
+                       "[Service]\nEnvironmentFile=/run/secrets/vllm.env\n")  # fmt: skip
+    a = adopt.adoption(snap, host(), "EnvironmentFile=/run/secrets/vllm.env", "tt-stack#62",
+                       "window", "cfx-llm2")  # fmt: skip
+    assert (a.setting.kind, a.setting.name, a.setting.value) == (
+        data.PROPERTY, "EnvironmentFile", "/run/secrets/vllm.env")  # fmt: skip
+    assert a.text.endswith(
+        "kind: unit-property\nname: EnvironmentFile\nvalue: /run/secrets/vllm.env\n"
+        "urgency: window\n"
+    )
+    # the file is good, and the setting is read as systemctl show writes it
+    (tmp_path / "a").mkdir()
+    managed(tmp_path / "a", **{"environment-file": a.text})
+    assert (
+        data.normalized(
+            desired.BY_KEY["EnvironmentFile"].source, "/run/secrets/vllm.env (ignore_errors=no)"
+        )
+        == "/run/secrets/vllm.env"
+    )
+    shown = dataclasses.replace(snap.readings, properties_now={
+        "EnvironmentFiles": "/run/secrets/vllm.env (ignore_errors=no)"})  # fmt: skip
+    (drift,) = [d for d in desired.drifts(dataclasses.replace(snap, readings=shown), host())
+                if d.key == "EnvironmentFile"]  # fmt: skip
+    assert drift.live == "/run/secrets/vllm.env"
+    assert facts.serving.settings_env()["REMEDY_UNIT_PROPERTIES"] == "EnvironmentFiles"
+    # a secret's value never: refused, saying how to adopt its file reference instead
+    secret = with_dropin(snapshot("runtime_debug"), "[Service]\nEnvironment=HF_TOKEN=hf_x\n")
+    with pytest.raises(adopt.AdoptRefused, match="adopt a file reference instead") as refused:
+        adopt.adoption(secret, host(), "Environment=HF_TOKEN=hf_x", "t#1", "window", "h")
+    assert "EnvironmentFile=/run/secrets/vllm.env" in str(refused.value)
+    assert "hf_x" not in str(refused.value)
+    inline = with_dropin(snapshot("runtime_debug"), "[Service]\nSetCredential=tok:hf_x\n")
+    with pytest.raises(adopt.AdoptRefused, match="SetCredential looks like a secret"):
+        adopt.adoption(inline, host(), "SetCredential=tok:hf_x", "t#1", "window", "h")
+
+
+def test_restart_urgency_names_a_data_setting_too(tmp_path, managed):
+    with pytest.raises(ConfigError, match="VLLM_LOGGING_LEVEL") as refused:
+        host(restart_urgency={"VLLM_LOGGING_LEVEL": "now"})
+    assert "is not a managed setting: use tool_call_parser" in str(refused.value)
+    managed(tmp_path, vllm=LOGGING)
+    s = host(restart_urgency={"VLLM_LOGGING_LEVEL": "now"})
+    assert desired.urgency("VLLM_LOGGING_LEVEL", s) == "now"
+    with pytest.raises(ConfigError, match=r"VLLM_LOGGIN\b.*use .*VLLM_LOGGING_LEVEL"):
+        host(restart_urgency={"VLLM_LOGGIN": "now"})
+
+
+# ----------------------------------------------------------------------- the fallback
+
+
+def fallback_step(snap, s, name: str = "Write the /run fallback override") -> dict:
+    p = plan.plan_restore(snap, s, desired.ALL)
+    (step,) = [x for x in steps.plan_steps(p, snap, s, "t").steps if x.template.name == name]
+    return step.args
+
+
+def test_the_fallback_carries_a_drifted_variable_and_sets_a_sysctl(tmp_path, managed):
+    managed(tmp_path, vllm=LOGGING.replace("window", "now"), max=MAX_MAP)
+    s = host(durable=False)  # the durable path is blocked: the fallback runs
+    snap = with_sysctl(snapshot("durable"), "1048576")  # neither holds live
+    p = plan.plan_restore(snap, s, desired.ALL)
+    assert p.path == plan.FALLBACK and p.restart_expected
+    assert "the /run override carries VLLM_LOGGING_LEVEL (volatile: a reboot reverts it)" in (
+        p.reasons
+    )
+    args = fallback_step(snap, s)
+    assert args["skip"] is None and args["write"]
+    assert args["carried_env"] == {"VLLM_LOGGING_LEVEL": "DEBUG"}
+    assert args["carried_lacking"] == ["VLLM_LOGGING_LEVEL"]
+    assert args["sysctls"] == {"vm.max_map_count": "2097152"}
+    assert commands.sysctl_written("vm.max_map_count", "2097152") == [
+        "sysctl", "-w", "vm.max_map_count=2097152"]  # fmt: skip
+    text = commands.dropin_text(s.override_script, {**args["carried_env"], **s.required_env})
+    assert "\nEnvironment=VLLM_LOGGING_LEVEL=DEBUG\n" in text
+    # the restart onto it is not skipped as "the override it ran before"
+    assert not fallback_step(snap, s, "Restart onto the /run override")["override_ran_before"]
+    # the manual script writes the same drop-in lines and sets the sysctl where it differs
+    script = "\n".join(manual_flow._write_override(s, desired.ALL))
+    assert "Environment=VLLM_LOGGING_LEVEL=DEBUG\n" in script
+    assert "|| sysctl -w vm.max_map_count=2097152 </dev/null" in script
+
+
+def test_a_sysctl_alone_is_set_without_an_override_or_a_restart(tmp_path, managed):
+    managed(tmp_path, max=MAX_MAP)
+    s = host(durable=False)
+    snap = with_sysctl(snapshot("durable"), "1048576")
+    p = plan.plan_restore(snap, s, desired.ALL)
+    assert p.path == plan.FALLBACK and not p.restart_expected
+    assert "sysctl -w vm.max_map_count=2097152 (volatile: a reboot reverts it)" in p.reasons
+    args = fallback_step(snap, s)
+    assert (args["skip"], args["write"], args["sysctls"]) == (
+        None, False, {"vm.max_map_count": "2097152"})  # fmt: skip
+    assert args["carried_env"] == {} and args["problem"] is None
+    assert not fallback_step(snap, s, "Restart onto the /run override")["may_restart"]
+    # live holds it: nothing differs, the step says so and does nothing
+    held = with_sysctl(snapshot("durable"), "2097152")
+    args = fallback_step(held, s)
+    assert args["sysctls"] == {} and args["skip"] == (
+        "the server runs the wanted parser and environment; no override needed"
+    )

@@ -180,6 +180,17 @@ def _from_entry(snap: HostSnapshot, s: HostData, e: volatile.Unmanaged, entries)
     return Found(kind, name, value, f"{path}: {name}={value}")
 
 
+def secret(found: Found) -> bool:
+    """FOUND looks like it carries a secret: a variable named like a token or key, or a
+    property so named whose value is not a file reference (SetCredential=name:VALUE, not
+    LoadCredential=name:/path or EnvironmentFile=/path)."""
+    if found.kind == data.ENVIRONMENT:
+        return bool(data.SECRET_RE.search(found.name))
+    if found.kind == data.PROPERTY and data.SECRET_RE.search(found.name):
+        return not data.FILE_REFERENCE_RE.match(found.value)
+    return False
+
+
 def _typed(kind: str, value: str) -> str | int | bool:
     """The value as the setting file holds it: a number where the kind takes one."""
     if kind == data.FLAG and value == "on":
@@ -202,11 +213,14 @@ def adoption(
     """The setting file that adopts SUBJECT on HOST, unchecked against the others (the
     caller runs ``data_settings.check`` with it); AdoptRefused says why not."""
     found = find(snap, s, subject)
-    if found.kind == data.ENVIRONMENT and data.SECRET_RE.search(found.name):
+    if secret(found):
         raise AdoptRefused(
             f"{found.name} looks like a secret: remedy copies no secret into the "
-            "repository; keep it in a file the unit reads (EnvironmentFile=, from sops-nix "
-            "or agenix) and list the variable in ignore_volatile"
+            "repository; adopt a file reference instead: keep the value in a file the unit "
+            "reads (from sops-nix or agenix), name it in a drop-in (for example "
+            "EnvironmentFile=/run/secrets/vllm.env) and adopt that: `remedy adopt "
+            f"INVENTORY --host {host} EnvironmentFile=/run/secrets/vllm.env --issue ...`; "
+            f"list {found.name} in ignore_volatile"
         )
     if found.kind == data.FLAG and not flag_option:
         raise AdoptRefused(

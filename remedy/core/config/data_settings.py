@@ -80,8 +80,16 @@ PLAIN_VALUE = (
 )
 SECRET = (
     "looks like a secret: remedy copies no secret into the repository; keep it in a file "
-    "the unit reads (EnvironmentFile=)"
+    "the unit reads and manage the file reference instead (kind: unit-property, name: "
+    "EnvironmentFile, value: /run/secrets/vllm.env)"
 )
+# A value that names a file rather than holding one (EnvironmentFile=/run/secrets/x,
+# =-/path: errors ignored; LoadCredential=name:/path): what a secret may be adopted as.
+FILE_REFERENCE_RE = re.compile(r"^(-?/[^\s]+|[A-Za-z0-9_.-]+:/[^\s]+)$")
+# Properties whose `systemctl show` name differs from the unit file's, and how show
+# writes their value: EnvironmentFiles=/path (ignore_errors=no).
+SHOWN = {"EnvironmentFile": "EnvironmentFiles"}
+IGNORE_ERRORS_RE = re.compile(r"^(\S+) \(ignore_errors=(yes|no)\)$")
 FILE_NAME = "a setting file is named <slug>.yaml (a-z, 0-9, -), e.g. vm-max-map-count.yaml"
 FLAG_OPTION = (
     "a flag needs option: the option path your serving module reads its extra arguments from"
@@ -108,9 +116,12 @@ SIZE_RE = re.compile(r"^(\d+)([KMGT])$")
 def normalized(d: DataSetting, value: str) -> str:
     """VALUE as D's readings show it: a sysctl's words one space apart (/proc/sys has
     tabs); a property's size in bytes (systemctl show says MemoryMax=8589934592 where the
-    unit says 8G)."""
+    unit says 8G); an EnvironmentFile as the unit writes it (show says
+    EnvironmentFiles=/path (ignore_errors=no))."""
     if d.kind == SYSCTL:
         return " ".join(value.split())
+    if d.kind == PROPERTY and d.name in SHOWN and (m := IGNORE_ERRORS_RE.match(value.strip())):
+        return ("-" if m[2] == "yes" else "") + m[1]
     m = SIZE_RE.match(value.strip())
     if d.kind == PROPERTY and m and d.name.startswith(("Memory", "Limit")):
         return str(int(m[1]) * 1024 ** ("KMGT".index(m[2]) + 1))

@@ -161,7 +161,8 @@ def _data_value(d: data.DataSetting, o: Observed) -> str:
     if d.kind == data.FLAG:
         flags = flag_map(list(found))[1]
         return data.text(flags[d.name] or True) if d.name in flags else "absent"
-    return data.normalized(d, found[d.name]) if d.name in found else "unset"
+    name = d.name if d.name in found else data.SHOWN.get(d.name, d.name)  # show's name
+    return data.normalized(d, found[name]) if name in found else "unset"
 
 
 def _data_check_sh(d: data.DataSetting, s: HostData) -> str:
@@ -427,6 +428,53 @@ def drifts(snap: HostSnapshot, s: HostData, scope: tuple[str, ...] | None = None
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What the fallback carries of the data settings with a runtime form (fallback:
+    runtime): their variables and properties in the /run override's drop-in, their
+    sysctls with ``sysctl -w``."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+    sysctls: dict[str, str] = field(default_factory=dict)
+    lacking: tuple[str, ...] = ()  # what live lacks of env and properties (their labels)
+
+    @property
+    def dropin_keys(self) -> tuple[str, ...]:
+        return tuple(self.env) + tuple(self.properties)
+
+
+def fallback_carried(
+    s: HostData, scope: tuple[str, ...], snap: HostSnapshot | None = None
+) -> Carried:
+    """The data settings in SCOPE that the fallback carries, at their desired values
+    (the deploy and the manual script write the same lines from it). With SNAP: only
+    those that differ, a variable or property whose live value or next boot's differs
+    (the override keeps it live until the durable path is taken), a sysctl whose live
+    value differs. Without (the manual script, which reads the host as it runs): every
+    one, the script setting a sysctl only where it differs."""
+    now = live(snap, s) if snap is not None else None
+    nxt = next_boot(snap, s) if snap is not None else None
+    env, props, sysctls, lacking = {}, {}, {}, []
+    for key in scope:
+        m = BY_KEY[key]
+        d = m.source
+        if d is None or d.runtime_form is None:
+            continue
+        want = data.text(d.value_for(s.flake_host))
+        live_ok = now is not None and m.holds(now, s)
+        if d.kind == data.SYSCTL:
+            if not live_ok:
+                sysctls[d.name] = want
+            continue
+        if now is not None and live_ok and m.holds(nxt, s):
+            continue
+        (env if d.kind == data.ENVIRONMENT else props)[d.name] = want
+        if now is not None and not live_ok:
+            lacking.append(m.label)
+    return Carried(env, props, sysctls, tuple(lacking))
 
 
 def missing(

@@ -431,15 +431,22 @@ def _urgency_map(host, key, value):
 
     value = _mapping(host, key, value, '{"QWEN36_MERGE_BATCH_GUARD": "now"}')
     for name, urgency in value.items():
-        if name not in DEFAULT_URGENCY:
-            raise _fail(
-                host, f"{key}.{name}", f"is not a managed setting: use {', '.join(DEFAULT_URGENCY)}"
-            )
+        if name not in DEFAULT_URGENCY and name not in _data_keys():
+            valid = ", ".join((*DEFAULT_URGENCY, *_data_keys()))
+            raise _fail(host, f"{key}.{name}", f"is not a managed setting: use {valid}")
         if urgency not in URGENCIES:
             raise _fail(
                 host, f"{key}.{name}", f"must be one of {', '.join(URGENCIES)} (got {urgency!r})"
             )
     return dict(value)
+
+
+def _data_keys() -> tuple[str, ...]:
+    """The keys of the data settings that are managed (settings/*.yaml; a lazy import:
+    desired imports this module)."""
+    from remedy.core.config import desired
+
+    return tuple(d.key for d in desired.DATA)
 
 
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9@_.:-]+$")

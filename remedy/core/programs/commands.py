@@ -777,15 +777,31 @@ def text_argv(text: str) -> list[str]:
     return ["printf", "%s", text]
 
 
-def dropin_text(script_path: str, env: dict[str, str]) -> str:
+def dropin_text(
+    script_path: str, env: dict[str, str], properties: dict[str, str] | None = None
+) -> str:
+    """The fallback's /run drop-in: ExecStart at SCRIPT_PATH, each variable of ENV (the
+    built-in ones and the data settings' it carries) and each [Service] property of
+    PROPERTIES (the data settings' it carries)."""
     lines = [
         "# remedy: runtime override (tt-stack#49); /run is wiped at reboot",
         "[Service]",
         "ExecStart=",
         f"ExecStart={script_path}",
     ]
-    lines += [f"Environment={k}={v}" for k, v in sorted(env.items())]
+    # a value with a space is one assignment in double quotes (the values have none)
+    lines += [
+        f'Environment="{k}={v}"' if any(c.isspace() for c in v) else f"Environment={k}={v}"
+        for k, v in sorted(env.items())
+    ]
+    lines += [f"{k}={v}" for k, v in sorted((properties or {}).items())]
     return "\n".join(lines) + "\n"
+
+
+def sysctl_written(key: str, value: str) -> list[str]:
+    """Set the kernel parameter KEY to VALUE until the next boot (a data setting's runtime
+    form)."""
+    return ["sysctl", "-w", f"{key}={value}"]
 
 
 RELEASE_HUGEPAGES_SH = r"""

@@ -761,7 +761,9 @@ def _rollback(s, scope) -> list[str]:
     ]
 
 
-def _override_written(s) -> list[str]:
+def _override_written(s, carried: desired.Carried | None = None) -> list[str]:
+    carried = carried or desired.Carried()
+    env = {**carried.env, **s.required_env}
     unit = f"/etc/systemd/system/{s.unit}"
     dirs = [p.rsplit("/", 1)[0] for p in (s.override_script, s.override_dropin)]
     return [
@@ -788,7 +790,9 @@ def _override_written(s) -> list[str]:
             commands.written_atomically(
                 s.override_dropin,
                 "0644",
-                commands.text_argv(commands.dropin_text(s.override_script, s.required_env)),
+                commands.text_argv(
+                    commands.dropin_text(s.override_script, env, carried.properties)
+                ),
                 "root:root",
             )
         ),
@@ -801,12 +805,40 @@ def _override_written(s) -> list[str]:
     ]
 
 
+def _sysctls_set(carried: desired.Carried) -> list[str]:
+    """Each data setting's sysctl the fallback carries, set with sysctl -w where its live
+    value differs (its words one space apart, as /proc/sys's tabs are read)."""
+    out = []
+    for key, value in sorted(carried.sysctls.items()):
+        now = f"$(sysctl -n {shlex.quote(key)} 2>/dev/null | awk '{{$1 = $1; print}}')"
+        out.append(
+            f'[ "{now}" = {shlex.quote(value)} ] || {q(commands.sysctl_written(key, value))} '
+            f"|| echo {shlex.quote(f'could not set {key}={value} (see above)')} >&2"
+        )
+    return out
+
+
 def _write_override(s, scope) -> list[str]:
-    lines = _override_written(s)
+    """The deploy's step: the data settings' sysctls (where they differ), then the /run
+    override with the data settings' variables and properties in its drop-in (every one
+    in scope: the script reads no snapshot; kept when it already carries them)."""
+    carried = desired.fallback_carried(s, scope)
+    lines = _override_written(s, carried)
+    # what it carries, judged by effect as live_holds judges the rest: each variable in
+    # the server's environment, each property in a file of the unit systemd reads
+    pid, unit = _main_pid(s), shlex.quote(s.unit)
+    lines_in = "".join(
+        f" && tr '\\0' '\\n' < /proc/{pid}/environ | grep -qx -- {shlex.quote(f'{k}={v}')}"
+        for k, v in sorted(carried.env.items())
+    ) + "".join(
+        f" && systemctl cat {unit} 2>/dev/null | grep -Fqx -- {shlex.quote(f'{k}={v}')}"
+        for k, v in sorted(carried.properties.items())
+    )
     return [
+        *_sysctls_set(carried),
         f'if [ "$(systemctl show -P ExecStart {shlex.quote(s.unit)} '
         f"| sed -n 's/^{{ path=\\([^ ;]*\\).*/\\1/p')\" = {shlex.quote(s.override_script)} ] "
-        "&& live_holds; then",
+        f"&& live_holds{lines_in}; then",
         "  echo 'the /run override is already in place and runs the wanted configuration' >&2",
         "  override_ok=kept; return 0",
         "fi",

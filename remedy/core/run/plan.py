@@ -125,12 +125,15 @@ def serving_lacks(view, s: HostData, deferred=()) -> list[str]:
     return desired.missing(desired.serving(view), s, scope)
 
 
-def override_in_place(snap: HostSnapshot, s: HostData) -> bool:
-    """What systemd runs now is an override with the wanted parser and environment.
+def override_in_place(snap: HostSnapshot, s: HostData, scope: tuple[str, ...] = ()) -> bool:
+    """What systemd runs now is an override with the wanted parser and environment, and
+    with what it carries of the data settings in SCOPE (their live values).
 
     Judged by effect, not by text: a hand-made override that works is left alone."""
     now = snap.unit.now
-    return bool(now.exec_start and now.exec_start.startswith("/run/")) and not serving_lacks(now, s)
+    running = bool(now.exec_start and now.exec_start.startswith("/run/"))
+    carried = desired.fallback_carried(s, scope, snap) if scope else desired.Carried()
+    return running and not serving_lacks(now, s) and not carried.lacking
 
 
 def hugepage_releases(s: HostData, headroom: mem.MemoryHeadroom) -> list[tuple[int, int, int]]:
@@ -691,7 +694,7 @@ def _fallback(sit: Situation, blockers: list[str]) -> RestorePlan:
     s, snap = sit.s, sit.snap
     needs_override = sit.base["write_override"]
     fallback_restart = sit.restart and not (
-        override_in_place(snap, s) and (snap.probe.parsed or snap.probe.inconclusive)
+        override_in_place(snap, s, sit.scope) and (snap.probe.parsed or snap.probe.inconclusive)
     )
     if fallback_restart and not sit.decision.allowed:
         reasons = [
@@ -721,9 +724,19 @@ def _fallback(sit: Situation, blockers: list[str]) -> RestorePlan:
 
 
 def _released(reasons: list[str], sit: Situation) -> list[str]:
-    """REASONS, and the release of free hugepages when the run makes one."""
+    """REASONS, and the release of free hugepages when the run makes one, and what the
+    fallback carries of the data settings."""
     if sit.release:
         reasons.append("release free hugepages above the target")
+    carried = desired.fallback_carried(sit.s, sit.scope, sit.snap)
+    if carried.lacking:
+        reasons.append(
+            f"the /run override carries {', '.join(carried.lacking)} (volatile: a reboot "
+            "reverts it)"
+        )
+    if carried.sysctls:
+        words = ", ".join(f"{k}={v}" for k, v in carried.sysctls.items())
+        reasons.append(f"sysctl -w {words} (volatile: a reboot reverts it)")
     return reasons
 
 

@@ -377,7 +377,7 @@ class _Values:
 
     def _restart(self, stage: str, own: str | None, skip: str | None) -> dict:
         plan, snap, s = self.plan, self.snap, self.s
-        ran_override_before = override_in_place(snap, s) and (
+        ran_override_before = override_in_place(snap, s, plan.scope) and (
             snap.probe.parsed or snap.probe.inconclusive
         )
         return {
@@ -425,17 +425,26 @@ class _Values:
         return self._verify(F, self.fallback_skip)
 
     def override(self) -> dict:
+        """The /run override, and what it carries of the data settings in scope (their
+        variables and properties in its drop-in; their sysctls, with sysctl -w)."""
         plan, store = self.plan, self.snap.unit.store_script
+        carried = desired.fallback_carried(self.s, plan.scope, self.snap)
+        write = not (not plan.write_override and plan.path == FALLBACK)
         own = None
-        if not plan.write_override and plan.path == FALLBACK:
+        if not write and not carried.sysctls:
             own = "the server runs the wanted parser and environment; no override needed"
         return {
             **self.common,
             "settings": self.s,
             "deferred": list(plan.deferred),
             "store_script": store.path if store else None,
-            "problem": _override_problem(self.snap.unit, self.s),
+            "problem": _override_problem(self.snap.unit, self.s) if write else None,
             "contingent": self.contingent,
+            "write": write,
+            "carried_env": carried.env,
+            "carried_properties": carried.properties,
+            "carried_lacking": list(carried.lacking),
+            "sysctls": carried.sysctls,
             "skip": self.fallback_skip or own,
         }
 
