@@ -22,7 +22,7 @@ from remedy.core.readings import probe
 from remedy.core.run import plan
 from remedy.core.run.stop import NOT_STOPPED, StopRequest
 from remedy.operations import journal
-from remedy.operations.argv import command, read
+from remedy.operations.argv import command, ran, read
 from remedy.operations.memory import CONTINGENT, refusal
 from remedy.operations.said import gave_up, lost, say
 
@@ -262,8 +262,7 @@ def runtime_override_written(
         # restart), so the host is as before: never hermes on disk with no override.
         host.log_styled(f"{stopping}: putting the /run override back", fg="yellow")
     else:
-        for key, value in sorted((sysctls or {}).items()):
-            yield command(commands.sysctl_written(key, value))
+        yield from _sysctls_set(run_id, sysctls or {})
     if not write:
         if not sysctls or stopping:
             host.noop("no /run override needed, and no sysctl to set")
@@ -299,6 +298,22 @@ def runtime_override_written(
             "(drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
         )
         yield from gave_up(why, failed=why)
+
+
+def _sysctls_set(run_id: str, sysctls: dict[str, str]):
+    """Each data setting's sysctl that differs live, with sysctl -w. One that fails is
+    said, as the manual script says it, and the step goes on: the override that holds
+    tool calling never waits on a data setting."""
+    for key, value in sorted(sysctls.items()):
+        argv = commands.sysctl_written(key, value)
+        if not state.is_executing:
+            yield command(argv)
+            continue
+        done = yield from ran(run_id, argv)
+        if not done.ok:
+            note_ = f"could not set {key}={value} ({done.why}): the fallback does not carry it"
+            host.log_styled(note_, fg="yellow")
+            say(notes=[note_])
 
 
 def _override_refused(s: HostData) -> dict | None:

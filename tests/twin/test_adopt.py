@@ -236,3 +236,28 @@ def test_the_fallback_carries_a_drifted_data_setting_when_the_durable_path_is_bl
     assert again.returncode in (0, 3), (again.stdout + again.stderr)[-4000:]
     assert twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout == pid
     assert twin.exec(["cat", f"/run/systemd/system/{UNIT}.d/override.conf"]).stdout == dropin
+
+
+def test_a_sysctl_the_host_cannot_set_is_said_and_the_fallback_still_holds_tool_calling(
+    make_twin, tmp_path, monkeypatch
+):
+    """The fallback's sysctl -w of a data setting fails (no such key on this host): it is
+    said, and the /run override that holds tool calling is written and restarted onto
+    all the same; the manual script says it the same way and goes on."""
+    from tests.conftest import probe_inside
+
+    settings_dir = tmp_path / "settings"
+    settings_dir.mkdir()
+    monkeypatch.setenv("REMEDY_SETTINGS_DIR", str(settings_dir))
+    (settings_dir / "kernel-remedy-nope.yaml").write_text(
+        "issue: tt-stack#61\nkind: sysctl\nname: kernel.remedy_nope\nvalue: 1\nurgency: now\n"
+    )
+    twin = make_twin()  # production after a reboot: hermes, no override
+    assert probe_inside(twin).outcome == "unparsed"
+    blocked = twin_inventory(tmp_path / "blocked.py", twin, durable=False)
+    done = remedy("converge", str(blocked), "--restart", "now")
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode in (0, 3), said[-4000:]
+    assert "could not set kernel.remedy_nope=1" in said, said[-4000:]
+    assert twin.exec(["test", "-e", f"/run/systemd/system/{UNIT}.d/override.conf"]).returncode == 0
+    assert probe_inside(twin).outcome == "parsed"
