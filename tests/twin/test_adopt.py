@@ -249,15 +249,18 @@ def test_a_sysctl_the_host_cannot_set_is_said_and_the_fallback_still_holds_tool_
     settings_dir = tmp_path / "settings"
     settings_dir.mkdir()
     monkeypatch.setenv("REMEDY_SETTINGS_DIR", str(settings_dir))
-    (settings_dir / "kernel-remedy-nope.yaml").write_text(
-        "issue: tt-stack#61\nkind: sysctl\nname: kernel.remedy_nope\nvalue: 1\nurgency: now\n"
+    (settings_dir / "vm-remedy-nope.yaml").write_text(
+        "issue: tt-stack#61\nkind: sysctl\nname: vm.remedy_nope\nvalue: 1\nurgency: now\n"
     )
     twin = make_twin()  # production after a reboot: hermes, no override
+    # a key of the twin's own /proc/sys/vm (a tmpfs), which it lacks: never this machine's
+    fs = twin.exec(["stat", "-f", "-c", "%T", "/proc/sys/vm"]).stdout.strip()
+    assert fs == "tmpfs", "the twin's vm sysctls are not its own: not writing them"
     assert probe_inside(twin).outcome == "unparsed"
     blocked = twin_inventory(tmp_path / "blocked.py", twin, durable=False)
     done = remedy("converge", str(blocked), "--restart", "now")
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode in (0, 3), said[-4000:]
-    assert "could not set kernel.remedy_nope=1" in said, said[-4000:]
+    assert "could not set vm.remedy_nope=1" in said, said[-4000:]
     assert twin.exec(["test", "-e", f"/run/systemd/system/{UNIT}.d/override.conf"]).returncode == 0
     assert probe_inside(twin).outcome == "parsed"
