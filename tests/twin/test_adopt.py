@@ -264,3 +264,13 @@ def test_a_sysctl_the_host_cannot_set_is_said_and_the_fallback_still_holds_tool_
     assert "could not set vm.remedy_nope=1" in said, said[-4000:]
     assert twin.exec(["test", "-e", f"/run/systemd/system/{UNIT}.d/override.conf"]).returncode == 0
     assert probe_inside(twin).outcome == "parsed"
+
+    # the manual script, on a twin of its own in the same state
+    from tests.twin.test_one_implementation import manual_script, over_ssh
+
+    other = make_twin()
+    inventory = twin_inventory(tmp_path / "other.py", other, durable=False)
+    ran = over_ssh(other, manual_script(inventory, other, "006"))  # converge, as above
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 0 and "could not set vm.remedy_nope=1" in said, said[-4000:]
+    assert probe_inside(other).outcome == "parsed"
