@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 import shlex
 import tempfile
 import time
@@ -132,10 +131,10 @@ def acquire(host, unit: str, wait_s: float, holder: str, say=print, header: str 
     raise LockError(f"{host.name}: could not take {lock_path(unit)}: {first} {rest}".strip())
 
 
-# The fleet's lock: one `remedy converge` at a time over each host of an inventory, on
-# this machine, so two runs over the same hosts do not each spend the restart budget
-# (remedy.core.run.rollout). A file per host of the inventory: a run takes those of its hosts,
-# so runs over disjoint --limit sets do not wait for each other.
+# The fleet's lock: one `remedy converge` at a time over an inventory, on this machine, so
+# two runs do not each spend the restart budget (remedy.core.run.rollout), which is
+# fleet-wide: a person's `--limit HOST --restart now` while the timer's run restarts
+# another host would make two restarts at once. One file per inventory.
 
 
 @dataclass
@@ -156,18 +155,15 @@ class FleetLock:
         self.fds.clear()
 
 
-def fleet_lock_path(inventory: str, host: str) -> str:
-    """HOST's part of the fleet lock of INVENTORY (its resolved path): in REMEDY_LOCK_DIR,
-    else /run/lock if this user may write there, else the user's runtime or temporary
-    directory."""
+def fleet_lock_path(inventory: str) -> str:
+    """The fleet lock of INVENTORY (its resolved path): in REMEDY_LOCK_DIR, else /run/lock
+    if this user may write there, else the user's runtime or temporary directory."""
     key = hashlib.sha256(str(Path(inventory).resolve()).encode()).hexdigest()[:12]
     where = os.environ.get("REMEDY_LOCK_DIR")
     if not where:
         candidates = ("/run/lock", os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir())
         where = next(d for d in candidates if d and os.access(d, os.W_OK))
-    plain = re.fullmatch(r"[A-Za-z0-9._-]+", host)
-    name = host if plain else hashlib.sha256(host.encode()).hexdigest()[:12]
-    return f"{where}/remedy-fleet-{key}-{name}.lock"
+    return f"{where}/remedy-fleet-{key}.lock"
 
 
 def _holder_of(path: str) -> str:
@@ -195,12 +191,10 @@ def _take(paths: list[str]) -> tuple[list[int], str | None]:
     return fds, None
 
 
-def acquire_fleet(
-    inventory: str, hosts: list[str], wait_s: float, holder: str, say=print
-) -> FleetLock:
-    """Take the fleet lock of HOSTS of INVENTORY, waiting up to WAIT_S seconds (SAY gets
-    what a waiting run prints); LockHeld names the holder, LockError any other problem."""
-    paths = [fleet_lock_path(inventory, h) for h in sorted(hosts)]
+def acquire_fleet(inventory: str, wait_s: float, holder: str, say=print) -> FleetLock:
+    """Take the fleet lock of INVENTORY, waiting up to WAIT_S seconds (SAY gets what a
+    waiting run prints); LockHeld names the holder, LockError any other problem."""
+    paths = [fleet_lock_path(inventory)]
     started = last = time.monotonic()
     said = False
     while True:

@@ -178,7 +178,7 @@ def _fleet_lock(inventory: str, host_data: dict, wait_s: float, say, as_json: bo
     from remedy.core.programs.hostlock import holder_text
 
     try:
-        return lock.acquire_fleet(inventory, list(host_data), wait_s, holder_text(), say)
+        return lock.acquire_fleet(inventory, wait_s, holder_text(), say)
     except lock.LockHeld as exc:
         why = f"another run holds the fleet lock: {exc}"
         reports = [

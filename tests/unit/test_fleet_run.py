@@ -13,19 +13,20 @@ from remedy import fleet, lock
 from tests.conftest import PROJECT
 
 
-def test_a_second_run_over_the_same_hosts_waits_then_names_the_holder(tmp_path, monkeypatch):
+def test_a_second_run_over_the_inventory_waits_then_names_the_holder(tmp_path, monkeypatch):
+    """One converge at a time over an inventory, whatever its --limit: the restart budget
+    is fleet-wide (a second run over other hosts would restart them meanwhile)."""
     monkeypatch.setenv("REMEDY_LOCK_DIR", str(tmp_path))
-    first = lock.acquire_fleet("inventory/fleet.py", ["g01", "g02"], 0, "pid 1 on mgmt: first")
+    first = lock.acquire_fleet("inventory/fleet.py", 0, "pid 1 on mgmt: first")
     said: list[str] = []
     with pytest.raises(lock.LockHeld) as held:
-        lock.acquire_fleet("inventory/fleet.py", ["g02", "g03"], 0.5, "second", said.append)
+        lock.acquire_fleet("inventory/fleet.py", 0.5, "second", said.append)
     assert "holds " in str(held.value) and "pid 1 on mgmt: first" in str(held.value)
     assert said and "waiting up to 0.5s" in said[0]
-    # hosts the first run does not hold are free; the same hosts of another inventory too
-    lock.acquire_fleet("inventory/fleet.py", ["g03"], 0, "third").release()
-    lock.acquire_fleet("inventory/other.py", ["g01"], 0, "fourth").release()
+    # another inventory is another fleet
+    lock.acquire_fleet("inventory/other.py", 0, "third").release()
     first.release()
-    lock.acquire_fleet("inventory/fleet.py", ["g01", "g02"], 0, "again").release()
+    lock.acquire_fleet("inventory/fleet.py", 0, "again").release()
 
 
 def converge(inventory, *argv: str) -> subprocess.CompletedProcess:
