@@ -35,7 +35,7 @@ PROJECT = Path(os.environ.get("REMEDY_PROJECT") or Path(__file__).resolve().pare
 @dataclass
 class HostRead:
     name: str
-    settings: HostData | None = None
+    host_data: HostData | None = None
     snapshot: HostSnapshot | None = None
     error: str | None = None  # why the host could not be read
 
@@ -294,10 +294,10 @@ def _reads_after(state, hosts: list, restores: dict, progress) -> list[HostRead]
         r = restores.get(host.name)
         ran = r is not None and any(meta.executed for _step, meta in r.flow)  # a command
         if r is None or ran or host in state.failed_hosts:
-            return _read_one(host, progress, r.settings if r else None)
+            return _read_one(host, progress, r.host_data if r else None)
         if r.before.definitions is not None:  # the plan asked already
-            return HostRead(host.name, r.settings, r.before)
-        return HostRead(host.name, r.settings, _with_definitions(host, r.settings, r.before))
+            return HostRead(host.name, r.host_data, r.before)
+        return HostRead(host.name, r.host_data, _with_definitions(host, r.host_data, r.before))
 
     greenlets = [gevent.spawn(after, h) for h in hosts]
     gevent.joinall(greenlets)

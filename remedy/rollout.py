@@ -38,7 +38,7 @@ def host_outcome(restore, stop, host_failed: bool, ended: bool) -> outcome_core.
         restore.plan.reasons,
         step_results(restore.flow),
         old_rev=restore.before.flake_input.rev if restore.before.flake_input else None,
-        flake_input=restore.settings.flake_input,
+        flake_input=restore.host_data.flake_input,
         interrupted=stop.why,
         host_failed=host_failed,
         unhealthy=unhealthy(restore.plan, restore.before),
@@ -121,7 +121,7 @@ class Gates:
         decided = self._wait_turn(name)
         if decided != core.GO:
             return self._hold_back(name, f"not started: {decided}")
-        turn, s = self.rollout.turns[name], self.restores[name].settings
+        turn, s = self.rollout.turns[name], self.restores[name].host_data
         what = "canary, " if turn.canary else ""
         if turn.held_since is None:
             self.say(f"{name}: going on ({what}wave {turn.wave}; no restart ahead)")
@@ -158,7 +158,7 @@ class Gates:
     def _leave_window(self, name: str) -> None:
         """The host's restart is over: back into rotation if its server answers tool
         calls, then its place goes to the next host."""
-        restore, s = self.restores[name], self.restores[name].settings
+        restore, s = self.restores[name], self.restores[name].host_data
         done = host_outcome(restore, self.stop, False, ended=False)
         after = done.details.get("probe_after") or restore.before.probe.outcome
         if s.rotation_in and after in SERVING:

@@ -107,8 +107,8 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
         applied, reads = run.runs, run.reads
     if restart:  # --check plans with it too
         reads = [
-            dataclasses.replace(r, settings=dataclasses.replace(r.settings, restart=restart))
-            if r.settings is not None
+            dataclasses.replace(r, host_data=dataclasses.replace(r.host_data, restart=restart))
+            if r.host_data is not None
             else r
             for r in reads
         ]
@@ -276,8 +276,10 @@ def _report(
         out["settings"] = []
         out["next"] = next_step(EXIT_ERROR, read.name, inventory)
         return out
-    status = host_status(read.name, read.settings, read.snapshot)
-    settings = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
+    status = host_status(read.name, read.host_data, read.snapshot)
+    settings = dataclasses.replace(
+        read.host_data, unattended=read.host_data.unattended or unattended
+    )
     plan = plan_restore(read.snapshot, settings, desired.ALL)
     actions = {sp.drift.key: sp.action for sp in plan.settings}
     effects = {sp.drift.key: sp.takes_effect for sp in plan.settings}
@@ -304,7 +306,7 @@ def _report(
             boot_pending=status.boot_pending is not None,
             blocked=plan.path != NOOP and bool(plan.durable_blockers),
             unit_active=read.snapshot.unit.active_state == "active",
-            unit=read.settings.unit,
+            unit=read.host_data.unit,
         ),
         probe=read.snapshot.probe.outcome,
         bump_blocked=plan.bump_blocked,
@@ -397,13 +399,13 @@ def _metrics(
         return metrics.HostMetrics(read.name, up=False)
     from remedy.core.render.report import host_status
 
-    status = host_status(read.name, read.settings, read.snapshot)
+    status = host_status(read.name, read.host_data, read.snapshot)
     last = None
     if run is not None:  # the run this converge applied: its audit line
         record = _run_record(read.name, run, data)
         last = record.details if record else None
-    drifts = desired.drifts(read.snapshot, read.settings)
-    s = dataclasses.replace(read.settings, unattended=read.settings.unattended or unattended)
+    drifts = desired.drifts(read.snapshot, read.host_data)
+    s = dataclasses.replace(read.host_data, unattended=read.host_data.unattended or unattended)
     needs_bump = bool(desired.missing(desired.next_boot(read.snapshot, s), s, desired.ALL,
                                       desired.FLAKE_INPUT))  # fmt: skip
     return metrics.HostMetrics(
@@ -421,7 +423,7 @@ def _metrics(
         last_run_requests_cut=int(last.get("requests_cut") or 0) if last else None,
         unmanaged_volatile=volatile.counts(
             volatile.split_ignored(
-                volatile.unmanaged(read.snapshot, read.settings), read.settings.ignore_volatile
+                volatile.unmanaged(read.snapshot, read.host_data), read.host_data.ignore_volatile
             )[0]
         ),
     )

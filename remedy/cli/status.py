@@ -27,7 +27,7 @@ def status(inventory, limit, as_json):
         if read.error:
             errors[read.name] = read.error
         else:
-            r = host_status(read.name, read.settings, read.snapshot)
+            r = host_status(read.name, read.host_data, read.snapshot)
             results.append(r)
             nexts[r.host] = next_step(
                 r.exit_code,
@@ -36,7 +36,7 @@ def status(inventory, limit, as_json):
                 boot_pending=r.boot_pending is not None,
                 blocked=any(p.startswith("durable path not possible: ") for p in r.problems),
                 unit_active=read.snapshot.unit.active_state == "active",
-                unit=read.settings.unit,
+                unit=read.host_data.unit,
             )
     # A host that cannot be read may be the frozen one: an incomplete report is an error.
     code = EXIT_ERROR if errors else worst([r.exit_code for r in results])

@@ -168,7 +168,7 @@ def fix_proven(
     run_id: str,
     owner: str,
     home: str | None,
-    settings: HostData,
+    host_data: HostData,
     prove: list[str],
     nix_label: str,
     new_derivation_cli: bool,
@@ -186,7 +186,7 @@ def fix_proven(
     + run_id: this run
     + owner: the checkout's owner
     + home: the owner's home
-    + settings: the host's settings (the desired values, build bounds, the memory gate)
+    + host_data: the host's data (the desired values, build bounds, the memory gate)
     + prove: the managed settings the built system must hold
     + nix_label: the host's Nix, for messages
     + new_derivation_cli: the host's Nix has `nix derivation show`
@@ -198,7 +198,7 @@ def fix_proven(
         host.noop(skip)
         return
     if not state.is_executing:  # the build adds the new system and its proof: a change
-        checks, default = settings.checks
+        checks, default = host_data.checks
         named = ", ".join(checks) + (" if it exists" if default else "")
         host.log_styled(
             "will ask Nix what the bump builds, then build the bumped configuration "
@@ -213,7 +213,7 @@ def fix_proven(
         run_id,
         owner,
         home,
-        settings,
+        host_data,
         prove,
         nix_label,
         new_derivation_cli,

@@ -35,7 +35,7 @@ class Build:
     run_id: str
     owner: str
     home: str | None
-    settings: HostData
+    host_data: HostData
     prove: list[str]
     nix_label: str
     new_derivation_cli: bool
@@ -45,7 +45,7 @@ class Build:
 
 @guarded
 def _prove(a: Build) -> Body:
-    s: HostData = a.settings
+    s: HostData = a.host_data
     j = journal.read(a.journal_path, a.run_id)
     scratch, new_rev = j.get("scratch"), j.get("new_rev")
     if not scratch:
@@ -92,7 +92,7 @@ def _prove(a: Build) -> Body:
 
 def _built_toplevel(as_owner, a: Build, scratch: str, bound):
     """Build the scratch clone's toplevel, bounded: (its store path, why it did not)."""
-    s: HostData = a.settings
+    s: HostData = a.host_data
     attr = commands.toplevel_attr(scratch, s.flake_host)
     host.log_styled(
         f"building {attr} (max-jobs {s.build_max_jobs}, cores {s.build_cores})", fg="blue"
@@ -113,7 +113,7 @@ def _built_toplevel(as_owner, a: Build, scratch: str, bound):
 def _not_proven(a: Build, toplevel: str, short: str) -> str | None:
     """Why the system built at TOPLEVEL lacks a setting it must prove (its start script,
     environment, kernel parameters, as the built unit shows them), or None."""
-    s: HostData = a.settings
+    s: HostData = a.host_data
     service = host.get_fact(BuiltService, toplevel=toplevel, unit=s.unit)
     if service is None:
         return lost(f"the unit in {toplevel}")
@@ -166,7 +166,7 @@ def _say_changes(run_id: str, current: str, toplevel: str):
 def preview(a: Build) -> list[list[str]]:
     """The proof's commands, as it runs them (the memory bound is known at execution):
     the dry run, the build of the toplevel, each flake check's dry run and build."""
-    s: HostData = a.settings
+    s: HostData = a.host_data
 
     def as_owner(argv):
         return owned(a.owner, a.home, argv)
@@ -196,7 +196,7 @@ def _owner_nix(as_owner, a: Build, argv: list[str], what: str, bound: int | None
     """ARGV as the checkout's owner, bounded in time (nix_timeout_s) and, when the host has
     systemd-run (every NixOS host), in a scope with MemoryMax=BOUND: Nix's evaluation of a
     system takes GBs."""
-    s: HostData = a.settings
+    s: HostData = a.host_data
     scope = re.sub(r"[^A-Za-z0-9]+", "-", a.run_id).strip("-")
     memory = bound if a.systemd_run else None
     return commands.nix_bounded(
@@ -249,7 +249,7 @@ def _local_builds(
 ):
     """(derivations Nix would compile on the host for DRY_ARGV, a ``--dry-run`` (DRY: its
     result when it already ran); why it could not tell)."""
-    s: HostData = a.settings
+    s: HostData = a.host_data
     if dry is None:
         dry = yield from ran(a.run_id, _owner_nix(as_owner, a, dry_argv, "eval", bound))
     if not dry.ok:
@@ -282,7 +282,7 @@ def _flake_checks(as_owner, a: Build, scratch: str):
     """Build each of host data's flake_checks for the bumped lock (the same dry-run guard
     and memory gate as the system's build): why the durable path must stop, or None.
     An absent output is said and skipped."""
-    s: HostData = a.settings
+    s: HostData = a.host_data
     checks, default = s.checks
     results: list[checks_core.CheckResult] = []
     why = None

@@ -67,7 +67,7 @@ class Restore:
     """One host's run as planned: read once, decided, then carried out by its steps."""
 
     host: str
-    settings: HostData
+    host_data: HostData
     before: Snapshot
     plan: RestorePlan
     steps: steps_core.Steps
@@ -194,7 +194,7 @@ def _preview_bump(r: Restore, allowed: str | None) -> None:
     from remedy.core.readings import nix as nix_core
     from remedy.operations.argv import run
 
-    locked, s = r.before.flake_input, r.settings
+    locked, s = r.before.flake_input, r.host_data
     remote = nix_core.git_remote(locked.url or "") if locked else None
     if remote is None:
         logger.info(f"{host.name}: the rev a bump takes is known once Nix fetches it")
@@ -501,7 +501,7 @@ def _write_records(
             r.plan.reasons,
             results,
             old_rev=r.before.flake_input.rev if r.before.flake_input else None,
-            flake_input=r.settings.flake_input,
+            flake_input=r.host_data.flake_input,
             interrupted=killed or STOP.why,
             host_failed=h in st.failed_hosts,
             unhealthy=unhealthy(r.plan, r.before),

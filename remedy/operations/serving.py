@@ -212,7 +212,7 @@ def _in_place(view, s: HostData, deferred=()) -> bool:
 def runtime_override_written(
     journal_path: str,
     run_id: str,
-    settings: HostData,
+    host_data: HostData,
     store_script: str | None,
     problem: str | None = None,
     contingent: bool = False,
@@ -234,7 +234,7 @@ def runtime_override_written(
 
     + journal_path: the run journal (the MainPID the override took goes there)
     + run_id: this run
-    + settings: the host's settings (parser, environment, unit, paths)
+    + host_data: the host's data (parser, environment, unit, paths)
     + store_script: the start script in the store the override derives from
     + problem: why no override can be derived from it
     + contingent: part of the fallback of a durable plan
@@ -249,7 +249,7 @@ def runtime_override_written(
     + stop: the run's stop request: then the override is put back, with no gate
     + skip: why this host does not need it
     """
-    s = settings
+    s = host_data
     stopping = stop.why
     if skip:
         host.noop(skip)
@@ -467,7 +467,7 @@ def cut_by_restart(server_url: str | None) -> int:
 def toolcalling_verified(
     journal_path: str,
     run_id: str,
-    settings: HostData,
+    host_data: HostData,
     stage: str,
     pid_before: int | None,
     parsed_before: bool,
@@ -481,7 +481,7 @@ def toolcalling_verified(
 
     + journal_path: the run journal (a postponed restart)
     + run_id: this run
-    + settings: the host's settings (the server, the model, the parser, timeouts)
+    + host_data: the host's data (the server, the model, the parser, timeouts)
     + stage: "durable" or "fallback"
     + pid_before: MainPID when the run read the host
     + parsed_before: the probe was parsed when the run read the host
@@ -495,7 +495,7 @@ def toolcalling_verified(
     if not state.is_executing:
         host.noop(CONTINGENT if contingent else "will wait for the server, then send a tool call")
         return
-    s, later = settings, tuple(deferred or ())
+    s, later = host_data, tuple(deferred or ())
     now = host.get_fact(ServingUnit, unit=s.unit)
     if now is None:
         yield from gave_up(lost(s.unit), failed=lost(s.unit))

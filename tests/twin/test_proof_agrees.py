@@ -139,7 +139,7 @@ def deploy_judgement(twin: machine.Twin, toplevel: str):
         s = host_data_mod.from_host_data(host.name, host.data)
         build = nix_prove.Build(
             journal_path="", run_id="test-proof-agrees", owner=fixtures.OWNER, home=None,
-            settings=s, prove=list(proved_scope(twin)), nix_label="", new_derivation_cli=True,
+            host_data=s, prove=list(proved_scope(twin)), nix_label="", new_derivation_cli=True,
             systemd_run=True, current_system=None,
         )  # fmt: skip
         with ctx_state.use(state), ctx_host.use(host):

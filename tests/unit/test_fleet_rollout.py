@@ -125,7 +125,7 @@ def test_a_boot_pending_or_noop_plan_takes_no_budget():
 class FakeRestore:
     """What Gates reads of a host's run: its settings, and an outcome (see fake_outcome)."""
 
-    settings: object
+    host_data: object
     failed: str | None = None
     probe_after: str = "parsed"
 

@@ -161,7 +161,7 @@ def _read_by_operations(key: str) -> list[str]:
     """Operation modules that read KEY (or what is derived from it) from the HostData
     record a step carries."""
     names = "|".join((key, *DERIVED.get(key, ())))
-    pattern = re.compile(rf"\b(s|settings)\.({names})\b")
+    pattern = re.compile(rf"\b(s|host_data)\.({names})\b")
     return [p.name for p in sorted(OPERATIONS.glob("*.py")) if pattern.search(p.read_text())]
 
 

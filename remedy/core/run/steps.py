@@ -276,7 +276,7 @@ class _Values:
         return {
             **self.common,
             **self.owned,
-            "settings": self.s,
+            "host_data": self.s,
             "prove": list(self.plan.prove),
             "nix_label": snap.nix.label if snap.nix else "Nix",
             "new_derivation_cli": bool(snap.nix and nix_core.derivation_show_is_new(snap.nix)),
@@ -410,7 +410,7 @@ class _Values:
         return {
             **self.common,
             "deferred": list(self.plan.deferred),
-            "settings": self.s,
+            "host_data": self.s,
             "stage": stage,
             "pid_before": snap.unit.main_pid,
             "parsed_before": snap.probe.parsed,
@@ -435,7 +435,7 @@ class _Values:
             own = "the server runs the wanted parser and environment; no override needed"
         return {
             **self.common,
-            "settings": self.s,
+            "host_data": self.s,
             "deferred": list(plan.deferred),
             "store_script": store.path if store else None,
             "problem": _override_problem(self.snap.unit, self.s) if write else None,
