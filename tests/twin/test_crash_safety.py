@@ -101,7 +101,7 @@ def test_ctrl_c_stops_the_run_fails_it_and_audits_it_as_interrupted(twin, tmp_pa
     assert owner_git(twin, "status", "--porcelain", "--untracked-files=no").stdout == ""
     after = twin.exec(["systemctl", "show", "-P", "MainPID", "tenstorrent-serving.service"])
     assert after.stdout == pid  # nothing restarted
-    assert scratch_clones(twin) == []
+    assert scratch_clones(twin) == [], out[-6000:]
 
 
 def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_path):

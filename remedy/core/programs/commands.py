@@ -217,13 +217,23 @@ def scratch_dir() -> list[str]:
     return ["mktemp", "-d", SCRATCH_PREFIX + "XXXXXXXX"]
 
 
+# A nix that a stop request ends may still write into a clone for a moment (its scope is
+# stopped with --no-block), and rm -rf then says "Directory not empty": remove, look
+# again, up to five times a second apart; the last try says why it failed.
+SCRATCH_REMOVED_SH = r"""
+for _ in 1 2 3 4 5; do
+  find /tmp -maxdepth 1 -name "$1" -user "$2" -exec rm -rf -- {} + 2>/dev/null
+  [ -z "$(find /tmp -maxdepth 1 -name "$1" -user "$2")" ] && exit 0
+  sleep 1
+done
+find /tmp -maxdepth 1 -name "$1" -user "$2" -exec rm -rf -- {} +
+"""
+
+
 def stale_scratch_removed(owner: str) -> list[str]:
-    """Scratch clones that a killed run left behind. Every run that makes one holds the
-    host lock (remedy.lock), so any clone found now belongs to no running run."""
-    return [
-        "find", "/tmp", "-maxdepth", "1", "-name", SCRATCH_PREFIX[5:] + "*", "-user", owner,
-        "-exec", "rm", "-rf", "--", "{}", "+",
-    ]  # fmt: skip
+    """Scratch clones that a killed or stopped run left behind. Every run that makes one
+    holds the host lock (remedy.lock), so any clone found now belongs to no running run."""
+    return ["sh", "-c", SCRATCH_REMOVED_SH, "sh", SCRATCH_PREFIX[5:] + "*", owner]
 
 
 def stale_scratch_listed(owner: str) -> list[str]:

@@ -21,9 +21,6 @@ from remedy.core.programs import bump, commands, journal
 from remedy.core.readings import probe
 from remedy.core.run.steps import ALWAYS, DURABLE, TEMPLATES, lock_message
 
-SCRATCH_FIND = commands.stale_scratch_removed("@OWNER@")
-
-
 # The programs (sh and awk text) of the script being rendered: each is written once, as
 # a here-document at the top, and named by its variable wherever it runs. Quoted inline,
 # a program is unreadable at 3 a.m. ('"'"' at every quote) and appears once per use.
