@@ -144,12 +144,15 @@ class OptionDefinitions(FactBase[options.OptionDefinitions]):
         return options.parse(found[0].lines if found else [], {})
 
 
-def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions | None:
+def read_option_definitions(
+    host, s, snap, scope, evaluate: bool = True
+) -> options.OptionDefinitions | None:
     """The OptionDefinitions of host HOST (settings S, its HostSnapshot SNAP) when the
     managed file carries a value for SCOPE; None when there is nothing to evaluate.
     remedy's record on the host (read in the snapshot's round trip) answers while what
     the answer depends on is unchanged (``options.record_key``): no evaluation, no
-    second round trip. Not evaluated below the memory gate: the evaluation of a NixOS
+    second round trip. Not evaluated unless EVALUATE (a builder builds), nor below the
+    memory gate: the evaluation of a NixOS
     system takes GBs."""
     from remedy.core.config import desired
     from remedy.core.readings import memory as mem
@@ -164,6 +167,10 @@ def read_option_definitions(host, s, snap, scope) -> options.OptionDefinitions |
         recorded = options.from_record(rec, s.managed_options)
         if not recorded.error:
             return recorded
+    if not evaluate:  # a builder builds: no nix evaluates on the serving host
+        return options.OptionDefinitions(
+            error=f"not evaluated: the builder {s.build_host} builds, and no nix evaluates here"
+        )
     gb = snap.memory.mem_available_kb * 1024 / 1e9
     if gb < s.min_mem_available_gb:
         return options.OptionDefinitions(

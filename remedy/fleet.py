@@ -81,7 +81,7 @@ def _with_definitions(host, s: HostData, snap: HostSnapshot) -> HostSnapshot:
     from remedy.core.config.options import OptionDefinitions
 
     try:
-        defs = read_option_definitions(host, s, snap, desired.ALL)
+        defs = read_option_definitions(host, s, snap, desired.ALL, s.build_host == "serving")
     except Exception as exc:
         defs = OptionDefinitions(error=f"not evaluated: {exc}")
     return dataclasses.replace(snap, definitions=defs)

@@ -73,7 +73,9 @@ def connected(
             )
         if not names:
             raise ConfigError(f"{inventory_path} has no hosts (for twins: `remedy twin up`)")
-        hosts = [h for h in inventory if not limit or h.name in limit]
+        hosts = serving_hosts(
+            inventory_path, [h for h in inventory if not limit or h.name in limit], limit
+        )
         state.init(inventory, Config(), initial_limit=hosts)
         state.set_stage(StateStage.Connect)
         failed = _connect(state, hosts)
@@ -81,6 +83,19 @@ def connected(
             yield state, [h for h in hosts if h.name not in failed], failed
         finally:
             disconnect_all(state)
+
+
+def serving_hosts(inventory_path: str, hosts: list, limit: list[str] | None) -> list:
+    """HOSTS without the builders (remedy_role builder: they serve nothing); a --limit
+    that names only builders is refused."""
+    serving = [h for h in hosts if h.data.get("remedy_role") != "builder"]
+    if not serving:
+        named = ", ".join(h.name for h in hosts) or "none"
+        raise ConfigError(
+            f"{inventory_path}: no serving host to read"
+            + (f" (--limit {named}: builders, remedy_role builder)" if limit else "")
+        )
+    return serving
 
 
 def _connect(state: State, hosts: list) -> dict[str, str]:

@@ -256,6 +256,7 @@ def _host_data(inventory: str, limit) -> tuple[dict[str, dict], list[str]]:
                 f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
             )
         hosts = [h for h in hosts if h in limit]
+    hosts = [h for h in hosts if loaded[h].get("remedy_role") != "builder"]  # serve nothing
     return {h: loaded[h] for h in hosts}, list(loaded)
 
 

@@ -7,6 +7,7 @@ import json
 import shlex
 
 import click
+from rich import box
 from rich.table import Table
 
 from remedy.console import console, err_console
@@ -49,21 +50,77 @@ def twin():
     help="Debian base: trixie (Nix 2.26) or bookworm (Nix 2.8). "
     "[default: $REMEDY_TWIN_SUITE, else trixie]",
 )
+@click.option(
+    "--role",
+    type=click.Choice(machine.ROLES),
+    default="serving",
+    show_default=True,
+    help="builder: serves nothing (its model server masked); has the unprivileged "
+    f"user {machine.BUILDER_USER} that a serving host's root logs in to (see --for).",
+)
+@click.option(
+    "--for",
+    "serving",
+    multiple=True,
+    metavar="NAME",
+    help="With --role builder: a serving twin, already up, whose root may log in to "
+    "this builder (its key, the builder's host key). Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the twin as JSON.")
-def up(name, with_emergency_override, fresh, suite, as_json):
-    """Build or reuse the cached rootfs, boot a twin, wait until SSH and the server answer."""
+def up(name, with_emergency_override, fresh, suite, role, serving, as_json):
+    """Build or reuse the cached rootfs, boot a twin, wait until SSH and the server answer
+    (a builder: SSH only)."""
+    if serving and role != "builder":
+        raise click.UsageError("--for pairs a builder with serving twins: add --role builder")
+    if role == "builder" and with_emergency_override:
+        raise click.UsageError("--with-emergency-override is for a serving twin, not a builder")
+    # the serving twins first: a name that is not up fails before anything boots
+    pairs = [_serving_twin(s, name) for s in dict.fromkeys(serving)]
     if fresh and name in {t.name for t in machine.all_twins()}:
         machine.down(name, progress=_progress)
     t = machine.up(
-        name, suite=suite, with_emergency_override=with_emergency_override, progress=_progress
+        name,
+        suite=suite,
+        with_emergency_override=with_emergency_override,
+        role=role,
+        progress=_progress,
     )
+    for s in pairs:
+        machine.pair_builder(s, t, progress=_progress)
     if as_json:
-        click.echo(json.dumps({"name": t.name, "suite": t.suite, **t.inventory_data()}, indent=2))
+        doc = {"name": t.name, "suite": t.suite, "role": t.role, **t.inventory_data()}
+        if t.role == "builder":
+            doc["paired_with"] = [s.name for s in pairs]
+        click.echo(json.dumps(doc, indent=2))
         return
-    console.print(f"twin [bold]{t.name}[/] ({t.suite}) is up; its server: {t.server_url}")
+    if t.role == "builder":
+        console.print(
+            f"builder twin [bold]{t.name}[/] ({t.suite}) is up; it serves nothing; "
+            f"its user {machine.BUILDER_USER}"
+        )
+        for s in pairs:
+            console.print(f"root of [bold]{s.name}[/] logs in to it with (inside {s.name}):")
+            login = f"{machine.BUILDER_USER}@127.0.0.1"
+            click.echo(shlex.join(["ssh", "-i", machine.BUILDER_KEY, "-p", str(t.ssh_port), login]))
+    else:
+        console.print(f"twin [bold]{t.name}[/] ({t.suite}) is up; its server: {t.server_url}")
     console.print("log in with (its own key and known_hosts; one line, pasteable):")
     # never wrapped: a terminal folds it visually, and it pastes as one command
     click.echo(shlex.join(t.ssh_argv()))
+
+
+def _serving_twin(name: str, builder: str) -> machine.Twin:
+    """The twin NAME given to --for: one that is up and serves."""
+    if name == builder:
+        raise click.UsageError(f"--for {name}: a builder is not paired with itself")
+    t = machine.load(name)
+    if t.role != "serving":
+        raise click.UsageError(f"--for {name}: twin {name} is a {t.role}, not a serving twin")
+    if not t.running:
+        raise click.UsageError(
+            f"--for {name}: twin {name} is not up; start it with `remedy twin up --name {name}`"
+        )
+    return t
 
 
 @twin.command()
@@ -79,7 +136,10 @@ def down(name):
 def reboot(name):
     """A real reboot: /run comes back empty, units start from the booted generation."""
     t = machine.reboot(name, progress=_progress)
-    console.print(f"twin [bold]{t.name}[/] rebooted and serving at {t.server_url}")
+    if t.role == "builder":
+        console.print(f"builder twin [bold]{t.name}[/] rebooted (it serves nothing)")
+    else:
+        console.print(f"twin [bold]{t.name}[/] rebooted and serving at {t.server_url}")
 
 
 @twin.command("list")
@@ -91,9 +151,10 @@ def list_(as_json):
         {
             "name": t.name,
             "suite": t.suite,
+            "role": t.role,
             "running": t.running,
             "ssh_port": t.ssh_port,
-            "server_url": t.server_url,
+            "server_url": t.server_url if t.role == "serving" else None,
             "state_dir": str(t.dir),
         }
         for t in twins
@@ -116,17 +177,23 @@ def list_(as_json):
         return
     # at 80 columns an address is never split: the state directory (its keys, its
     # known_hosts) is the same for every twin, under one root, said below the table
-    table = Table("name", "suite", "state", "ssh", "server")
+    # (a light box, no edges: six columns fit 80 with names up to 11 characters unfolded)
+    table = Table(
+        "name", "suite", "role", "state", "ssh", "server",
+        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+    )  # fmt: skip
     for column in table.columns:
         column.overflow = "fold"
-    table.columns[3].no_wrap = table.columns[4].no_wrap = True
+    for column in table.columns[1:]:
+        column.no_wrap = True
     for r in rows:
         table.add_row(
             r["name"],
             r["suite"],
+            r["role"],
             "up" if r["running"] else "[red]down[/]",
             f"127.0.0.1:{r['ssh_port']}",
-            r["server_url"],
+            r["server_url"] or "none",
         )
     console.print(table, width=80)
     console.print(

@@ -39,7 +39,13 @@ def operation_of(step: Step):
 
 def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
     """Add the run's operations for this host, converging the settings in SCOPE; the
-    audit records RUNBOOK (unless `remedy runbooks apply` names another)."""
+    audit records RUNBOOK (unless `remedy runbooks apply` names another). A builder
+    (host data remedy_role builder) serves nothing: it gets no operation."""
+    from pyinfra import host, logger
+
+    if host.data.get("remedy_role") == "builder":
+        logger.info(f"{host.name}: a builder (remedy_role builder): nothing to converge")
+        return None
     restore = run.begin_restore(scope, runbook)
     done = restore.flow  # (step, its pyinfra result), in order: what the outcome reads
     for step in restore.steps.steps:

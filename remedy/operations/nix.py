@@ -22,10 +22,12 @@ from pyinfra.api import operation
 
 from facts.nix import SystemGenerations
 from remedy.core.config.host_data import HostData
+from remedy.core.programs import builder as builder_core
 from remedy.core.programs import commands
+from remedy.core.programs.builder import Builder
 from remedy.core.readings import switch as switch_core
 from remedy.operations import journal
-from remedy.operations.argv import command, read
+from remedy.operations.argv import command, ran, read
 from remedy.operations.nix_body import owned, preview
 from remedy.operations.nix_bump import (
     Bump,
@@ -69,6 +71,7 @@ def flake_input_updated(
     trusted_signers: str | None,
     required_fix_rev: str | None,
     lock_message: str,
+    builder: Builder | None = None,
     skip=None,
 ):
     """In a scratch clone of FLAKE_DIR (as OWNER), bump FLAKE_INPUT with the host's Nix
@@ -95,6 +98,7 @@ def flake_input_updated(
     + trusted_signers: where that text came from, for messages
     + required_fix_rev: a rev the bumped input's history must contain, or None
     + lock_message: the lock commit's message ({new} for the new rev)
+    + builder: the builder the bump and build run on (host data build_host), or None
     + skip: why this host does not need it
     """
     if skip:
@@ -116,6 +120,7 @@ def flake_input_updated(
         trusted_signers,
         required_fix_rev,
         lock_message,
+        builder,
     )
     if not state.is_executing:
         yield from preview(f"the bump of {flake_input}", preview_bump(values))
@@ -133,6 +138,7 @@ def managed_file_written(
     text: str,
     message: str,
     flake_host: str,
+    builder: Builder | None = None,
     skip=None,
 ):
     """Write remedy's managed Nix file (MANAGED_FILE, imported by the host's
@@ -147,6 +153,7 @@ def managed_file_written(
     + text: its content (the same desired state gives the same bytes)
     + message: the commit message
     + flake_host: the host's name in the flake
+    + builder: the builder the scratch clone is on, or None
     + skip: why this host does not need it
     """
     if skip:
@@ -155,7 +162,9 @@ def managed_file_written(
     if state.is_executing and not journal.read(journal_path, run_id).get("scratch"):
         yield from gave_up("no scratch clone to write the managed file in")
         return
-    values = ManagedFile(journal_path, run_id, owner, home, managed_file, text, message, flake_host)
+    values = ManagedFile(
+        journal_path, run_id, owner, home, managed_file, text, message, flake_host, builder
+    )
     if not state.is_executing:
         yield from preview(f"writing {managed_file}", preview_managed(values))
         return
@@ -174,6 +183,7 @@ def fix_proven(
     new_derivation_cli: bool,
     systemd_run: bool,
     current_system: str | None = None,
+    builder: Builder | None = None,
     skip=None,
 ):
     """Ask Nix what the scratch clone's configuration needs (``--dry-run``): derivations
@@ -192,12 +202,15 @@ def fix_proven(
     + new_derivation_cli: the host's Nix has `nix derivation show`
     + systemd_run: the host has systemd-run (the owner's nix runs bounded)
     + current_system: the running system, to say what the switch changes beyond the settings
+    + builder: the builder that builds and checks, whose closure is copied here; or None
     + skip: why this host does not need it
     """
     if skip:
         host.noop(skip)
         return
-    if not state.is_executing:  # the build adds the new system and its proof: a change
+    if not state.is_executing and builder:
+        host.log_styled("the builder builds: see the plan", fg="blue")
+    elif not state.is_executing:  # the build adds the new system and its proof: a change
         checks, default = host_data.checks
         named = ", ".join(checks) + (" if it exists" if default else "")
         host.log_styled(
@@ -219,6 +232,7 @@ def fix_proven(
         new_derivation_cli,
         systemd_run,
         current_system,
+        builder,
     )
     if not state.is_executing:
         yield from preview("the proof", preview_build(values))
@@ -420,6 +434,8 @@ def scratch_removed(
     home: str | None,
     made: bool = False,
     left: list[str] | None = None,
+    builder: Builder | None = None,
+    flake_host: str = "",
 ):
     """Remove the scratch clone the run journal names, whatever happened before (the
     checkout has what was proven, or nothing), and any a killed run left (LEFT, as the
@@ -432,7 +448,14 @@ def scratch_removed(
     + home: the owner's home
     + made: the run makes a scratch clone (its plan rebuilds)
     + left: the scratch clones the snapshot found
+    + builder: the builder this host builds on, whose clones of this host go too
+    + flake_host: the host's name in the flake (its clones' names on the builder)
     """
+    if builder and made:
+        if not state.is_executing:
+            yield command(builder_core.stale_scratch_removed(builder, flake_host))
+        elif journal.read(journal_path, run_id).get("builder_scratch"):
+            yield from ran(run_id, builder_core.stale_scratch_removed(builder, flake_host))
     if not (made or left):
         host.noop("no scratch clone")
         return

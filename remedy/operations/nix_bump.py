@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pyinfra import host
 
+from remedy.core.programs import builder as builder_core
 from remedy.core.programs import bump as bump_core
 from remedy.core.programs import commands
 from remedy.core.programs import journal as journal_core
@@ -37,6 +38,7 @@ class Bump:
     trusted_signers: str | None
     required_fix_rev: str | None
     lock_message: str
+    builder: builder_core.Builder | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,19 @@ class ManagedFile:
     text: str
     message: str
     flake_host: str
+    builder: builder_core.Builder | None = None
+
+
+def where(owner: str, home: str | None, b: builder_core.Builder | None):
+    """How a command on the flake's scratch clone runs: as the checkout's owner on the
+    serving host, or as the builder's user on the builder."""
+    if b is None:
+        return lambda argv: owned(owner, home, argv)
+    return lambda argv: builder_core.on_builder(b, argv)
+
+
+def on_builder_failed(b: builder_core.Builder, what: str, why: str) -> str:
+    return f"{what} on the builder {b.label} failed: {why}"
 
 
 @guarded
@@ -74,11 +89,22 @@ def _bump(a: Bump) -> Body:
     cloned = yield from as_owner(_clone(a, scratch))
     if not cloned.ok:
         return (yield from give_up(f"cannot clone {a.flake_dir} into {scratch}: {cloned.why}"))
+    there = scratch
+    if b := a.builder:
+        there = yield from _sent_to_builder(a, b, scratch, known)
+        if not there:
+            return False
+        known = journal_core.RunJournal(known.merged(builder=b.name, builder_scratch=there))
     if not a.update:
         note(f"{a.flake_input} not bumped: the next boot already has what it gives")
         return True
     name = a.flake_input
-    answer = yield from as_owner(_approved_bump(a, scratch))
+    on_flake = where(owner, home, a.builder)
+
+    def at_flake(argv):
+        return ran(run_id, on_flake(argv))
+
+    answer = yield from at_flake(_approved_bump(a, there))
     bumped = bump_core.parse(answer.stdout, answer.why)
     for line in bumped.said:
         host.log_styled(line, fg="green")
@@ -94,11 +120,11 @@ def _bump(a: Bump) -> Body:
         return (
             yield from journal.record(journal_path, run_id, known, new_rev=new_rev, new_url=new_url)
         )
-    committed = yield from as_owner(_lock_commit(a, scratch, (new_rev or "(bumped)")[:12]))
+    committed = yield from at_flake(_lock_commit(a, there, (new_rev or "(bumped)")[:12]))
     if not committed.ok:
         why = f"cannot commit flake.lock in the scratch clone: {committed.why}"
         return (yield from give_up(why))
-    head = yield from as_owner(commands.head(scratch))
+    head = yield from at_flake(commands.head(there))
     return (
         yield from journal.record(
             journal_path,
@@ -110,6 +136,31 @@ def _bump(a: Bump) -> Body:
             scratch_head=head.stdout.strip() if head.ok else None,
         )
     )
+
+
+def _sent_to_builder(a: Bump, b: builder_core.Builder, scratch: str, known):
+    """The scratch clone, at its HEAD, cloned on the builder B (after a look that B
+    answers and has Nix): the builder clone's path, recorded in the run journal; ""
+    when B cannot take it (said: the durable path gives up)."""
+    run_id = a.run_id
+    up = yield from ran(run_id, builder_core.reachable(b))
+    if not up.ok:
+        why = f"the builder {b.label} cannot be reached or has no Nix: {up.why}"
+        yield from give_up(why)
+        return ""
+    host.log_styled(f"the builder {b.label} answers: {up.stdout.strip()}", fg="blue")
+    yield from ran(run_id, builder_core.stale_scratch_removed(b, a.flake_host))
+    sent = yield from ran(
+        run_id, builder_core.clone_sent(b, a.flake_host, a.owner, a.home, scratch)
+    )
+    there = sent.stdout.strip().splitlines()[-1:] if sent.ok else []
+    if not there:
+        yield from give_up(on_builder_failed(b, "the scratch clone", sent.why))
+        return ""
+    wrote = yield from journal.record(
+        a.journal_path, run_id, known, builder=b.name, builder_scratch=there[0]
+    )
+    return there[0] if wrote is not False else ""
 
 
 def _clone(a: Bump, scratch: str) -> list[str]:
@@ -135,10 +186,22 @@ def preview_bump(a: Bump) -> list[list[str]]:
     """The bump's commands, as it runs them: the scratch clone, the approved bump, the
     lock commit (as the checkout's owner)."""
     scratch = "$scratch"
-    steps = [commands.scratch_dir(), _clone(a, scratch)]
+    steps = [owned(a.owner, a.home, argv) for argv in (commands.scratch_dir(), _clone(a, scratch))]
+    there = scratch
+    if b := a.builder:
+        there = "$builder_scratch"
+        steps += [
+            builder_core.reachable(b),
+            builder_core.stale_scratch_removed(b, a.flake_host),
+            builder_core.clone_sent(b, a.flake_host, a.owner, a.home, scratch),
+        ]
+    on_flake = where(a.owner, a.home, a.builder)
     if a.update:
-        steps += [_approved_bump(a, scratch), _lock_commit(a, scratch, "$new_rev")]
-    return [owned(a.owner, a.home, argv) for argv in steps]
+        steps += [
+            on_flake(_approved_bump(a, there)),
+            on_flake(_lock_commit(a, there, "$new_rev")),
+        ]
+    return steps
 
 
 def _file_written(a: ManagedFile, scratch: str) -> list[str]:
@@ -150,8 +213,9 @@ def _file_commit(a: ManagedFile, scratch: str) -> list[str]:
 
 
 def preview_managed(a: ManagedFile) -> list[list[str]]:
-    steps = [_file_written(a, "$scratch"), _file_commit(a, "$scratch")]
-    return [owned(a.owner, a.home, argv) for argv in steps]
+    there = "$builder_scratch" if a.builder else "$scratch"
+    steps = [_file_written(a, there), _file_commit(a, there)]
+    return [where(a.owner, a.home, a.builder)(argv) for argv in steps]
 
 
 def _now() -> str:
@@ -161,10 +225,13 @@ def _now() -> str:
 @guarded
 def _write_managed(a: ManagedFile) -> Body:
     j = journal.read(a.journal_path, a.run_id)
-    scratch, rel = j.get("scratch"), a.managed_file
+    scratch, rel = j.get("builder_scratch" if a.builder else "scratch"), a.managed_file
+    if not scratch:
+        return (yield from give_up("no scratch clone on the builder to write the file in"))
+    on_flake = where(a.owner, a.home, a.builder)
 
     def as_owner(argv):
-        return ran(a.run_id, owned(a.owner, a.home, argv))
+        return ran(a.run_id, on_flake(argv))
 
     wrote = yield from as_owner(_file_written(a, scratch))
     if not wrote.ok:

@@ -14,6 +14,7 @@ from facts.memory import MemoryHeadroom
 from facts.serving import BuiltService
 from remedy.core.config import desired, options
 from remedy.core.config.host_data import HostData
+from remedy.core.programs import builder as builder_core
 from remedy.core.programs import checks as checks_core
 from remedy.core.programs import commands
 from remedy.core.readings import changes as changes_core
@@ -41,12 +42,15 @@ class Build:
     new_derivation_cli: bool
     systemd_run: bool
     current_system: str | None
+    builder: builder_core.Builder | None = None
 
 
 @guarded
 def _prove(a: Build) -> Body:
     s: HostData = a.host_data
     j = journal.read(a.journal_path, a.run_id)
+    if a.builder:
+        return (yield from _prove_on_builder(a, j))
     scratch, new_rev = j.get("scratch"), j.get("new_rev")
     if not scratch:
         return (yield from give_up("no scratch clone to build"))
@@ -88,6 +92,89 @@ def _prove(a: Build) -> Body:
             proven_head=head.stdout.strip() if head.ok else None,
         )
     )
+
+
+def _prove_on_builder(a: Build, j) -> Body:
+    """The build and the flake checks on the builder, as its user; the proven closure
+    copied here and checked valid; the proof read from its files here (no nix); then
+    the builder clone's commits into the scratch clone here, for the fast-forward."""
+    b, s, run_id = a.builder, a.host_data, a.run_id
+    there, scratch = j.get("builder_scratch"), j.get("scratch")
+    if not (there and scratch):
+        return (yield from give_up(f"no scratch clone on the builder {b.name} to build"))
+    short = (j.get("new_rev") or "?")[:12]
+    host.log_styled(
+        f"building the new system on {b.name} (max-jobs {b.max_jobs}, cores {b.cores})",
+        fg="blue",
+    )
+    build = commands.build_toplevel(there, s.flake_host, b.max_jobs, b.cores)
+    built = yield from ran(run_id, _nix_at(a, None, build, "build", None))
+    if not built.ok:
+        why = (
+            _bound_hit(built, f"build on the builder {b.name}", None, b.timeout_s)
+            or options.evaluation_blocker(built.stderr + "\n" + built.stdout, s)
+            or f"the new configuration does not build on the builder {b.label}: {built.why}"
+        )
+        return (yield from give_up(why))
+    try:
+        toplevel = json.loads(built.stdout)[0]["outputs"]["out"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return (yield from give_up(f"unreadable nix build output: {built.stdout[:200]}"))
+    if why := (yield from _flake_checks(None, a, there)):
+        return (yield from give_up(why))
+    host.log_styled(f"copying {toplevel} from {b.name}", fg="blue")
+    copied = yield from ran(run_id, builder_core.closure_copied(b, toplevel))
+    if not copied.ok:
+        return (yield from give_up(_copy_failed(b, toplevel, copied)))
+    valid = yield from ran(run_id, builder_core.path_valid(toplevel))
+    if not valid.ok:
+        why = f"{toplevel} is not valid here after the copy from {b.label}: {valid.why}"
+        return (yield from give_up(why))
+    if why := _not_proven(a, toplevel, short):
+        return (yield from give_up(why))
+    held = ", ".join(desired.BY_KEY[k].label for k in a.prove)
+    host.log_styled(f"proven: {toplevel} holds {held}", fg="green")
+    if current := a.current_system:
+        yield from _say_changes(run_id, current, toplevel, packages=b)
+    if j.get("commits"):
+        argv = builder_core.commits_fetched(b, there, a.owner, a.home, scratch)
+        fetched = yield from ran(run_id, argv)
+        if not fetched.ok:
+            why = f"cannot bring the proven commits from the builder {b.label}: {fetched.why}"
+            return (yield from give_up(why))
+    say(toplevel=toplevel, built_on=b.name)
+    head = yield from ran(run_id, owned(a.owner, a.home, commands.head(scratch)))
+    return (
+        yield from journal.record(
+            a.journal_path,
+            run_id,
+            j,
+            toplevel=toplevel,
+            proven_head=head.stdout.strip() if head.ok else None,
+        )
+    )
+
+
+def _copy_failed(b: builder_core.Builder, toplevel: str, copied) -> str:
+    said = copied.stderr + copied.stdout
+    hint = ""
+    if "lacks a signature" in said or ("signature" in said and b.signed):
+        hint = (
+            " (copy_signed is true: the builder must sign with secret-key-files and this "
+            "host trust its key in trusted-public-keys)"
+        )
+    elif "No space left" in said:
+        hint = " (this host's store is full: collect garbage, nix-collect-garbage -d)"
+    return f"the copy of {toplevel} from the builder {b.label} failed: {copied.why}{hint}"
+
+
+def _nix_at(a: Build, as_owner, argv: list[str], what: str, bound) -> list[str]:
+    """A nix of the proof where it runs: on the builder, as its user, bounded in time by
+    the builder's data; else as the checkout's owner here, bounded (``_owner_nix``)."""
+    if b := a.builder:
+        scope = re.sub(r"[^A-Za-z0-9]+", "-", a.run_id).strip("-")
+        return builder_core.bounded(b, argv, f"remedy-nix-{what}-{scope}")
+    return _owner_nix(as_owner, a, argv, what, bound)
 
 
 def _built_toplevel(as_owner, a: Build, scratch: str, bound):
@@ -136,20 +223,25 @@ def _not_proven(a: Build, toplevel: str, short: str) -> str | None:
     return None
 
 
-def _say_changes(run_id: str, current: str, toplevel: str):
+def _say_changes(run_id: str, current: str, toplevel: str, packages=None):
     """What the switch from CURRENT to TOPLEVEL changes beyond the managed settings: a
     new kernel, initrd or kernel modules, the kernel parameters (each needs a reboot),
-    and the packages whose versions change."""
+    and the packages whose versions change (not read when the system was built on the
+    builder PACKAGES: no nix runs here but the copy's)."""
     boot = yield from ran(run_id, commands.system_boot(current, toplevel))
     files, removed, added = changes_core.parse_boot(boot.stdout.splitlines())
-    diff = yield from ran(run_id, commands.diff_closures(current, toplevel))
-    found = changes_core.SystemChanges(
-        files,
-        removed,
-        added,
-        changes_core.parse_diff_closures(diff.stdout) if diff.ok else (),
-        None if diff.ok else f"nix store diff-closures failed: {diff.why}",
-    )
+    if packages is not None:
+        unread = f"not read: built on the builder {packages.name}, and no nix runs here"
+        found = changes_core.SystemChanges(files, removed, added, (), unread)
+    else:
+        diff = yield from ran(run_id, commands.diff_closures(current, toplevel))
+        found = changes_core.SystemChanges(
+            files,
+            removed,
+            added,
+            changes_core.parse_diff_closures(diff.stdout) if diff.ok else (),
+            None if diff.ok else f"nix store diff-closures failed: {diff.why}",
+        )
     for line in found.summary():
         host.log_styled(line, fg="blue")
     say(
@@ -232,6 +324,11 @@ def _gate(s: HostData, doing: str) -> tuple[int | None, str | None]:
     return bound, why
 
 
+def _gate_here(a: Build, doing: str) -> tuple[int | None, str | None]:
+    """The memory gate of a nix on this host; none for one on the builder."""
+    return (None, None) if a.builder else _gate(a.host_data, doing)
+
+
 def _gated_bound(s: HostData, doing: str) -> tuple[int | None, str | None]:
     """(the bound the owner's nix runs under: what the host can spare above the gate's
     threshold now, why the memory gate refuses to run it at all)."""
@@ -288,26 +385,33 @@ def _flake_checks(as_owner, a: Build, scratch: str):
     why = None
     for check in checks:
         what = f"flake check {check}"
-        bound, why = _gate(s, f"evaluating {what}")
+        bound, why = _gate_here(a, f"evaluating {what}")
         if why:
             break
         argv = commands.flake_check(scratch, check, dry=True)
-        dry = yield from ran(a.run_id, _owner_nix(as_owner, a, argv, "eval", bound))
+        dry = yield from ran(a.run_id, _nix_at(a, as_owner, argv, "eval", bound))
         if not dry.ok and checks_core.absent(dry.stderr + dry.stdout):
             results.append(checks_core.CheckResult(check, checks_core.ABSENT))
             continue
-        heavy, why = yield from _local_builds(as_owner, a, argv, bound, what, dry)
+        if a.builder:  # a builder is for building: allow_local_build is this host's
+            heavy, why = [], None if dry.ok else f"{what} does not evaluate: {dry.why}"
+        else:
+            heavy, why = yield from _local_builds(as_owner, a, argv, bound, what, dry)
         if why:
             break
         if heavy and not s.allow_local_build:
             why = _compile_refused(heavy, what)
             break
-        bound, why = _gate(s, f"building {what}")
+        bound, why = _gate_here(a, f"building {what}")
         if why:
             break
-        host.log_styled(f"building {what}", fg="blue")
+        host.log_styled(
+            f"building {what}" + (f" on {a.builder.name}" if a.builder else ""), fg="blue"
+        )
         argv = _check(s, scratch, check)
-        built = yield from ran(a.run_id, _owner_nix(as_owner, a, argv, "check", bound))
+        if a.builder:
+            argv = commands.flake_check(scratch, check, False, a.builder.max_jobs, a.builder.cores)
+        built = yield from ran(a.run_id, _nix_at(a, as_owner, argv, "check", bound))
         if built.ok:
             results.append(checks_core.CheckResult(check, checks_core.PASSED))
             continue

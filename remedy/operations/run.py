@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -132,10 +133,11 @@ def begin_restore(
             logger.info(f"{host.name}: audited the manual run {run_id} (from the host)")
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
+    builder = _builder(project, runbook, s)
     if plan.managed_text is not None:
         # The run writes remedy's file: name what its forced values win over, from one
-        # evaluation of the configuration without it.
-        defs = read_option_definitions(host, s, snap, scope)
+        # evaluation of the configuration without it (not here when a builder builds).
+        defs = read_option_definitions(host, s, snap, scope, builder is None)
         snap = dataclasses.replace(snap, definitions=defs)
         plan = plan_restore(snap, s, scope)
     if (plan.rebuild or plan.finish_switch) and snap.tools.systemd_run:
@@ -143,13 +145,18 @@ def begin_restore(
     allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
         allowed = _allowed_signers(project, runbook, s.trusted_signers)
-    planned = steps_core.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap))
+    planned = steps_core.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap), builder)
     if allowed is not None:
         planned = steps_core.with_allowed_signers(planned, allowed)
     r = Restore(host.name, s, snap, plan, planned)
     if _dry_run() and plan.update_input and not planned.resuming:
         _preview_bump(r, allowed)
     logger.info(plan.summary(host.name))
+    if builder is not None and plan.rebuild and not planned.resuming:
+        logger.info(
+            "\n".join(textwrap.wrap(f"{host.name}: {_built_on(builder)}", 76,
+                                     subsequent_indent="  ", break_on_hyphens=False))
+        )  # fmt: skip
     if planned.resuming:
         logger.info(f"{host.name}: {planned.resuming}")
     _runs[host.name] = r
@@ -161,6 +168,33 @@ def begin_restore(
         _watch_signals()
         state.add_callback_handler(_StepJournal())
     return r
+
+
+def _built_on(b) -> str:
+    trust = "signatures checked" if b.signed else "--no-check-sigs: root trusts its builder"
+    return (
+        f"will build on the builder {b.label}, not here: the bumped configuration and "
+        f"the flake checks; then copy the built system's closure here (nix copy --from "
+        f"{b.store}, {trust}), check it valid and read its start script; no nix "
+        "evaluates here"
+    )
+
+
+def _builder(project: Path, runbook: str, s: HostData):
+    """The builder that host data build_host names, from its data in the inventory (the
+    inventory's check made sure it is a builder there), or None: this host builds."""
+    if s.build_host == "serving":
+        return None
+    other = state.inventory.get_host(s.build_host)
+    if other is None:  # checked when the inventory loaded; a --data override may differ
+        why = f"build_host names {s.build_host!r}, which is not a host of the inventory"
+        _record_early(project, runbook, "failed", why)
+        raise SystemExit(f"remedy: {host.name}: {why}")
+    try:
+        return settings_mod.builder_of(s, other.name, dict(other.data.dict()))
+    except ConfigError as exc:
+        _record_early(project, runbook, "failed", f"bad builder data: {exc}")
+        raise SystemExit(f"remedy: {exc}") from None
 
 
 def _wait_for_other_switch(project: Path, runbook: str, s) -> None:

@@ -9,6 +9,11 @@ network namespace; each has its own sshd port and server port.
 State lives in ``REMEDY_TWIN_STATE`` (default ``/var/lib/remedy/twins``), one
 directory per twin: ``state.json``, its SSH key pair and known_hosts, the
 overlay directories and the console log.
+
+A twin has a role. A serving twin is the host itself. A builder twin
+(``role="builder"``) boots the same base with the model server masked and an
+unprivileged user ``BUILDER_USER``; ``pair_builder`` lets root of a serving twin
+reach that user over SSH with its own key, as a serving host reaches its builder.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ SERVER_PORT_BASE = fixtures.DEFAULT_SERVER_PORT
 MAX_SLOTS = 32
 IN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BOOT_TIMEOUT = 90.0
+ROLES = ("serving", "builder")
+# A builder twin: the unprivileged user root of a serving twin logs in as, and the key
+# that root uses (in the serving twin), as the engine's host data names them.
+BUILDER_USER = "remedy-build"
+BUILDER_KEY = "/root/.ssh/remedy-builder"
+SERVING_UNIT = "tenstorrent-serving.service"
 
 
 def _alive(pid: int) -> bool:
@@ -70,6 +81,9 @@ class Twin:
     # The Debian suite of its base (trixie: Nix 2.26; bookworm: Nix 2.8). State written
     # before suites existed has none: those twins were bookworm.
     suite: str = "bookworm"
+    # "serving" (the host), or "builder" (serves nothing; see pair_builder). State
+    # written before roles existed has none: those twins serve.
+    role: str = "serving"
 
     # -- paths ---------------------------------------------------------------
     @property
@@ -160,8 +174,9 @@ class Twin:
         return proc
 
     def inventory_data(self) -> dict:
-        """Host data for pyinfra and for a plain OpenSSH client."""
-        return {
+        """Host data for pyinfra and for a plain OpenSSH client; a builder's names its
+        role and user, and no server (it serves nothing)."""
+        data = {
             "ssh_hostname": "127.0.0.1",
             "ssh_port": self.ssh_port,
             "ssh_user": "root",
@@ -174,6 +189,11 @@ class Twin:
             "flake_host": fixtures.FLAKE_HOST,
             "server_url": self.server_url,
         }
+        if self.role == "builder":
+            del data["server_url"]
+            data["remedy_role"] = "builder"
+            data["builder_user"] = BUILDER_USER
+        return data
 
     def ssh_argv(self) -> list[str]:
         """An OpenSSH client command line reaching this twin as root."""
@@ -264,12 +284,14 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _allocate(name: str, base: Path, suite: str) -> Twin:
+def _allocate(name: str, base: Path, suite: str, role: str) -> Twin:
     used = {t.slot for t in all_twins()}
     for slot in range(MAX_SLOTS):
         if slot in used:
             continue
-        twin = Twin(name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base), suite)
+        twin = Twin(
+            name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base), suite, role
+        )
         if _port_free(twin.ssh_port) and _port_free(twin.server_port):
             twin.dir.mkdir(parents=True, exist_ok=True)
             twin.save()
@@ -321,7 +343,8 @@ def _personalise(twin: Twin, progress) -> None:
     (root / "etc/ssh/sshd_config.d/20-remedy-twin-port.conf").write_text(
         f"Port {twin.ssh_port}\nListenAddress 127.0.0.1\n"
     )
-    if twin.server_port != fixtures.DEFAULT_SERVER_PORT:
+    # a builder serves nothing: its port stays the base's, never listened on
+    if twin.role == "serving" and twin.server_port != fixtures.DEFAULT_SERVER_PORT:
         progress(f"serving on port {twin.server_port}: committing it in /etc/nixos, rebuilding")
         config = root / "etc/nixos/hosts/cfx-llm2/configuration.nix"
         config.write_text(
@@ -482,30 +505,56 @@ def wait_serving(twin: Twin, timeout: float = BOOT_TIMEOUT) -> None:
     _wait("the model server's /health", twin, lambda: server_health(twin) == 200, timeout)
 
 
+def wait_booted(twin: Twin, timeout: float = BOOT_TIMEOUT) -> None:
+    """Until the twin is ready for its role: a serving twin serves (``wait_serving``); a
+    builder, which serves nothing, answers on SSH."""
+    if twin.role != "builder":
+        wait_serving(twin, timeout)
+        return
+    _wait("systemd to finish booting", twin, lambda: _system_up(twin), timeout)
+    _wait("sshd", twin, lambda: _ssh_up(twin), timeout)
+
+
 def up(
     name: str = fixtures.FLAKE_HOST,
     *,
     suite: str | None = None,
     with_emergency_override: bool = False,
+    role: str = "serving",
     progress=print,
 ) -> Twin:
     """Boot twin NAME on a SUITE base (default ``rootfs.default_suite()``: the
-    ``REMEDY_TWIN_SUITE`` environment variable, else trixie)."""
+    ``REMEDY_TWIN_SUITE`` environment variable, else trixie), as ROLE: "serving" (wait
+    until the model server answers) or "builder" (wait for SSH; then the model server
+    masked and ``BUILDER_USER`` made, see ``make_builder``)."""
     validate_name(name)
+    if role not in ROLES:
+        raise TwinError(f"twin role {role!r}: expected one of {', '.join(ROLES)}.")
+    if role == "builder" and with_emergency_override:
+        raise TwinError(
+            f"twin {name}: a builder serves nothing, so it takes no emergency override."
+        )
     suite = rootfs.check_suite(suite or rootfs.default_suite())
     base = rootfs.ensure_base(suite, progress)
     with _state_lock():
         try:
             twin = load(name)
         except TwinError:
-            twin = _allocate(name, base, suite)
+            twin = _allocate(name, base, suite, role)
         if twin.suite != suite:
             raise TwinError(
                 f"twin {name} runs {twin.suite}, not {suite}; take it down first "
                 f"(`remedy twin down --name {name}`)."
             )
+        if twin.role != role:
+            raise TwinError(
+                f"twin {name} is {'up' if twin.running else 'made'} as a {twin.role} twin, "
+                f"not a {role} one; take it down first (`remedy twin down --name {name}`)."
+            )
         if twin.running:
             progress(f"twin {name} is already up")
+            if role == "builder":  # finish a set-up that an earlier `up` left half done
+                make_builder(twin, progress)
             return twin
         if twin.base != str(base):
             raise TwinError(
@@ -515,16 +564,165 @@ def up(
         _mount_overlay(twin)
         if not (twin.dir / "personalised").exists():
             _personalise(twin, progress)
-        progress(
-            f"booting twin {name} ({suite}; ssh 127.0.0.1:{twin.ssh_port}, "
-            f"server {twin.server_url})"
-        )
+        serves = f"server {twin.server_url}" if role == "serving" else "a builder"
+        progress(f"booting twin {name} ({suite}; ssh 127.0.0.1:{twin.ssh_port}, {serves})")
         raise_inotify_limits(progress)
         _start_supervisor(twin)
-    wait_serving(twin)
+    wait_booted(twin)
+    if role == "builder":
+        make_builder(twin, progress)
     if with_emergency_override:
         apply_emergency_override(twin)
     return twin
+
+
+SAFE_TT_STACK = f"\tdirectory = {fixtures.TT_STACK_DIR}"
+
+
+def make_builder(twin: Twin, progress=print) -> None:
+    """Make booted twin TWIN a builder, idempotently: the model server masked and stopped
+    (a builder serves nothing), and the unprivileged user BUILDER_USER (in nix-users: it
+    talks to the nix-daemon) with an empty ~/.ssh for the serving hosts' keys."""
+    enabled = twin.exec(["systemctl", "is-enabled", SERVING_UNIT], check=False).stdout.strip()
+    if enabled == "masked":
+        progress(f"twin {twin.name}: {SERVING_UNIT} is masked already")
+    else:
+        progress(f"twin {twin.name}: masking {SERVING_UNIT} (was {enabled or 'unknown'})")
+        # The unit is a link into /etc/static, as NixOS links its units, and `systemctl
+        # mask` refuses to replace it ("already exists and is a symlink"): remove it and
+        # its wants link first. A real builder has no such unit at all.
+        units = "/etc/systemd/system"
+        twin.exec(
+            ["rm", "-f", f"{units}/{SERVING_UNIT}",
+             f"{units}/multi-user.target.wants/{SERVING_UNIT}"],
+        )  # fmt: skip
+        twin.exec(["systemctl", "mask", "--now", SERVING_UNIT])
+    user = BUILDER_USER
+    if twin.exec(["id", "-u", user], check=False).returncode == 0:
+        progress(f"twin {twin.name}: user {user} exists already")
+    else:
+        progress(f"twin {twin.name}: adding user {user} (in nix-users)")
+        twin.exec(
+            ["useradd", "--create-home", "--user-group", "--groups", "nix-users",
+             "--shell", "/bin/sh", user],
+        )  # fmt: skip
+    _ensure_dir(twin, f"/home/{user}/.ssh", "700", user)
+    # The flake's tt-stack input is git+file:///srv/git/tt-stack, a repository of the
+    # admin account: git and libgit2 refuse another user's repository unless it is a
+    # safe.directory (production's input is a URL the builder fetches; nothing to trust).
+    gitconfig = f"/home/{user}/.gitconfig"
+    if (text := with_line(_read(twin, gitconfig), SAFE_TT_STACK)) is not None:
+        progress(f"twin {twin.name}: {user} trusts {fixtures.TT_STACK_DIR} (safe.directory)")
+        if not text.startswith("[safe]"):
+            text = "[safe]\n" + text.replace("[safe]\n", "")
+        twin.exec(["install", "-m", "644", "-o", user, "-g", user, "/dev/stdin", gitconfig],
+                  input=text)  # fmt: skip
+
+
+def _ensure_dir(twin: Twin, path: str, mode: str, owner: str) -> None:
+    """PATH a directory of OWNER (and OWNER's group) with MODE (octal, as stat prints it)
+    inside TWIN; changed only if it is not."""
+    now = twin.exec(["stat", "-c", "%a %U %G", path], check=False).stdout.split()
+    if now != [mode, owner, owner]:
+        twin.exec(["install", "-d", "-m", mode, "-o", owner, "-g", owner, path])
+
+
+def _read(twin: Twin, path: str) -> str | None:
+    """The text of PATH inside TWIN, None if it is not there."""
+    if twin.exec(["test", "-e", path], check=False).returncode != 0:
+        return None
+    return twin.exec(["cat", path]).stdout
+
+
+def with_line(text: str | None, line: str) -> str | None:
+    """TEXT (a file's, None: no file) with LINE as one of its lines, added at the end;
+    None when it is there already (nothing to write)."""
+    lines = (text or "").splitlines()
+    if line in lines:
+        return None
+    return "".join(f"{ln}\n" for ln in [*lines, line])
+
+
+def with_known_host(text: str | None, host: str, key: str) -> tuple[str | None, list[str]]:
+    """known_hosts TEXT with the entry ``HOST KEY`` (KEY: "<type> <base64>"), and the
+    entries it replaces: other keys of the same type for exactly HOST (a builder twin
+    taken down and brought up again on the same port has a new host key). The new text
+    is None when the entry is there already and nothing is replaced."""
+    keytype = key.split()[0]
+    kept, dropped = [], []
+    for ln in (text or "").splitlines():
+        parts = ln.split()
+        if len(parts) >= 3 and parts[0] == host and parts[1] == keytype:
+            if " ".join(parts[1:3]) == key:
+                kept.append(ln)
+            else:
+                dropped.append(ln)
+            continue
+        kept.append(ln)
+    entry = f"{host} {key}"
+    if any(ln.split()[:3] == entry.split() for ln in kept):
+        return (None if not dropped else "".join(f"{ln}\n" for ln in kept)), dropped
+    return "".join(f"{ln}\n" for ln in [*kept, entry]), dropped
+
+
+def pair_builder(serving: Twin, builder: Twin, progress=print) -> None:
+    """Let root of twin SERVING log in to builder twin BUILDER as BUILDER_USER, as a
+    serving host reaches its builder; idempotent. In SERVING, root's key BUILDER_KEY
+    (ed25519, no passphrase; made if absent); its public half once in the builder user's
+    authorized_keys; the builder's host key once in root's known_hosts, as
+    ``[127.0.0.1]:PORT`` (twins share this machine's network namespace)."""
+    if serving.role != "serving" or builder.role != "builder":
+        raise TwinError(
+            f"pairing twin {serving.name} ({serving.role}) with twin {builder.name} "
+            f"({builder.role}): the first must be a serving twin, the second a builder "
+            f"(`remedy twin up --name {builder.name} --role builder`)."
+        )
+    for t in (serving, builder):
+        if t.init_pid() is None:
+            raise TwinError(
+                f"twin {t.name} is not up; start it with `remedy twin up --name {t.name}"
+                f"{' --role builder' if t.role == 'builder' else ''}`."
+            )
+    pair = f"twins {serving.name} -> {builder.name}"
+    if serving.exec(["test", "-e", BUILDER_KEY], check=False).returncode != 0:
+        progress(f"{pair}: root's key {BUILDER_KEY} in {serving.name}")
+        serving.exec(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "",
+             "-C", f"root@{serving.name} for builder twins", "-f", BUILDER_KEY],
+        )  # fmt: skip
+    pub_path = BUILDER_KEY + ".pub"
+    if serving.exec(["test", "-e", pub_path], check=False).returncode != 0:
+        pub = serving.exec(["ssh-keygen", "-y", "-f", BUILDER_KEY]).stdout
+        serving.exec(["install", "-m", "0644", "/dev/stdin", pub_path], input=pub)
+    pub = serving.exec(["cat", pub_path]).stdout.strip()
+
+    user = BUILDER_USER
+    ssh_dir = f"/home/{user}/.ssh"
+    _ensure_dir(builder, ssh_dir, "700", user)
+    auth = f"{ssh_dir}/authorized_keys"
+    new = with_line(_read(builder, auth), pub)
+    if new is None:
+        progress(f"{pair}: the key is in {builder.name}'s {auth} already")
+    else:
+        progress(f"{pair}: adding root's key to {builder.name}'s {auth}")
+        builder.exec(["install", "-m", "0600", "-o", user, "-g", user, "/dev/stdin", auth],
+                     input=new)  # fmt: skip
+    mode = builder.exec(["stat", "-c", "%a %U", auth]).stdout.split()
+    if mode != ["600", user]:
+        builder.exec(["chown", f"{user}:{user}", auth])
+        builder.exec(["chmod", "0600", auth])
+
+    host_key = builder.exec(["cat", "/etc/ssh/ssh_host_ed25519_key.pub"]).stdout.split()
+    host = f"[127.0.0.1]:{builder.ssh_port}"
+    known = "/root/.ssh/known_hosts"
+    new, dropped = with_known_host(_read(serving, known), host, " ".join(host_key[:2]))
+    if new is None:
+        progress(f"{pair}: {builder.name}'s host key is in {serving.name}'s {known} already")
+        return
+    if dropped:
+        progress(f"{pair}: replacing {len(dropped)} older host key(s) of {host} in {known}")
+    progress(f"{pair}: adding {builder.name}'s host key to {serving.name}'s {known}")
+    serving.exec(["install", "-D", "-m", "0644", "/dev/stdin", known], input=new)
 
 
 def apply_emergency_override(twin: Twin) -> None:
@@ -606,7 +804,7 @@ def reboot(name: str, progress=print) -> Twin:
     progress(f"rebooting twin {name}")
     twin.exec(["systemctl", "reboot"], check=False)
     _wait_for_reboot(twin, old)
-    wait_serving(twin)
+    wait_booted(twin)
     return twin
 
 

@@ -25,7 +25,7 @@ import pytest
 import facts.serving
 from remedy import runbooks
 from remedy.core.config import desired
-from remedy.core.config.host_data import KEYS, HostData, from_host_data
+from remedy.core.config.host_data import KEYS, HostData, builder_of, from_host_data
 from remedy.core.render import manual, manual_flow
 from remedy.core.run.plan import plan_restore, unhealthy
 from remedy.core.run.steps import plan_steps
@@ -100,7 +100,17 @@ ROWS: dict[str, Row] = {
         NEITHER,
         "a command remedy converge runs on its own machine after a host's verify",
     ),
+    # building on a builder (issue 29): the deploy only; a builder's own data
+    "build_host": Row("b1", REFUSED),
+    "builder_key": Row("/root/.ssh/id_builder", REFUSED),
+    "copy_signed": Row(True, REFUSED),
+    "remedy_role": Row("builder", NEITHER, "a builder's own data: it serves nothing"),
+    "builder_user": Row("nixbuild", NEITHER, "a builder's own data: who serving hosts are there"),
+    "builder_address": Row("10.0.0.9", NEITHER, "a builder's own data: where it is reached"),
 }
+# What a key changes only together with another: the data both sides start from.
+BASES = {"builder_key": {"build_host": "b1"}, "copy_signed": {"build_host": "b1"}}
+BUILDER_DATA = {"remedy_role": "builder", "ssh_hostname": "10.0.0.9", "ssh_port": 2201}
 
 
 def _snapshot(state: str):
@@ -146,7 +156,10 @@ def deploy_steps(data: dict) -> str:
         s = from_host_data("cfx-llm2", data)
         for scope in (desired.TOOL_CALLING, desired.ALL):
             plan = plan_restore(snap, s, scope)
-            planned = plan_steps(plan, snap, s, "case", unhealthy(plan, snap))
+            builder = None
+            if s.build_host != "serving":
+                builder = builder_of(s, s.build_host, BUILDER_DATA)
+            planned = plan_steps(plan, snap, s, "case", unhealthy(plan, snap), builder)
             out.append(
                 json.dumps(
                     [state, [(st.op, st.stage, _plain(st.args)) for st in planned.steps]],
@@ -187,10 +200,11 @@ def test_every_host_data_key_has_a_row():
 @pytest.mark.parametrize("key", sorted(ROWS))
 def test_the_two_renderers_change_together(key):
     row = ROWS[key]
-    data = {key: row.value}
+    base = BASES.get(key, {})
+    data = {**base, key: row.value}
     from_host_data("cfx-llm2", data)  # a valid value
-    deploy_changed = deploy_steps({}) != deploy_steps(data) or bool(_read_by_operations(key))
-    default_script, script = manual_scripts({}), manual_scripts(data)
+    deploy_changed = deploy_steps(base) != deploy_steps(data) or bool(_read_by_operations(key))
+    default_script, script = manual_scripts(base), manual_scripts(data)
     manual_changed = default_script != script
     refused = f"host data {key}=" in script and "not carried out by this script" in script
     if row.does == BOTH:

@@ -110,6 +110,7 @@ from typing import Any
 
 from pyinfra.api.exceptions import InventoryError
 
+from remedy.core.programs.builder import Builder
 from remedy.errors import ConfigError
 
 PARSERS = ("qwen3_xml", "qwen3_coder", "hermes")  # the allowlist
@@ -213,6 +214,20 @@ class HostData:
     # after the verify: {host} and {server_url} are replaced.
     rotation_out: tuple[str, ...] | None = None
     rotation_in: tuple[str, ...] | None = None
+    # Where the new system is evaluated and built (issue 29): "serving" (this host), or
+    # the name of a builder host of the inventory (remedy_role builder), which root of
+    # this host reaches over SSH with builder_key; the closure is copied here.
+    build_host: str = "serving"
+    builder_key: str = "/root/.ssh/remedy-builder"
+    # The builder signs what it builds (its nix.conf secret-key-files) and this host
+    # trusts the key (trusted-public-keys): the copy checks signatures. False: the copy
+    # passes --no-check-sigs (root trusts the builder it reaches over SSH).
+    copy_signed: bool = False
+    # A builder's own data: its role, the unprivileged user the serving hosts' root
+    # logs in as, and the address they reach it at (default: its ssh_hostname).
+    remedy_role: str = "serving"
+    builder_user: str = "remedy-build"
+    builder_address: str | None = None
 
     def snapshot_kwargs(self) -> dict:
         """Arguments of facts.serving.HostSnapshot for this host."""
@@ -500,6 +515,24 @@ def _argv(host, key, value):
     return tuple(value)
 
 
+ROLES = ("serving", "builder")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]*$")
+ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+def _build_host(host, key, value):
+    if value == "local":
+        raise _fail(
+            host,
+            key,
+            "is local, which remedy cannot do yet: give the machine that runs remedy an "
+            'entry in the inventory with remedy_role = "builder" and name it here',
+        )
+    return _string(
+        host, key, value, NAME_RE, "serving, or the name of a builder host of the inventory"
+    )
+
+
 # Every key's check, in one table: (host, key, value) -> the typed value or ConfigError.
 CHECKS = {
     "unit": _pattern(UNIT_RE, "a unit name like tenstorrent-serving.service"),
@@ -556,6 +589,12 @@ CHECKS = {
     "max_failures": lambda h, k, v: _number(h, k, v, int),
     "rotation_out": _optional(_argv),
     "rotation_in": _optional(_argv),
+    "build_host": _build_host,
+    "builder_key": _pattern(PATH_RE, "an absolute path of plain characters (on the host)"),
+    "copy_signed": _bool,
+    "remedy_role": _choice(ROLES),
+    "builder_user": _pattern(USER_RE, "a plain user name like remedy-build"),
+    "builder_address": _optional(_pattern(ADDRESS_RE, "a host name or IP address")),
 }
 assert set(CHECKS) == KEYS, set(CHECKS) ^ KEYS
 
@@ -626,11 +665,60 @@ def checked_hosts(hosts: list, argv: list[str] | None = None) -> list:
                 _coerce(CLI_DATA, key, value)
     except ConfigError as exc:
         raise InventoryError(str(exc)) from None
+    merged = {}
     for entry in hosts:
         name, data = (entry, {}) if isinstance(entry, str) else entry
         try:
-            from_host_data(name, {**data, **extra})
+            merged[name] = from_host_data(name, {**data, **extra})
         except ConfigError as exc:
             # pyinfra prints its own InventoryError as one line, not a traceback.
             raise InventoryError(str(exc)) from None
+    try:
+        check_builders(merged)
+    except ConfigError as exc:
+        raise InventoryError(str(exc)) from None
     return hosts
+
+
+def check_builders(hosts: dict[str, HostData]) -> None:
+    """Each serving host's build_host names another host of the inventory, a builder
+    (remedy_role builder). A builder's own build_host is not read."""
+    for name, s in hosts.items():
+        b = s.build_host
+        if s.remedy_role == "builder" or b == "serving":
+            continue
+        if b == name:
+            raise _fail(name, "build_host", 'names the host itself; say "serving" for that')
+        if b not in hosts:
+            raise _fail(
+                name,
+                "build_host",
+                f"names {b!r}, which is not a host of this inventory; add it with "
+                'remedy_role = "builder", or set build_host = "serving"',
+            )
+        if hosts[b].remedy_role != "builder":
+            raise _fail(
+                name,
+                "build_host",
+                f"names {b!r}, which is a serving host; give it remedy_role = "
+                '"builder" (a builder serves nothing and remedy never converges it)',
+            )
+
+
+def builder_of(s: HostData, builder_name: str, builder_data: dict) -> Builder:
+    """The builder that S's host builds on (its build_host), from that host's data in
+    the inventory: its user, its address (builder_address, else its ssh_hostname, else
+    its name), its SSH port and its own bounds; the key and the copy's trust are S's."""
+    b = from_host_data(builder_name, {**builder_data, "remedy_role": "builder"})
+    address = b.builder_address or builder_data.get("ssh_hostname") or builder_name
+    return Builder(
+        builder_name,
+        b.builder_user,
+        str(address),
+        int(builder_data.get("ssh_port") or 22),
+        s.builder_key,
+        s.copy_signed,
+        b.build_max_jobs,
+        b.build_cores,
+        b.nix_timeout_s,
+    )

@@ -914,6 +914,11 @@ NOT_CARRIED = {
     "whatever each setting's urgency; run the deploy to defer a restart",
     "restart": "the person who runs this script is the restart policy: it restarts as soon "
     "as the fix needs it",
+    "build_host": "this script evaluates and builds on this host, memory-gated "
+    "(min_mem_available_gb) and bounded as the deploy does without a builder; run the "
+    "deploy to build on the builder",
+    "builder_key": "this script builds on this host (see build_host)",
+    "copy_signed": "this script builds on this host: nothing is copied",
 }
 
 

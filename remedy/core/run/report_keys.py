@@ -33,6 +33,7 @@ KEYS = MappingProxyType(
         # switch changes beyond the settings, the flake checks' results
         "local_builds": SEQUENCE,
         "toplevel": (str,),
+        "built_on": (str,),  # the builder that built it (host data build_host)
         "switch_changes": (dict,),
         "flake_checks": SEQUENCE,
         # the fast-forward: the lock commit the checkout holds

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from remedy.core.config import desired, volatile
 from remedy.core.config.host_data import HostData
 from remedy.core.programs import journal
+from remedy.core.programs.builder import Builder
 from remedy.core.readings import nix as nix_core
 from remedy.core.readings.snapshot import HostSnapshot
 from remedy.core.run.plan import DURABLE, FALLBACK, NOOP, RestorePlan, override_in_place
@@ -181,8 +182,9 @@ NO_REBUILD = "the deployed configuration holds every durable setting; no rebuild
 class _Values:
     """The values of each step of one host's run: a method per template key."""
 
-    def __init__(self, plan, snap, s: HostData, run_id: str, unhealthy):
+    def __init__(self, plan, snap, s: HostData, run_id: str, unhealthy, builder=None):
         self.plan, self.snap, self.s, self.unhealthy = plan, snap, s, unhealthy
+        self.builder = builder
         self.resuming = None
         if plan.path == DURABLE and plan.rebuild:
             self.resuming = snap.journal.resumable(snap.checkout.head)
@@ -238,6 +240,7 @@ class _Values:
             "trusted_signers": s.trusted_signers,
             "required_fix_rev": s.required_fix_rev,
             "lock_message": lock_message(s, locked.rev if locked else None),
+            "builder": self.builder,
             "skip": self.skip_durable(self.resuming or own),
         }
 
@@ -263,11 +266,14 @@ class _Values:
             "text": plan.managed_text or "",
             "message": managed_message(s, plan.scope),
             "flake_host": s.flake_host,
+            "builder": self.builder,
             "skip": self.skip_durable(own),
         }
 
     def gate_nix(self) -> dict:
         own = self.resuming or (None if self.plan.rebuild else "nothing to build")
+        if not own and self.builder:
+            own = f"the builder {self.builder.name} evaluates and builds: no nix evaluates here"
         return self.gate("evaluating and building the new system", own, self.durable_skip)
 
     def prove(self) -> dict:
@@ -282,6 +288,7 @@ class _Values:
             "new_derivation_cli": bool(snap.nix and nix_core.derivation_show_is_new(snap.nix)),
             "systemd_run": snap.tools.systemd_run,
             "current_system": snap.generations.current_system,
+            "builder": self.builder,
             "skip": self.skip_durable(own),
         }
 
@@ -483,6 +490,8 @@ class _Values:
             **self.owned,
             "made": self.plan.path == DURABLE and self.plan.rebuild,
             "left": list(self.snap.journal.scratch_clones),
+            "builder": self.builder,
+            "flake_host": self.s.flake_host,
         }
 
     def outcome(self) -> dict:
@@ -497,10 +506,16 @@ class _Values:
 
 
 def plan_steps(
-    plan: RestorePlan, snap: HostSnapshot, s: HostData, run_id: str, unhealthy: str | None = None
+    plan: RestorePlan,
+    snap: HostSnapshot,
+    s: HostData,
+    run_id: str,
+    unhealthy: str | None = None,
+    builder: Builder | None = None,
 ) -> Steps:
-    """Every step of this host's run with its values (see the module's doc)."""
-    values = _Values(plan, snap, s, run_id, unhealthy)
+    """Every step of this host's run with its values (see the module's doc); BUILDER:
+    the builder its build_host names (the inventory knows it), or None."""
+    values = _Values(plan, snap, s, run_id, unhealthy, builder)
     steps = tuple(Step(t, getattr(values, t.key)()) for t in TEMPLATES)
     return Steps(steps, values.resuming)
 

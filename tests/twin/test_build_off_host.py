@@ -1,0 +1,242 @@
+"""Issue 29 on twins: a serving host whose build_host names a builder evaluates and builds
+nothing itself. The builder twin builds, the closure is copied, and the serving twin
+only receives it, sets the profile and switches.
+
+The serving twin's nix is wrapped: every invocation (of nix and of each name linked to
+it: nix-store, nix-env, nix-build, ...) is recorded, and every evaluation or build is
+refused, so a run that evaluated there would fail, not only be seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from remedy.core.programs import journal as journal_core
+from remedy.twin import machine
+from tests.conftest import (
+    PROJECT,
+    not_owned_by_owner,
+    out_of_sync,
+    owner_git,
+    probe_inside,
+    remedy_json,
+)
+
+pytestmark = pytest.mark.twin
+
+CALLS = "/var/log/remedy-twin-nix-calls"
+PROFILE = "/nix/var/nix/profiles/system"
+JOURNAL = journal_core.path("tenstorrent-serving.service")
+
+# In the serving twin: /usr/bin/nix (which every nix-* name links to) becomes this
+# script; the real binary is nix.real, run under the name it was called by.
+NIX_WRAPPER = r"""#!/bin/bash
+name=${0##*/}
+refuse() {
+  printf 'REFUSED %s %s\n' "$name" "$*" >> /var/log/remedy-twin-nix-calls
+  echo "error: twin: $name $1 refused: this serving host evaluates and builds nothing" >&2
+  exit 1
+}
+case "$name" in
+  nix-build|nix-instantiate|nix-shell) refuse "$@" ;;
+  nix)
+    for a in "$@"; do
+      case "$a" in
+        build|eval|flake|derivation|show-derivation|repl|develop|shell|run|profile) refuse "$@" ;;
+        copy|store|path-info|--version|--help) break ;;
+      esac
+    done ;;
+esac
+printf '%s %s\n' "$name" "$*" >> /var/log/remedy-twin-nix-calls
+exec -a "$name" /usr/bin/nix.real "$@"
+"""
+
+
+def wrap_nix(twin: machine.Twin) -> None:
+    twin.exec(["mv", "/usr/bin/nix", "/usr/bin/nix.real"])
+    twin.exec(["sh", "-c", "cat > /usr/bin/nix && chmod 755 /usr/bin/nix"], input=NIX_WRAPPER)
+    twin.exec(["sh", "-c", f": > {CALLS} && chmod 666 {CALLS}"])
+
+
+def nix_calls(twin: machine.Twin) -> list[str]:
+    return twin.exec(["cat", CALLS]).stdout.splitlines()
+
+
+def not_allowed(calls: list[str]) -> list[str]:
+    """The calls that are none of: the copy's receiving side (nix copy --from, the
+    path's check), the profile (nix-env --set), reading the version (no evaluation),
+    the daemon socket-activated for the copy."""
+
+    def allowed(line: str) -> bool:
+        name, _, args = line.partition(" ")
+        words = args.split()
+        if name == "nix" and "copy" in words and "--from" in words:
+            return True
+        if name == "nix" and words == ["--version"]:
+            return True
+        if name == "nix-store" and words[:1] == ["--verify-path"]:
+            return True
+        if name == "nix-env" and "--set" in words:
+            return True
+        return name == "nix-daemon"
+
+    return [line for line in calls if not allowed(line)]
+
+
+@pytest.fixture
+def builder():
+    name = f"b{os.getpid() % 100000}-{time.monotonic_ns() % 1000}"
+    twin = machine.up(name, suite=os.environ.get("REMEDY_TWIN_SUITE") or "trixie",
+                      role="builder", progress=lambda _m: None)  # fmt: skip
+    try:
+        yield twin
+    finally:
+        machine.down(name, progress=lambda _m: None)
+
+
+def paired_inventory(path, serving: machine.Twin, builder: machine.Twin, **data):
+    """An inventory of the serving twin (build_host naming the builder) and the builder."""
+    path.write_text(
+        "from remedy.inventory import checked_hosts\n"
+        "from remedy.twin.machine import inventory_hosts\n"
+        f"NAMES = {[serving.name, builder.name]!r}\n"
+        f"EXTRA = {{{serving.name!r}: {{'build_host': {builder.name!r}, **{data!r}}}}}\n"
+        "hosts = checked_hosts([(n, {**d, **EXTRA.get(n, {})}) for n, d in inventory_hosts()"
+        " if n in NAMES])\n"
+    )
+    return str(path)
+
+
+def converge(inventory: str, serving: machine.Twin, *extra: str, env=None, popen=False):
+    argv = ["pyinfra", "-y", "--limit", serving.name, "--data", "restart=now", *extra,
+            inventory, "deploys/converge.py"]  # fmt: skip
+    if popen:
+        return subprocess.Popen(
+            argv, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    return subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def status_settings(inventory: str, serving: machine.Twin):
+    """remedy status of the serving twin over the paired inventory (its build_host set:
+    the status evaluates nothing there either)."""
+    code, doc = remedy_json("status", inventory, "--limit", serving.name)
+    (host,) = doc["hosts"]
+    return code, {d["key"]: d for d in host["settings"]}
+
+
+def said(proc) -> str:
+    return " ".join((proc.stdout + proc.stderr).split())
+
+
+@pytest.mark.nix_cli
+def test_a_converge_with_a_builder_builds_nothing_on_the_serving_host(make_twin, builder, tmp_path):
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+
+    dry = converge(inventory, serving, "--dry")
+    assert dry.returncode == 0, said(dry)[-3000:]
+    text = said(dry)
+    assert f"will build on the builder {builder.name} (remedy-build@127.0.0.1:" in text, text
+    assert "copy the built system's closure here (nix copy --from ssh-ng://" in text, text
+    assert not_allowed(nix_calls(serving)) == []
+
+    proc = converge(inventory, serving)
+    text = said(proc)
+    assert proc.returncode == 0, text[-4000:]
+    assert f"building the new system on {builder.name}" in text, text
+    assert "copying /nix/store/" in text, text
+    calls = nix_calls(serving)
+    assert not_allowed(calls) == [], calls
+    assert [c for c in calls if " copy " in c], calls  # the closure came by the copy
+    assert probe_inside(serving).outcome == "parsed"
+    assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert not_owned_by_owner(serving) == []
+    # the builder keeps no scratch clone; the serving host none either
+    left = builder.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null"], check=False)
+    assert left.stdout.strip() == ""
+
+    machine.reboot(serving.name, progress=lambda _m: None)
+    assert probe_inside(serving).outcome == "parsed"
+    code, settings = status_settings(inventory, serving)
+    assert code == 0 and out_of_sync(settings) == set(), settings
+    assert not_allowed(nix_calls(serving)) == []
+
+
+@pytest.mark.nix_cli
+def test_a_builder_that_is_down_gives_the_fallback_and_leaves_the_host_as_it_was(
+    make_twin, builder, tmp_path
+):
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    profile = serving.exec(["readlink", "-f", PROFILE]).stdout
+    builder.exec(["systemctl", "stop", "ssh.service", "ssh.socket"], check=False)
+
+    proc = converge(inventory, serving)
+    text = said(proc)
+    assert f"the builder {builder.name} (remedy-build@127.0.0.1:" in text, text[-4000:]
+    assert "cannot be reached or has no Nix" in text, text[-4000:]
+    assert "fallback" in text, text[-4000:]
+    assert probe_inside(serving).outcome == "parsed"  # the /run override holds it
+    assert owner_git(serving, "rev-parse", "HEAD").stdout == head
+    assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert serving.exec(["readlink", "-f", PROFILE]).stdout == profile
+    assert not_allowed(nix_calls(serving)) == []
+
+
+def _journal_has(twin: machine.Twin, key: str) -> bool:
+    out = twin.exec(["cat", JOURNAL], check=False).stdout
+    try:
+        return bool(json.loads(out).get(key))
+    except ValueError:
+        return False
+
+
+@pytest.mark.nix_cli
+def test_sigkill_after_the_copy_resumes_without_building_or_copying_again(
+    make_twin, builder, tmp_path
+):
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+
+    run = converge(inventory, serving, env=env, popen=True)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and run.poll() is None:
+            if _journal_has(serving, "toplevel"):  # copied, proven, not yet switched
+                break
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before the copy was recorded"
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    copies = [c for c in nix_calls(serving) if " copy " in c]
+    assert len(copies) == 1, copies
+
+    rerun = converge(inventory, serving, env=env)
+    text = said(rerun)
+    assert rerun.returncode == 0, text[-4000:]
+    assert "without building again" in text, text[-4000:]
+    assert "copying /nix/store/" not in text and "building the new system" not in text
+    assert [c for c in nix_calls(serving) if " copy " in c] == copies
+    code, settings = status_settings(inventory, serving)
+    assert code == 0 and out_of_sync(settings) == set(), settings
+    assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    left = builder.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null"], check=False)
+    assert left.stdout.strip() == ""
