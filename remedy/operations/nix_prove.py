@@ -420,9 +420,10 @@ def _flake_checks(as_owner, a: Build, scratch: str):
             break
         tail = checks_core.log_tail(built.stderr + "\n" + built.stdout)
         results.append(checks_core.CheckResult(check, checks_core.FAILED, " / ".join(tail)))
+        where = f" on the builder {a.builder.label}" if a.builder else ""
         why = (
-            f"{what} failed for {s.flake_input} at the bumped rev: {tail[-1] if tail else '?'} "
-            "(the switch would deploy what the check rejects)"
+            f"{what} failed{where} for {s.flake_input} at the bumped rev: "
+            f"{tail[-1] if tail else '?'} (the switch would deploy what the check rejects)"
         )
         break
     for r in results:

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from remedy.core.programs import journal as journal_core
-from remedy.twin import machine
+from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,
     not_owned_by_owner,
@@ -54,6 +54,10 @@ case "$name" in
     done ;;
 esac
 printf '%s %s\n' "$name" "$*" >> /var/log/remedy-twin-nix-calls
+# a copy cut short: KILLed 50 ms in (the test's fault, a knob file)
+if [ "$name" = nix ] && [ -e /etc/remedy-twin-cut-copy ]; then
+  case " $* " in *" copy "*) exec timeout -s KILL 0.05 /usr/bin/nix.real "$@" ;; esac
+fi
 exec -a "$name" /usr/bin/nix.real "$@"
 """
 
@@ -240,3 +244,110 @@ def test_sigkill_after_the_copy_resumes_without_building_or_copying_again(
     assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""
     left = builder.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null"], check=False)
     assert left.stdout.strip() == ""
+
+
+def assert_fell_back_untouched(serving, proc, head: str, profile: str, *named: str) -> None:
+    """The run gave up the durable path naming NAMED, the fallback holds tool calling,
+    and the checkout and the system profile are as they were."""
+    text = said(proc)
+    for words in named:
+        assert words in text, text[-5000:]
+    assert "Write the /run fallback override" in text
+    assert probe_inside(serving).outcome == "parsed"
+    assert owner_git(serving, "rev-parse", "HEAD").stdout == head
+    assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert serving.exec(["readlink", "-f", PROFILE]).stdout == profile
+    assert not_allowed(nix_calls(serving)) == []
+
+
+@pytest.mark.nix_cli
+def test_a_build_killed_on_the_builder_or_a_copy_cut_gives_the_fallback_naming_it(
+    make_twin, builder, tmp_path
+):
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    profile = serving.exec(["readlink", "-f", PROFILE]).stdout
+    # the builder's tt-stack gains a check whose build never ends: a build to kill
+    for commit in (fixtures.checked_commit(), fixtures.hanging_check_commit()):
+        machine.commit_as_owner(builder, fixtures.TT_STACK_DIR, commit)
+    out = open(tmp_path / "run.log", "w+")
+    argv = ["pyinfra", "-y", "--limit", serving.name, "--data", "restart=now",
+            inventory, "deploys/converge.py"]  # fmt: skip
+    run = subprocess.Popen(argv, cwd=PROJECT, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and run.poll() is None:
+            hung = builder.exec(["pgrep", "-f", "sleep 3600"], check=False)
+            if hung.returncode == 0:
+                break
+            time.sleep(0.1)
+        assert run.poll() is None, "the run ended before the check's build hung"
+        # the builder's nix, killed mid-build (as an OOM kill or a person would)
+        builder.exec(["pkill", "-KILL", "-u", machine.BUILDER_USER, "-x", "nix"])
+        assert run.wait(timeout=600) is not None
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait()
+        builder.exec(["pkill", "-KILL", "-f", "sleep 3600"], check=False)
+    out.seek(0)
+    killed = subprocess.CompletedProcess(argv, run.returncode, out.read(), "")
+    assert_fell_back_untouched(
+        serving, killed, head, profile,
+        f"flake check tt-stack#checks.x86_64-linux.tenstorrent-serving failed on the builder "
+        f"{builder.name} (remedy-build@",
+    )  # fmt: skip
+
+    # the check now passes; the copy is cut 50 ms in
+    builder.exec(["git", "-C", fixtures.TT_STACK_DIR, "revert", "--no-edit", "HEAD"],
+                 check=False)  # fmt: skip
+    machine.commit_as_owner(builder, fixtures.TT_STACK_DIR, fixtures.checked_commit())
+    serving.exec(["touch", "/etc/remedy-twin-cut-copy"])
+    cut = converge(inventory, serving)
+    assert_fell_back_untouched(
+        serving, cut, head, profile, f"from the builder {builder.name} (remedy-build@"
+    )
+    assert "the copy of /nix/store/" in said(cut), said(cut)[-4000:]
+
+    serving.exec(["rm", "/etc/remedy-twin-cut-copy"])
+    again = converge(inventory, serving)
+    assert again.returncode == 0, said(again)[-4000:]
+    assert "outcome: path durable" in said(again), said(again)[-4000:]
+    assert probe_inside(serving).outcome == "parsed"
+
+
+def _nix_conf(twin: machine.Twin, line: str) -> None:
+    twin.exec(["sh", "-c", 'printf "%s\\n" "$1" >> /etc/nix/nix.conf', "sh", line])
+    twin.exec(["systemctl", "restart", "nix-daemon.service"], check=False)
+
+
+@pytest.mark.nix_cli
+def test_a_signed_copy_needs_the_builders_key_trusted_on_the_serving_host(
+    make_twin, builder, tmp_path
+):
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder, copy_signed=True)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    profile = serving.exec(["readlink", "-f", PROFILE]).stdout
+    builder.exec(["nix-store", "--generate-binary-cache-key", "builder-1", "/etc/nix/sk",
+                  "/etc/nix/pk"])  # fmt: skip
+    _nix_conf(builder, "secret-key-files = /etc/nix/sk")  # the daemon signs what it builds
+
+    untrusted = converge(inventory, serving)
+    assert_fell_back_untouched(
+        serving, untrusted, head, profile, "the copy of /nix/store/", "copy_signed is true"
+    )
+
+    public = builder.exec(["cat", "/etc/nix/pk"]).stdout.strip()
+    _nix_conf(serving, f"extra-trusted-public-keys = {public}")
+    trusted = converge(inventory, serving)
+    text = said(trusted)
+    assert trusted.returncode == 0, text[-4000:]
+    assert "signatures checked" in text and "outcome: path durable" in text, text[-4000:]
+    copies = [c for c in nix_calls(serving) if " copy " in c]
+    assert copies and not [c for c in copies if "--no-check-sigs" in c], copies
