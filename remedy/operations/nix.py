@@ -435,7 +435,6 @@ def scratch_removed(
     made: bool = False,
     left: list[str] | None = None,
     builder: Builder | None = None,
-    flake_host: str = "",
 ):
     """Remove the scratch clone the run journal names, whatever happened before (the
     checkout has what was proven, or nothing), and any a killed run left (LEFT, as the
@@ -449,13 +448,12 @@ def scratch_removed(
     + made: the run makes a scratch clone (its plan rebuilds)
     + left: the scratch clones the snapshot found
     + builder: the builder this host builds on, whose clones of this host go too
-    + flake_host: the host's name in the flake (its clones' names on the builder)
     """
     if builder and made:
         if not state.is_executing:
-            yield command(builder_core.stale_scratch_removed(builder, flake_host))
+            yield command(builder_core.stale_scratch_removed(builder, builder.tag))
         elif journal.read(journal_path, run_id).get("builder_scratch"):
-            yield from ran(run_id, builder_core.stale_scratch_removed(builder, flake_host))
+            yield from ran(run_id, builder_core.stale_scratch_removed(builder, builder.tag))
     if not (made or left):
         host.noop("no scratch clone")
         return

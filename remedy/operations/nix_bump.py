@@ -149,10 +149,8 @@ def _sent_to_builder(a: Bump, b: builder_core.Builder, scratch: str, known):
         yield from give_up(why)
         return ""
     host.log_styled(f"the builder {b.label} answers: {up.stdout.strip()}", fg="blue")
-    yield from ran(run_id, builder_core.stale_scratch_removed(b, a.flake_host))
-    sent = yield from ran(
-        run_id, builder_core.clone_sent(b, a.flake_host, a.owner, a.home, scratch)
-    )
+    yield from ran(run_id, builder_core.stale_scratch_removed(b, b.tag))
+    sent = yield from ran(run_id, builder_core.clone_sent(b, b.tag, a.owner, a.home, scratch))
     there = sent.stdout.strip().splitlines()[-1:] if sent.ok else []
     if not there:
         yield from give_up(on_builder_failed(b, "the scratch clone", sent.why))
@@ -192,8 +190,8 @@ def preview_bump(a: Bump) -> list[list[str]]:
         there = "$builder_scratch"
         steps += [
             builder_core.reachable(b),
-            builder_core.stale_scratch_removed(b, a.flake_host),
-            builder_core.clone_sent(b, a.flake_host, a.owner, a.home, scratch),
+            builder_core.stale_scratch_removed(b, b.tag),
+            builder_core.clone_sent(b, b.tag, a.owner, a.home, scratch),
         ]
     on_flake = where(a.owner, a.home, a.builder)
     if a.update:

@@ -191,7 +191,7 @@ def _builder(project: Path, runbook: str, s: HostData):
         _record_early(project, runbook, "failed", why)
         raise SystemExit(f"remedy: {host.name}: {why}")
     try:
-        return settings_mod.builder_of(s, other.name, dict(other.data.dict()))
+        return settings_mod.builder_of(s, other.name, dict(other.data.dict()), host.name)
     except ConfigError as exc:
         _record_early(project, runbook, "failed", f"bad builder data: {exc}")
         raise SystemExit(f"remedy: {exc}") from None

@@ -351,3 +351,33 @@ def test_a_signed_copy_needs_the_builders_key_trusted_on_the_serving_host(
     assert "signatures checked" in text and "outcome: path durable" in text, text[-4000:]
     copies = [c for c in nix_calls(serving) if " copy " in c]
     assert copies and not [c for c in copies if "--no-check-sigs" in c], copies
+
+
+@pytest.mark.nix_cli
+def test_two_serving_hosts_build_at_once_on_one_builder(make_twin, builder, tmp_path):
+    """Both twins are cfx-llm2 in the flake: their clones on the builder are kept apart
+    by their inventory names, so neither run removes the other's."""
+    one, two = make_twin(with_emergency_override=True), make_twin(with_emergency_override=True)
+    for serving in (one, two):
+        machine.pair_builder(serving, builder)
+        wrap_nix(serving)
+    inventory = tmp_path / "inv.py"
+    inventory.write_text(
+        "from remedy.inventory import checked_hosts\n"
+        "from remedy.twin.machine import inventory_hosts\n"
+        f"SERVING = {[one.name, two.name]!r}\n"
+        "hosts = checked_hosts([(n, {**d, **({'build_host': "
+        f"{builder.name!r}}} if n in SERVING else {{}})}}) for n, d in inventory_hosts()"
+        f" if n in SERVING + [{builder.name!r}]])\n"
+    )
+    code, doc = remedy_json("converge", str(inventory), "--restart", "now", "--canary", "0",
+                            "--max-restarting", "2")  # fmt: skip
+    verdicts = {h["host"]: h["verdict"] for h in doc["hosts"]}
+    assert code == 0, doc
+    assert set(verdicts) == {one.name, two.name}, verdicts  # the builder is not converged
+    for serving in (one, two):
+        assert probe_inside(serving).outcome == "parsed"
+        assert not_allowed(nix_calls(serving)) == []
+        assert [c for c in nix_calls(serving) if " copy " in c]
+    left = builder.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null"], check=False)
+    assert left.stdout.strip() == ""

@@ -144,3 +144,13 @@ def test_the_pipe_passes_each_side_as_one_quoted_argv():
     argv = builder_core.piped(["printf", "%s|", "a b", "$(x)"], ["tr", "|", "\n"])
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["a b", "$(x)"]
+
+
+def test_two_serving_hosts_of_one_flake_host_keep_apart_on_a_shared_builder():
+    s = host_data.from_host_data("s1", {"build_host": "b1", "flake_host": "cfx-llm2"})
+    data = {"remedy_role": "builder"}
+    one, two = (host_data.builder_of(s, "b1", data, name) for name in ("gpu-1", "gpu-1 "))
+    assert one.tag != two.tag and one.tag.startswith("gpu-1-")
+    odd = builder_core.tag_of("h*[x]/../y")
+    assert set(odd) <= set("abcdefghijklmnopqrstuvwxyz0123456789_.-h")  # no glob, no slash
+    assert builder_core.scratch_pattern(one.tag) != builder_core.scratch_pattern(two.tag)

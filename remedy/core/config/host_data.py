@@ -110,7 +110,7 @@ from typing import Any
 
 from pyinfra.api.exceptions import InventoryError
 
-from remedy.core.programs.builder import Builder
+from remedy.core.programs.builder import Builder, tag_of
 from remedy.errors import ConfigError
 
 PARSERS = ("qwen3_xml", "qwen3_coder", "hermes")  # the allowlist
@@ -705,7 +705,7 @@ def check_builders(hosts: dict[str, HostData]) -> None:
             )
 
 
-def builder_of(s: HostData, builder_name: str, builder_data: dict) -> Builder:
+def builder_of(s: HostData, builder_name: str, builder_data: dict, host: str = "") -> Builder:
     """The builder that S's host builds on (its build_host), from that host's data in
     the inventory: its user, its address (builder_address, else its ssh_hostname, else
     its name), its SSH port and its own bounds; the key and the copy's trust are S's."""
@@ -721,4 +721,5 @@ def builder_of(s: HostData, builder_name: str, builder_data: dict) -> Builder:
         b.build_max_jobs,
         b.build_cores,
         b.nix_timeout_s,
+        tag_of(host or s.flake_host),
     )

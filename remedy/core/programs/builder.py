@@ -14,6 +14,8 @@ text.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -35,6 +37,9 @@ class Builder:
     max_jobs: int = 1
     cores: int = 2
     timeout_s: int = 1800
+    # the serving host's own name on the builder (its scratch clones there): one
+    # builder serves several hosts, which may share a flake_host
+    tag: str = "host"
 
     @property
     def label(self) -> str:
@@ -71,9 +76,15 @@ def reachable(b: Builder) -> list[str]:
     return on_builder(b, ["nix", "--version"])
 
 
+def tag_of(host_name: str) -> str:
+    """A serving host's inventory name as a plain word for its scratch clones' names on
+    the builder (distinct per host: each holds its own host lock)."""
+    plain = re.sub(r"[^A-Za-z0-9_.-]", "_", host_name)[:40]
+    return f"{plain}-{hashlib.sha256(host_name.encode()).hexdigest()[:8]}"
+
+
 def scratch_pattern(tag: str) -> str:
-    """The builder's scratch clones of one serving host (TAG: its flake_host, a plain
-    name): one builder serves several hosts, each of which holds its own host lock."""
+    """The builder's scratch clones of the serving host TAG (``tag_of``)."""
     return f"{commands.SCRATCH_PREFIX[5:]}{tag}.*"
 
 

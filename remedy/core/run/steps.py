@@ -491,7 +491,6 @@ class _Values:
             "made": self.plan.path == DURABLE and self.plan.rebuild,
             "left": list(self.snap.journal.scratch_clones),
             "builder": self.builder,
-            "flake_host": self.s.flake_host,
         }
 
     def outcome(self) -> dict:
