@@ -59,6 +59,11 @@ class HostLock:
         now (its transient scope), through this session, at once (no round trip)."""
         return self._send("stop-nix\n")
 
+    def builds_also_on(self, argv: list[str]) -> bool:
+        """A stop request stops ARGV's builds too: the command (run on the host, one line)
+        that stops this host's nix on its builder."""
+        return self._send(f"builder-stop {shlex.join(argv)}\n")
+
     def _send(self, text: str) -> bool:
         try:
             self.channel.sendall(text.replace("\r", " ").encode())

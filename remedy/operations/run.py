@@ -32,6 +32,7 @@ from remedy import lock as host_lock
 from remedy.core.config import desired, volatile
 from remedy.core.config import host_data as settings_mod
 from remedy.core.config.host_data import HostData
+from remedy.core.programs import builder as builder_core
 from remedy.core.programs import commands
 from remedy.core.readings.snapshot import HostSnapshot as Snapshot
 from remedy.core.run import outcome as outcome_core
@@ -134,6 +135,8 @@ def begin_restore(
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
     builder = _builder(project, runbook, s)
+    if builder is not None and (lock := _locks.get(host.name)) is not None:
+        lock.builds_also_on(builder_core.builds_stopped(builder))
     if plan.managed_text is not None:
         # The run writes remedy's file: name what its forced values win over, from one
         # evaluation of the configuration without it (not here when a builder builds).

@@ -381,3 +381,34 @@ def test_two_serving_hosts_build_at_once_on_one_builder(make_twin, builder, tmp_
         assert [c for c in nix_calls(serving) if " copy " in c]
     left = builder.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null"], check=False)
     assert left.stdout.strip() == ""
+
+
+@pytest.mark.nix_cli
+def test_ctrl_c_stops_the_build_on_the_builder_too(make_twin, builder, tmp_path):
+    """A stop request stops the nix the run runs now, also on the builder: a check
+    whose build never ends is not waited for until nix_timeout_s."""
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    for commit in (fixtures.checked_commit(), fixtures.hanging_check_commit()):
+        machine.commit_as_owner(builder, fixtures.TT_STACK_DIR, commit)
+    run = converge(inventory, serving, popen=True)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and run.poll() is None:
+            if builder.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
+                break
+            time.sleep(0.1)
+        assert run.poll() is None, "the run ended before the check's build hung"
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=600) != 0
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        left = builder.exec(["pgrep", "-u", machine.BUILDER_USER, "-x", "nix"], check=False)
+        builder.exec(["pkill", "-KILL", "-f", "sleep 3600"], check=False)
+    assert left.returncode != 0, left.stdout  # no nix of the builder's user runs on
+    assert owner_git(serving, "rev-parse", "HEAD").stdout == head
+    assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""

@@ -96,6 +96,12 @@ def stale_scratch_removed(b: Builder, tag: str) -> list[str]:
     )
 
 
+def builds_stopped(b: Builder) -> list[str]:
+    """Stop this serving host's nix on the builder (a stop request): every process of
+    the builder's user whose command line names this host's scratch clones."""
+    return on_builder(b, ["pkill", "-u", b.user, "-f", f"/tmp/{scratch_pattern(b.tag)[:-1]}"])
+
+
 # On the builder: a scratch directory, the bundle from stdin, a clone of it; prints
 # the clone's path. A failure leaves nothing behind.
 RECEIVE_SH = r"""

@@ -62,13 +62,16 @@ mkdir -p "${j%/*}" 2>/dev/null
 { printf '{"boot_id": "%s"}\n' "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
   printf '%s\n' "$6"; } > "$j.tmp" 2>/dev/null && mv -f "$j.tmp" "$j" || rm -f "$j.tmp"
 echo "locked"
-ended=
+ended= builder_stop=
 while IFS= read -r line; do
   case $line in
     "end "*) ended=yes; break ;;
     # the run was asked to stop (its first SIGINT/SIGTERM): the owner's nix it runs now
     # (a build, a check) is stopped as a whole, not waited for
-    stop-nix) systemctl stop --no-block 'remedy-nix-*.scope' >/dev/null 2>&1 ;;
+    stop-nix) systemctl stop --no-block 'remedy-nix-*.scope' >/dev/null 2>&1
+      # and its nix on a builder (one quoted command line, sent by the run)
+      [ -n "$builder_stop" ] && { sh -c "$builder_stop" >/dev/null 2>&1 & } ;;
+    "builder-stop "*) builder_stop=${line#builder-stop } ;;
     *) printf '%s\n' "$line" >> "$j" 2>/dev/null ;;
   esac
 done
