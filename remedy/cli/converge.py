@@ -256,8 +256,15 @@ def _host_data(inventory: str, limit) -> tuple[dict[str, dict], list[str]]:
                 f"--limit {', '.join(unknown)}: not in {inventory} (hosts: {', '.join(hosts)})"
             )
         hosts = [h for h in hosts if h in limit]
-    hosts = [h for h in hosts if loaded[h].get("remedy_role") != "builder"]  # serve nothing
-    return {h: loaded[h] for h in hosts}, list(loaded)
+    serving = [h for h in hosts if loaded[h].get("remedy_role") != "builder"]  # serve nothing
+    if not serving:
+        from remedy.errors import ConfigError
+
+        raise ConfigError(
+            f"{inventory}: no serving host to converge"
+            + (f" (--limit {', '.join(hosts)}: builders, remedy_role builder)" if limit else "")
+        )
+    return {h: loaded[h] for h in serving}, list(loaded)
 
 
 def _report(

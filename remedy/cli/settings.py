@@ -84,6 +84,12 @@ def _on_hosts(inventory: str, limit, found, said: dict[str, str]) -> list[data.P
             problems.append(data.Problem(inventory, None, f"{name}: could not connect: {why}"))
         for host in hosts:
             s = settings_mod.from_host_data(host.name, host.data)
+            if s.build_host != "serving":  # no nix evaluates on a host with a builder
+                said[host.name] = (
+                    f"not evaluated: its builder {s.build_host} builds (a converge proves "
+                    "every setting there, before anything is copied)"
+                )
+                continue
             snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
             bound = mem.nix_memory_bound(snap.memory, s.min_mem_available_gb, s.nix_memory_max_gb)
             answer = host.get_fact(

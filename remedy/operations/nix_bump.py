@@ -13,6 +13,7 @@ from remedy.core.programs import builder as builder_core
 from remedy.core.programs import bump as bump_core
 from remedy.core.programs import commands
 from remedy.core.programs import journal as journal_core
+from remedy.core.readings import nix as nix_core
 from remedy.operations import journal
 from remedy.operations.argv import ran
 from remedy.operations.nix_body import Body, give_up, guarded, owned
@@ -89,11 +90,12 @@ def _bump(a: Bump) -> Body:
     cloned = yield from as_owner(_clone(a, scratch))
     if not cloned.ok:
         return (yield from give_up(f"cannot clone {a.flake_dir} into {scratch}: {cloned.why}"))
-    there = scratch
+    there, update_argv = scratch, a.update_argv
     if b := a.builder:
-        there = yield from _sent_to_builder(a, b, scratch, known)
-        if not there:
+        sent = yield from _sent_to_builder(a, b, scratch, known)
+        if not sent:
             return False
+        there, update_argv = sent  # the bump runs with the builder's own Nix
         known = journal_core.RunJournal(known.merged(builder=b.name, builder_scratch=there))
     if not a.update:
         note(f"{a.flake_input} not bumped: the next boot already has what it gives")
@@ -104,7 +106,7 @@ def _bump(a: Bump) -> Body:
     def at_flake(argv):
         return ran(run_id, on_flake(argv))
 
-    answer = yield from at_flake(_approved_bump(a, there))
+    answer = yield from at_flake(_approved_bump(a, there, update_argv))
     bumped = bump_core.parse(answer.stdout, answer.why)
     for line in bumped.said:
         host.log_styled(line, fg="green")
@@ -113,7 +115,8 @@ def _bump(a: Bump) -> Body:
     if bumped.signature is not None:
         say(signature=bumped.signature)
     if bumped.refused:
-        return (yield from give_up(bumped.refused))
+        at = f" (on the builder {a.builder.label})" if a.builder else ""
+        return (yield from give_up(bumped.refused + at))
     new_rev, new_url = bumped.new_rev, bumped.new_url
     if bumped.unchanged:
         note(f"{name} is already at {(new_rev or '?')[:12]}")
@@ -122,7 +125,8 @@ def _bump(a: Bump) -> Body:
         )
     committed = yield from at_flake(_lock_commit(a, there, (new_rev or "(bumped)")[:12]))
     if not committed.ok:
-        why = f"cannot commit flake.lock in the scratch clone: {committed.why}"
+        at = f" on the builder {a.builder.label}" if a.builder else ""
+        why = f"cannot commit flake.lock in the scratch clone{at}: {committed.why}"
         return (yield from give_up(why))
     head = yield from at_flake(commands.head(there))
     return (
@@ -144,11 +148,14 @@ def _sent_to_builder(a: Bump, b: builder_core.Builder, scratch: str, known):
     when B cannot take it (said: the durable path gives up)."""
     run_id = a.run_id
     up = yield from ran(run_id, builder_core.reachable(b))
-    if not up.ok:
-        why = f"the builder {b.label} cannot be reached or has no Nix: {up.why}"
-        yield from give_up(why)
+    nix = nix_core.parse_nix_version(up.stdout.splitlines()) if up.ok else None
+    if nix is None:
+        why = up.why if not up.ok else f"no Nix version in its answer {up.stdout[:80]!r}"
+        yield from give_up(f"the builder {b.label} cannot be reached or has no Nix: {why}")
         return ""
-    host.log_styled(f"the builder {b.label} answers: {up.stdout.strip()}", fg="blue")
+    host.log_styled(f"the builder {b.label} answers: {nix.label}", fg="blue")
+    # a killed run's build there (this host's lock says no run of it is live)
+    yield from ran(run_id, builder_core.builds_stopped(b))
     yield from ran(run_id, builder_core.stale_scratch_removed(b, b.tag))
     sent = yield from ran(run_id, builder_core.clone_sent(b, b.tag, a.owner, a.home, scratch))
     there = sent.stdout.strip().splitlines()[-1:] if sent.ok else []
@@ -158,18 +165,19 @@ def _sent_to_builder(a: Bump, b: builder_core.Builder, scratch: str, known):
     wrote = yield from journal.record(
         a.journal_path, run_id, known, builder=b.name, builder_scratch=there[0]
     )
-    return there[0] if wrote is not False else ""
+    return (there[0], list(nix.update_input_argv)) if wrote is not False else ""
 
 
 def _clone(a: Bump, scratch: str) -> list[str]:
     return commands.scratch_clone(a.flake_dir, scratch)
 
 
-def _approved_bump(a: Bump, scratch: str) -> list[str]:
+def _approved_bump(a: Bump, scratch: str, update_argv: list[str] | None = None) -> list[str]:
     """The bump with its approval, decided on the host by the program the manual script
-    runs too (remedy.core.programs.bump)."""
+    runs too (remedy.core.programs.bump), with the Nix command form of the host it runs
+    on (UPDATE_ARGV: the builder's; else the serving host's)."""
     name = a.flake_input
-    update = commands.update_input(a.update_argv, scratch, name)
+    update = commands.update_input(update_argv or a.update_argv, scratch, name)
     return bump_core.argv(
         scratch, name, update, a.pinned_rev, a.allowed_signers, a.trusted_signers,
         a.required_fix_rev,
@@ -231,12 +239,15 @@ def _write_managed(a: ManagedFile) -> Body:
     def as_owner(argv):
         return ran(a.run_id, on_flake(argv))
 
+    there = (
+        f"the scratch clone on the builder {a.builder.label}" if a.builder else "the scratch clone"
+    )
     wrote = yield from as_owner(_file_written(a, scratch))
     if not wrote.ok:
-        return (yield from give_up(f"cannot write {rel} in the scratch clone: {wrote.why}"))
+        return (yield from give_up(f"cannot write {rel} in {there}: {wrote.why}"))
     committed = yield from as_owner(_file_commit(a, scratch))
     if not committed.ok:
-        return (yield from give_up(f"cannot commit {rel} in the scratch clone: {committed.why}"))
+        return (yield from give_up(f"cannot commit {rel} in {there}: {committed.why}"))
     head = yield from as_owner(commands.head(scratch))
     return (
         yield from journal.record(

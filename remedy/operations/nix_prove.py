@@ -122,43 +122,60 @@ def _prove_on_builder(a: Build, j) -> Body:
         return (yield from give_up(f"unreadable nix build output: {built.stdout[:200]}"))
     if why := (yield from _flake_checks(None, a, there)):
         return (yield from give_up(why))
+    if j.get("commits"):  # first: then a run killed after the copy resumes from it
+        argv = builder_core.commits_fetched(b, there, a.owner, a.home, scratch)
+        fetched = yield from ran(run_id, argv)
+        if not fetched.ok:
+            why = f"cannot bring the proven commits from the builder {b.label}: {fetched.why}"
+            return (yield from give_up(why))
+    head = yield from ran(run_id, owned(a.owner, a.home, commands.head(scratch)))
     host.log_styled(f"copying {toplevel} from {b.name}", fg="blue")
-    copied = yield from ran(run_id, builder_core.closure_copied(b, toplevel))
+    copied = yield from ran(run_id, _copy(a, toplevel))
     if not copied.ok:
-        return (yield from give_up(_copy_failed(b, toplevel, copied)))
+        return (yield from give_up(_copy_failed(b, toplevel, copied, s.nix_timeout_s)))
     valid = yield from ran(run_id, builder_core.path_valid(toplevel))
     if not valid.ok:
         why = f"{toplevel} is not valid here after the copy from {b.label}: {valid.why}"
         return (yield from give_up(why))
     if why := _not_proven(a, toplevel, short):
         return (yield from give_up(why))
+    say(toplevel=toplevel, built_on=b.name)
+    yield from journal.record(
+        a.journal_path,
+        run_id,
+        j,
+        toplevel=toplevel,
+        proven_head=head.stdout.strip() if head.ok else None,
+    )
     held = ", ".join(desired.BY_KEY[k].label for k in a.prove)
     host.log_styled(f"proven: {toplevel} holds {held}", fg="green")
     if current := a.current_system:
         yield from _say_changes(run_id, current, toplevel, packages=b)
-    if j.get("commits"):
-        argv = builder_core.commits_fetched(b, there, a.owner, a.home, scratch)
-        fetched = yield from ran(run_id, argv)
-        if not fetched.ok:
-            why = f"cannot bring the proven commits from the builder {b.label}: {fetched.why}"
-            return (yield from give_up(why))
-    say(toplevel=toplevel, built_on=b.name)
-    head = yield from ran(run_id, owned(a.owner, a.home, commands.head(scratch)))
-    return (
-        yield from journal.record(
-            a.journal_path,
-            run_id,
-            j,
-            toplevel=toplevel,
-            proven_head=head.stdout.strip() if head.ok else None,
-        )
+    return True
+
+
+def _copy(a: Build, toplevel: str) -> list[str]:
+    """The copy's receiving side, bounded as the owner's nix is: in time (nix_timeout_s),
+    and in a scope (which a stop request stops) with what the host can spare in memory."""
+    s: HostData = a.host_data
+    bound = None
+    if a.systemd_run and (headroom := host.get_fact(MemoryHeadroom)) is not None:
+        bound = mem.nix_memory_bound(headroom, s.min_mem_available_gb, s.nix_memory_max_gb)
+    scope = re.sub(r"[^A-Za-z0-9]+", "-", a.run_id).strip("-")
+    return commands.nix_bounded(
+        builder_core.closure_copied(a.builder, toplevel),
+        bound,
+        f"remedy-nix-copy-{scope}",
+        s.nix_timeout_s,
     )
 
 
-def _copy_failed(b: builder_core.Builder, toplevel: str, copied) -> str:
+def _copy_failed(b: builder_core.Builder, toplevel: str, copied, timeout_s: int) -> str:
     said = copied.stderr + copied.stdout
     hint = ""
-    if "lacks a signature" in said or ("signature" in said and b.signed):
+    if hit := _bound_hit(copied, "copy", None, timeout_s):
+        hint = f" ({hit})"
+    elif "lacks a signature" in said or ("signature" in said and b.signed):
         hint = (
             " (copy_signed is true: the builder must sign with secret-key-files and this "
             "host trust its key in trusted-public-keys)"
@@ -263,6 +280,25 @@ def preview(a: Build) -> list[list[str]]:
     def as_owner(argv):
         return owned(a.owner, a.home, argv)
 
+    if b := a.builder:  # on the builder; here only the copy's receiving side
+        there, scratch = "$builder_scratch", "$scratch"
+        steps = [_nix_at(a, None, commands.build_toplevel(there, s.flake_host, b.max_jobs,
+                                                          b.cores), "build", None)]  # fmt: skip
+        for check in s.checks[0]:
+            steps += [
+                _nix_at(a, None, commands.flake_check(there, check, dry=True), "eval", None),
+                _nix_at(a, None, commands.flake_check(there, check, False, b.max_jobs,
+                                                      b.cores), "check", None),
+            ]  # fmt: skip
+        return [
+            *steps,
+            builder_core.commits_fetched(b, there, a.owner, a.home, scratch),
+            commands.nix_bounded(  # the memory bound is known at execution
+                builder_core.closure_copied(b, "$toplevel"), None, "remedy-nix-copy",
+                s.nix_timeout_s,
+            ),
+            builder_core.path_valid("$toplevel"),
+        ]  # fmt: skip
     scratch = "$scratch"
     steps = [
         _owner_nix(as_owner, a, commands.dry_run_toplevel(scratch, s.flake_host), "eval", 0),
@@ -394,7 +430,8 @@ def _flake_checks(as_owner, a: Build, scratch: str):
             results.append(checks_core.CheckResult(check, checks_core.ABSENT))
             continue
         if a.builder:  # a builder is for building: allow_local_build is this host's
-            heavy, why = [], None if dry.ok else f"{what} does not evaluate: {dry.why}"
+            on = f"{what} does not evaluate on the builder {a.builder.label}: {dry.why}"
+            heavy, why = [], None if dry.ok else on
         else:
             heavy, why = yield from _local_builds(as_owner, a, argv, bound, what, dry)
         if why:
@@ -415,7 +452,9 @@ def _flake_checks(as_owner, a: Build, scratch: str):
         if built.ok:
             results.append(checks_core.CheckResult(check, checks_core.PASSED))
             continue
-        if hit := _bound_hit(built, what, bound, s.nix_timeout_s):
+        timeout_s = a.builder.timeout_s if a.builder else s.nix_timeout_s
+        on = f"{what} on the builder {a.builder.name}" if a.builder else what
+        if hit := _bound_hit(built, on, bound, timeout_s):
             why = hit
             break
         tail = checks_core.log_tail(built.stderr + "\n" + built.stdout)

@@ -154,3 +154,33 @@ def test_two_serving_hosts_of_one_flake_host_keep_apart_on_a_shared_builder():
     odd = builder_core.tag_of("h*[x]/../y")
     assert set(odd) <= set("abcdefghijklmnopqrstuvwxyz0123456789_.-h")  # no glob, no slash
     assert builder_core.scratch_pattern(one.tag) != builder_core.scratch_pattern(two.tag)
+
+
+@pytest.mark.parametrize(
+    "data,said",
+    [
+        ({"ssh_hostname": "b1?remote-program=x"}, "data key 'ssh_hostname' must be a host"),
+        ({"ssh_port": "http"}, "data key 'ssh_port' must be a number"),
+        ({"ssh_port": 70000}, "data key 'ssh_port' must be a TCP port"),
+    ],
+)
+def test_a_builder_address_or_port_that_is_not_one_is_refused_naming_it(data, said):
+    s = host_data.from_host_data("s1", {"build_host": "b1"})
+    with pytest.raises(host_data.ConfigError) as exc:
+        host_data.builder_of(s, "b1", {"remedy_role": "builder", **data}, "s1")
+    assert said in str(exc.value) and "host b1" in str(exc.value)
+
+
+def test_converge_of_only_builders_is_refused_before_connecting(tmp_path):
+    from click.testing import CliRunner
+
+    from remedy.cli.converge import converge
+
+    inventory = tmp_path / "inv.py"
+    inventory.write_text(
+        'hosts = [("s1", {"build_host": "b1"}), ("b1", {"remedy_role": "builder"})]\n'
+    )
+    result = CliRunner().invoke(converge, [str(inventory), "--limit", "b1"])
+    # remedy's main turns a ConfigError into exit 2 with its message
+    assert isinstance(result.exception, host_data.ConfigError), result.output
+    assert "no serving host to converge (--limit b1: builders" in str(result.exception)

@@ -711,11 +711,16 @@ def builder_of(s: HostData, builder_name: str, builder_data: dict, host: str = "
     its name), its SSH port and its own bounds; the key and the copy's trust are S's."""
     b = from_host_data(builder_name, {**builder_data, "remedy_role": "builder"})
     address = b.builder_address or builder_data.get("ssh_hostname") or builder_name
+    key = "builder_address" if b.builder_address else "ssh_hostname"
+    _string(builder_name, key, str(address), ADDRESS_RE, "a host name or IP address")
+    port = _number(builder_name, "ssh_port", builder_data.get("ssh_port") or 22, int)
+    if not 0 < port < 65536:
+        raise _fail(builder_name, "ssh_port", f"must be a TCP port, not {port!r}")
     return Builder(
         builder_name,
         b.builder_user,
         str(address),
-        int(builder_data.get("ssh_port") or 22),
+        port,
         s.builder_key,
         s.copy_signed,
         b.build_max_jobs,
