@@ -8,6 +8,8 @@ ends with the end marker, so a cut-short answer is detected.
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra.api import QuoteString, StringCommand
 
 from remedy.core.config import options
@@ -15,11 +17,92 @@ from remedy.core.programs import commands, journal
 from remedy.core.readings import probe
 from remedy.core.readings.sections import END, ESCAPE_SH, ESCAPED
 
-# Shell functions every remote snippet may use.
-PRELUDE = r"""
+# Shell functions every remote snippet may use. The snapshot is read on every check of
+# every host, so it starts few processes (issue 34): shell builtins where the output
+# stays the same byte for byte, one process for several files, and what one section read
+# kept for the next (the unit's `systemctl show`, real paths, which scripts are text).
+# Loops split lines with IFS (`${x#*pattern}` is quadratic in dash).
+PRELUDE = (
+    r"""
+_nl='
+'
+_tab='@TAB@'
+# The real path of $1 in _real: what `readlink -f -- "$1"` prints, or $1 where it fails.
+# No process for a path with no link among its parts (readlink gives it back) or that
+# realpaths resolved.
+realpath_of() {
+  _real=$1
+  case $1 in
+  *"$_nl"* | *"$_tab"*) ;;
+  *)
+    case $_rc in
+    *"$_nl$1$_tab"*)
+      set -f; IFS=$_nl
+      for _e in $_rc; do
+        case $_e in "$1$_tab"*) _real=${_e#"$1$_tab"}; break ;; esac
+      done
+      unset IFS; set +f
+      return 0 ;;
+    esac
+    unlinked "$1" && return 0 ;;
+  esac
+  _real=$(readlink -f -- "$1" 2>/dev/null) && return 0
+  _real=$1
+  while :; do case $_real in *"$_nl") _real=${_real%"$_nl"} ;; *) return 0 ;; esac; done
+}
+# True when `readlink -f` prints $1 itself: an absolute path without . or .. parts, //
+# or a trailing /, none of whose parts is a symbolic link.
+unlinked() {
+  case $1 in /*) ;; *) return 1 ;; esac
+  case $1 in */ | *//* | */./* | */../* | */. | */..) return 1 ;; esac
+  _p=$1
+  while [ -n "$_p" ]; do
+    [ -L "$_p" ] && return 1
+    _p=${_p%/*}
+  done
+  return 0
+}
+# The existing ones among the paths given, resolved with one readlink for realpath_of.
+realpaths() {
+  _b=
+  for _f in "$@"; do
+    case $_f in '' | *"$_nl"* | *"$_tab"*) continue ;; esac
+    case $_rc in *"$_nl$_f$_tab"*) continue ;; esac
+    [ -e "$_f" ] && ! unlinked "$_f" && _b=$_b$_f$_nl
+  done
+  case $_b in *"$_nl"*"$_nl"*) ;; *) return 0 ;; esac
+  set -f; IFS=$_nl
+  set -- $_b
+  unset IFS; set +f
+  _o=$(readlink -f -- "$@" 2>/dev/null) || return 0
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_b $_o
+  unset IFS; set +f
+  [ $(($# % 2)) = 0 ] || return 0
+  _n=$(($# / 2))
+  _i=$_n
+  while [ "$_i" -gt 0 ]; do
+    eval "_rc=\$_rc\$_nl\$1\$_tab\${$((_n + 1))}"
+    shift
+    _i=$((_i - 1))
+  done
+}
+# grep -Iq . "$1" (a readable text file, not empty), asked once a file.
+istext() {
+  case $1 in *"$_nl"* | *"$_tab"*) grep -Iq . "$1" 2>/dev/null; return ;; esac
+  case $_tc in
+  *"$_nl$1${_tab}y$_nl"*) return 0 ;;
+  *"$_nl$1${_tab}n$_nl"*) return 1 ;;
+  esac
+  if grep -Iq . "$1" 2>/dev/null; then _tc=$_tc$_nl$1${_tab}y$_nl; return 0; fi
+  _tc=$_tc$_nl$1${_tab}n$_nl
+  return 1
+}
 catfile() {
   [ -n "$1" ] || return 0
-  printf '@@remedy:file %s %s\n' "$1" "$(readlink -f -- "$1" 2>/dev/null || printf '%s' "$1")"
+  realpath_of "$1"
+  printf '@@remedy:file %s %s\n' "$1" "$_real"
   [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
 }
 # The command paths that ExecStart= lines of unit files name (prefixes like - @ ! dropped,
@@ -33,7 +116,7 @@ exec_targets() {
 }
 # A start script; a binary (an ExecStart of /bin/sh -c ...) is named, not printed.
 catscript() {
-  if [ ! -f "$1" ] || grep -Iq . "$1" 2>/dev/null; then catfile "$1"
+  if [ ! -f "$1" ] || istext "$1"; then catfile "$1"
   else printf '@@remedy:file %s %s\n# (a binary, not a start script)\n' "$1" "$1"
   fi
 }
@@ -41,24 +124,81 @@ catscript() {
 catscripts() {
   while read -r s; do
     catscript "$s"
-    [ -f "$s" ] && grep -Iq . "$s" 2>/dev/null \
+    [ -f "$s" ] && istext "$s" \
       && exec_targets "$s" | while read -r t; do catscript "$t"; done
   done
 }
-""".replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED).replace(
-    "@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED
+# In _sorted, what `sort $1` ($1: -u or nothing) prints for the lines of $2, a stream
+# whose last line may lack its newline; sort runs only for two different lines or more.
+# Lines that are all empty are only ever given with -u.
+sorted() {
+  _sorted=
+  [ -n "$2" ] || return 0
+  _a=${2%"$_nl"}
+  case $_a in
+  *"$_nl"*) ;;
+  *) _sorted=$_a$_nl; return 0 ;;
+  esac
+  case $1$_a in
+  # all the same line (none empty: splitting leaves those out)? sort -u gives it once
+  -u"$_nl"* | -u*"$_nl$_nl"* | -u*"$_nl") ;;
+  -u*)
+    _f=${_a%%"$_nl"*}
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- $_a
+    unset IFS; set +f
+    _same=1
+    for _l in "$@"; do [ "$_l" = "$_f" ] || { _same=; break; }; done
+    if [ -n "$_same" ]; then _sorted=$_f$_nl; return 0; fi
+    set -- -u ;;
+  esac
+  _sorted=$(sort $1 <<EOF
+$_a
+EOF
+)
+  _sorted=$_sorted$_nl
+}
+# printf FORMAT for each line of $2 that is not empty (a program's output read with $(...)).
+prefixed() {
+  _x=$1
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $2
+  unset IFS; set +f
+  [ $# = 0 ] || printf "$_x" "$@"
+}
+""".replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED)
+    .replace("@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED)
+    .replace("@TAB@", "\t")
 )
 
+# The unit's properties in one `systemctl show`; FragmentPath, DropInPaths and MainPID
+# (what RUNTIME reads too) taken from its answer as `systemctl show -P NAME` prints them.
+# The scripts' exec targets are kept for RUNTIME's search for wrappers (_l1), so RUNTIME
+# must follow UNIT in a script (command() checks).
 UNIT = r"""
 u=$REMEDY_UNIT
 echo "@@remedy:section unit.show"
-systemctl show "$u" -p Id -p LoadState -p ActiveState -p SubState -p MainPID -p NRestarts \
-  -p FragmentPath -p DropInPaths -p ExecStart -p Environment \
-  -p ActiveEnterTimestampMonotonic 2>&1
-printf 'RemedyUptime=%s\n' "$(cut -d' ' -f1 /proc/uptime)"
-frag=$(systemctl show -P FragmentPath "$u" 2>/dev/null)
-dropins=$(systemctl show -P DropInPaths "$u" 2>/dev/null)
+_show=$(systemctl show "$u" -p Id -p LoadState -p ActiveState -p SubState -p MainPID \
+  -p NRestarts -p FragmentPath -p DropInPaths -p ExecStart -p Environment \
+  -p ActiveEnterTimestampMonotonic 2>&1)
+[ -z "$_show" ] || printf '%s\n' "$_show"
+_up=
+read -r _up _x </proc/uptime
+printf 'RemedyUptime=%s\n' "$_up"
+frag= dropins= _mainpid=
+set -f; IFS=$_nl
+for _l in $_show; do
+  case $_l in
+  FragmentPath=*) frag=${_l#FragmentPath=} ;;
+  DropInPaths=*) dropins=${_l#DropInPaths=} ;;
+  MainPID=*) _mainpid=${_l#MainPID=} ;;
+  esac
+done
+unset IFS; set +f
 next=/nix/var/nix/profiles/system/etc/systemd/system/$u
+realpaths "$frag" $dropins "$next" "$next.d/"*.conf
 echo "@@remedy:section unit.files"
 catfile "$frag"
 for f in $dropins; do catfile "$f"; done
@@ -69,45 +209,178 @@ echo "@@remedy:section unit.next"
 echo "@@remedy:section unit.next_dropins"
 for f in "$next.d/"*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section unit.scripts"
-for f in "$frag" $dropins "$next" "$next.d/"*.conf; do
+_ps=$(for f in "$frag" $dropins "$next" "$next.d/"*.conf; do
   [ -f "$f" ] && exec_paths "$f"
-done | sort -u | catscripts
+done; echo .)
+sorted -u "${_ps%.}"
+# each script, and the store scripts it execs (as `while read` reads them: a last line
+# without its newline is not read)
+unit_scripts() {
+  _l1=
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $1
+  unset IFS; set +f
+  for s in "$@"; do
+    catscript "$s"
+    [ -f "$s" ] && istext "$s" || continue
+    _t=$(exec_targets "$s"; echo .)
+    _t=${_t%.}
+    _l1=$_l1$_t
+    case $_t in *"$_nl"*) ;; *) continue ;; esac
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- ${_t%"$_nl"*}
+    unset IFS; set +f
+    for t in "$@"; do catscript "$t"; done
+  done
+}
+unit_scripts "$_sorted"
+_unit_read=1
 """
 
 # Runtime state a reboot reverts beyond the managed settings (remedy.core.config.volatile):
 # every file and link under /run/systemd/system(.control), the serving process's argv
 # and environment (its vLLM child when the main process is not vLLM), and systemd's own
-# environment. NULs become newlines and newlines spaces, one argument a line.
+# environment. NULs become newlines and newlines spaces, one argument a line. It reads
+# what UNIT read (the unit's properties, real paths, the scripts' exec targets).
 RUNTIME = r"""
-echo "@@remedy:section volatile.links"
-for d in /run/systemd/system /run/systemd/system.control; do
-  [ -d "$d" ] && find "$d" -mindepth 1 -type l 2>/dev/null | sort | while read -r f; do
-    printf 'link %s %s\n' "$f" "$(readlink -- "$f")"
+# Both directories in one find; when a name there has a newline (or is not where it
+# should be), each is listed as before.
+volatile_run() {
+  set --
+  for d in /run/systemd/system /run/systemd/system.control; do
+    [ -d "$d" ] && set -- "$@" "$d"
   done
-done
-echo "@@remedy:section volatile.files"
-for d in /run/systemd/system /run/systemd/system.control; do
-  [ -d "$d" ] && find "$d" -mindepth 1 -type f 2>/dev/null | sort | while read -r f; do
-    catfile "$f"
+  _vf=
+  [ $# = 0 ] || _vf=$(find "$@" -mindepth 1 \( -type l -o -type f -o -name "*$_nl*" \) \
+    2>/dev/null)
+  _vl1= _vf1= _vl2= _vf2=
+  if [ -n "$_vf" ]; then
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- $_vf
+    unset IFS; set +f
+    for f in "$@"; do
+      case $f in
+      /run/systemd/system/*) _k=1 ;;
+      /run/systemd/system.control/*) _k=2 ;;
+      *) volatile_each; return ;;
+      esac
+      if [ -L "$f" ]; then eval "_vl$_k=\$_vl$_k\$f\$_nl"
+      elif [ -f "$f" ]; then eval "_vf$_k=\$_vf$_k\$f\$_nl"
+      else volatile_each; return
+      fi
+    done
+  fi
+  echo "@@remedy:section volatile.links"
+  for _k in 1 2; do
+    eval "sorted '' \"\$_vl$_k\""
+    volatile_lines "$_sorted"
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- $_lines
+    unset IFS; set +f
+    [ $# = 0 ] && continue
+    if [ $# -gt 1 ] && _o=$(readlink -- "$@" 2>/dev/null); then
+      set -f; IFS=$_nl
+      # shellcheck disable=SC2086
+      set -- $_lines $_o
+      unset IFS; set +f
+      if [ $(($# % 2)) = 0 ]; then
+        _n=$(($# / 2))
+        _i=$_n
+        while [ "$_i" -gt 0 ]; do
+          eval "printf 'link %s %s\n' \"\$1\" \"\${$((_n + 1))}\""
+          shift
+          _i=$((_i - 1))
+        done
+        continue
+      fi
+      set -f; IFS=$_nl
+      # shellcheck disable=SC2086
+      set -- $_lines
+      unset IFS; set +f
+    fi
+    for f in "$@"; do printf 'link %s %s\n' "$f" "$(readlink -- "$f")"; done
   done
-done
+  echo "@@remedy:section volatile.files"
+  for _k in 1 2; do
+    eval "sorted '' \"\$_vf$_k\""
+    volatile_lines "$_sorted"
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- $_lines
+    unset IFS; set +f
+    for f in "$@"; do catfile "$f"; done
+  done
+}
+# The paths of sorted find output as `while read -r f` reads them (blanks around cut).
+volatile_lines() {
+  _lines=
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $1
+  unset IFS; set +f
+  for _l in "$@"; do
+    while :; do case $_l in *' ' | *"$_tab") _l=${_l%?} ;; *) break ;; esac; done
+    _lines=$_lines$_l$_nl
+  done
+}
+volatile_each() {
+  echo "@@remedy:section volatile.links"
+  for d in /run/systemd/system /run/systemd/system.control; do
+    [ -d "$d" ] && find "$d" -mindepth 1 -type l 2>/dev/null | sort | while read -r f; do
+      printf 'link %s %s\n' "$f" "$(readlink -- "$f")"
+    done
+  done
+  echo "@@remedy:section volatile.files"
+  for d in /run/systemd/system /run/systemd/system.control; do
+    [ -d "$d" ] && find "$d" -mindepth 1 -type f 2>/dev/null | sort | while read -r f; do
+      catfile "$f"
+    done
+  done
+}
+volatile_run
 echo "@@remedy:section volatile.process"
-pid=$(systemctl show -P MainPID "$REMEDY_UNIT" 2>/dev/null)
+pid=$_mainpid
 if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/cmdline" ]; then
-  if ! tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qx serve; then
+  # one argument a line, newlines in them as tabs: an argument with a tab or a newline
+  # is read as before
+  _c=$(tr '\0\n' '\n\t' 2>/dev/null <"/proc/$pid/cmdline"; echo .)
+  _c=${_c%.}
+  case $_c in
+  *"$_tab"*) _c= _old=1 ;;
+  *) _old= ;;
+  esac
+  _main=$pid
+  if [ -n "$_old" ]; then
+    tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qx serve
+  else
+    case "$_nl$_c" in *"${_nl}serve$_nl"* | *"${_nl}serve") ;; *) false ;; esac
+  fi || {
     for c in $(cat "/proc/$pid/task/$pid/children" 2>/dev/null); do
       tr '\0' '\n' 2>/dev/null <"/proc/$c/cmdline" | grep -qx serve && { pid=$c; break; }
     done
-  fi
+  }
   echo "pid $pid"
-  tr '\0\n' '\n ' 2>/dev/null <"/proc/$pid/cmdline" | sed 's/^/arg /'
+  # sed 's/^/arg /' reads the arguments again if one is empty or the last has no NUL
+  case $_old$_c in
+  '' | "$_nl"* | *"$_nl$_nl"* | *[!"$_nl"]) _old=1 ;;
+  esac
+  if [ -n "$_old" ] || [ "$pid" != "$_main" ]; then
+    tr '\0\n' '\n ' 2>/dev/null <"/proc/$pid/cmdline" | sed 's/^/arg /'
+  else
+    prefixed 'arg %s\n' "$_c"
+  fi
   if env=$(tr '\0\n' '\n ' 2>/dev/null <"/proc/$pid/environ"); then
-    printf '%s\n' "$env" | sed '/^$/d; s/^/env /'
+    prefixed 'env %s\n' "$env"
   else
     echo "unreadable"
   fi
 fi
-systemctl show-environment 2>/dev/null | sed 's/^/manager /'
+_o=$(systemctl show-environment 2>/dev/null)
+prefixed 'manager %s\n' "$_o"
 # What the next boot's start chain sets beyond the unit's Environment=: DefaultEnvironment=
 # of the system.conf the next boot reads (the profile's, else /etc's) and of system.conf.d;
 # the unit files' EnvironmentFile= and PassEnvironment= lines, with the names (never the
@@ -123,12 +396,11 @@ for f in "$c" "$p/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
     | while IFS= read -r v; do printf 'default-env %s %s\n' "$f" "$v"; done
 done
 nx=$p/system/$REMEDY_UNIT
-frag=$(systemctl show -P FragmentPath "$REMEDY_UNIT" 2>/dev/null)
-dropins=$(systemctl show -P DropInPaths "$REMEDY_UNIT" 2>/dev/null)
 [ -e "$nx" ] && printf 'next-unit %s\n' "$nx"
 unitenv() {
   [ -f "$2" ] || return 0
-  r=$(readlink -f -- "$2" 2>/dev/null || printf '%s' "$2")
+  realpath_of "$2"
+  r=$_real
   sed -n -e 's/^[[:space:]]*\(EnvironmentFile=\)/\1/p' \
     -e 's/^[[:space:]]*\(PassEnvironment=\)/\1/p' "$2" 2>/dev/null \
     | while IFS= read -r l; do printf 'unit-env %s %s %s %s\n' "$1" "$2" "$r" "$l"; done
@@ -137,9 +409,10 @@ unitenv fragment "$frag"
 for f in $dropins; do unitenv dropin "$f"; done
 unitenv next "$nx"
 for f in "$nx.d/"*.conf; do unitenv next-dropin "$f"; done
-for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do
+_o=$(for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do
   [ -f "$f" ] && sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$f" 2>/dev/null
-done | sort -u | while IFS= read -r g; do
+done; echo .)
+[ "$_o" = . ] || printf '%s' "${_o%.}" | sort -u | while IFS= read -r g; do
   n=0
   for e in $g; do
     [ -f "$e" ] && [ -r "$e" ] || continue
@@ -149,27 +422,75 @@ done | sort -u | while IFS= read -r g; do
   done
   [ "$n" = 1 ] || printf 'env-file %s\n' "$g"
 done
-for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && exec_paths "$f"; done \
-  | sort -u | while read -r s; do [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
-  | sort -u | while read -r s; do
-    echo "$s"; [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
-  | sort -u | while read -r w; do
-    [ -f "$w" ] && grep -Iq . "$w" 2>/dev/null || continue
+# The wrappers: the scripts UNIT's scripts exec (_l1) and the ones those exec, each
+# that is text. A name with a backslash (dash's echo reads it) is searched as before.
+wrappers() {
+  case $_l1 in
+  *\\*)
+    for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && exec_paths "$f"; done \
+      | sort -u | while read -r s; do [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
+      | sort -u | while read -r s; do
+        echo "$s"; [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
+      | sort -u | while read -r w; do
+        [ -f "$w" ] && grep -Iq . "$w" 2>/dev/null || continue
+        printf 'wrapper %s\n' "$w"
+        sed -n '1,400s/^/wline /p' "$w" 2>/dev/null
+      done
+    return ;;
+  esac
+  sorted -u "$_l1"
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_sorted
+  unset IFS; set +f
+  _w=
+  while [ $# -gt 0 ]; do
+    s=$1
+    shift
+    _w=$_w$s$_nl
+    [ -f "$s" ] && istext "$s" || continue
+    if [ $# = 0 ]; then
+      # the end of what sort reads: its last newline makes no difference
+      _w=$_w$(sed -n '@EXEC_TARGET_SED@' "$s" 2>/dev/null)
+    else
+      _t=$(exec_targets "$s"; echo .)
+      _w=$_w${_t%.}
+    fi
+  done
+  sorted -u "$_w"
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_sorted
+  unset IFS; set +f
+  for w in "$@"; do
+    [ -f "$w" ] && istext "$w" || continue
     printf 'wrapper %s\n' "$w"
     sed -n '1,400s/^/wline /p' "$w" 2>/dev/null
   done
-"""
+}
+wrappers
+""".replace("@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED)
 
+# The kernel's small text files (procfs, sysfs: no NUL byte, read at any offset, unlike
+# /proc/sys) are read with the shell's `read`, as cat prints them.
 MEMORY = r"""
+catb() {
+  _l=
+  while IFS= read -r _l; do printf '%s\n' "$_l"; done <"$1"
+  printf '%s' "$_l"
+}
 echo "@@remedy:section memory.meminfo"
-cat /proc/meminfo 2>&1
+if [ -r /proc/meminfo ]; then catb /proc/meminfo; else cat /proc/meminfo 2>&1; fi
 for d in /sys/kernel/mm/hugepages/hugepages-*; do
   [ -d "$d" ] || continue
   echo "@@remedy:section memory.hugepages ${d##*hugepages-}"
-  echo "nr=$(cat "$d/nr_hugepages") free=$(cat "$d/free_hugepages")"
+  _nr= _fr=
+  [ -r "$d/nr_hugepages" ] && IFS= read -r _nr <"$d/nr_hugepages"
+  [ -r "$d/free_hugepages" ] && IFS= read -r _fr <"$d/free_hugepages"
+  echo "nr=$_nr free=$_fr"
 done
 echo "@@remedy:section memory.cmdline"
-cat /proc/cmdline
+[ -r /proc/cmdline ] && catb /proc/cmdline
 if [ -r /nix/var/nix/profiles/system/kernel-params ]; then
   echo "@@remedy:section memory.next_params /nix/var/nix/profiles/system/kernel-params"
   sed -e '$a\' /nix/var/nix/profiles/system/kernel-params
@@ -178,7 +499,7 @@ elif [ -r /run/current-system/kernel-params ]; then
   sed -e '$a\' /run/current-system/kernel-params
 fi
 echo "@@remedy:section memory.tenstorrent"
-cat /sys/module/tenstorrent/refcnt 2>/dev/null
+[ -r /sys/module/tenstorrent/refcnt ] && catb /sys/module/tenstorrent/refcnt
 """
 
 # The host's local time with its UTC offset: restart windows are in the serving host's time.
@@ -198,11 +519,29 @@ echo "@@remedy:section nix.version"
 if n=$(command -v nix 2>/dev/null); then
   v=@RECORD@
   c=/etc/nix/nix.conf
-  k="$(readlink -f -- "$n") $(stat -L -c '%s %Y' -- "$n" 2>/dev/null)"
-  k="$k $(readlink -f -- "$c" 2>/dev/null) $(stat -L -c '%s %Y' -- "$c" 2>/dev/null)"
-  if [ -s "$v" ] && [ -z "$(journal_distrust "$v")" ] && [ "$(sed -n 1p "$v")" = "key $k" ]
-  then
-    sed -e 1d -e '$a\' "$v"
+  # the binary's and nix.conf's real paths in one readlink, their sizes and times in one
+  # stat (the binary's never fails: `command -v` found it)
+  _nl='
+'
+  _rn= _rcf= _sn= _sc=
+  _o=$(readlink -f -- "$n" "$c" 2>/dev/null)
+  case $_o in
+  *"$_nl"*"$_nl"*) _rn=$(readlink -f -- "$n"); _rcf=$(readlink -f -- "$c" 2>/dev/null) ;;
+  *"$_nl"*) _rn=${_o%%"$_nl"*}; _rcf=${_o#*"$_nl"} ;;
+  *) _rn=$_o ;;
+  esac
+  _o=$(stat -L -c '%s %Y' -- "$n" "$c" 2>/dev/null)
+  case $_o in
+  *"$_nl"*) _sn=${_o%%"$_nl"*}; _sc=${_o#*"$_nl"} ;;
+  *) _sn=$_o ;;
+  esac
+  k="$_rn $_sn $_rcf $_sc"
+  _first=
+  [ -s "$v" ] && [ -z "$(journal_distrust "$v")" ] && IFS= read -r _first <"$v"
+  if [ -n "$_first" ] && [ "$_first" = "key $k" ]; then
+    # a trusted record: printable ASCII, no NUL, so `read` prints it as sed would
+    { IFS= read -r _l; while IFS= read -r _l || [ -n "$_l" ]; do printf '%s\n' "$_l"; done
+    } <"$v"
   else
     out=$(nix --version 2>&1) && ok=1 || ok=
     printf '%s\n' "$out"
@@ -235,8 +574,31 @@ fi
 echo "@@remedy:section nix.checkout"
 # git runs as the checkout's owner: root's git refuses a repo another user owns, and a
 # root git would leave root-owned files (index, objects) in a person's repo.
-owner=$(stat -c %U -- "$d" 2>/dev/null) || owner=
-home=$(getent passwd "$owner" 2>/dev/null | cut -d: -f6)
+_nl='
+'
+# the owner and who this shell runs as (id -un) in one stat: /proc/self/ is stat's own
+# process, owned by its user (UNKNOWN: that user has no name, and id -un says nothing)
+_me=
+if _o=$(stat -c %U -- "$d" /proc/self/ 2>/dev/null); then
+  owner=${_o%%"$_nl"*}
+  _me=${_o#*"$_nl"}
+else
+  owner=$(stat -c %U -- "$d" 2>/dev/null) || owner=
+fi
+[ "$_me" != UNKNOWN ] || _me=$(id -un 2>/dev/null)
+# the home (getent passwd OWNER | cut -d: -f6)
+_o=$(getent passwd "$owner" 2>/dev/null)
+home=
+set -f; IFS=$_nl
+for _l in $_o; do
+  case $_l in
+  *:*:*:*:*:*) _l=${_l#*:*:*:*:*:}; home=$home${_l%%:*}$_nl ;;
+  *:*) home=$home$_nl ;;
+  *) home=$home$_l$_nl ;;
+  esac
+done
+unset IFS; set +f
+while :; do case $home in *"$_nl") home=${home%"$_nl"} ;; *) break ;; esac; done
 echo "owner ${owner:-?} ${home:-/}"
 g() {
   if [ -z "$owner" ] || [ "$owner" = "$(id -un)" ] || ! command -v runuser >/dev/null 2>&1
@@ -244,44 +606,145 @@ g() {
   else runuser -u "$owner" -- env -C / HOME="${home:-/}" git -C "$d" "$@"
   fi
 }
+m=$REMEDY_MANAGED_FILE
+_mf=
+[ -n "$m" ] && [ -f "$d/$m" ] && _mf=1
+# Every git read of the checkout in one runuser (a shell as the owner); what it printed
+# is split into the checkout's lines and the managed file's. Anything else in its answer
+# (runuser's own words) and each read is made again as before, one runuser each.
+_gm=
 if ! command -v git >/dev/null 2>&1; then
   echo "no-git"
-elif top=$(g rev-parse --show-toplevel 2>&1); then
-  echo "top $top"
-  echo "head $(g rev-parse HEAD 2>/dev/null)"
-  g status --porcelain --untracked-files=no 2>&1 | sed 's/^/status /'
+  _gm=each
 else
-  printf '%s\n' "$top" | sed 's/^/error /'
+  if [ -z "$owner" ] || [ "$owner" = "$_me" ] || ! command -v runuser >/dev/null 2>&1; then
+    _o=$(sh -c "$_git_reads" sh "$d" "$m" "$_mf" "$_status" 2>&1)
+  else
+    _o=$(runuser -u "$owner" -- env -C / HOME="${home:-/}" \
+      sh -c "$_git_reads" sh "$d" "$m" "$_mf" "$_status" 2>&1)
+  fi
+  _r=${_o#"@@remedy:git$_nl"}
+  _r2=${_r%"$_nl@@remedy:git-end"}
+  { [ "$_r" = "$_o" ] || [ "$_r2" = "$_r" ]; } && _r2=
+  case $_r2 in
+  *"@@remedy:git-checkout$_nl"*)
+    _gm=${_r2%%"@@remedy:git-checkout$_nl"*}
+    printf '%s\n' "${_r2#*"@@remedy:git-checkout$_nl"}" ;;
+  *)
+    _gm=each
+    if top=$(g rev-parse --show-toplevel 2>&1); then
+      echo "top $top"
+      echo "head $(g rev-parse HEAD 2>/dev/null)"
+      # shellcheck disable=SC2086
+      g $_status 2>&1 | sed 's/^/status /'
+    else
+      printf '%s\n' "$top" | sed 's/^/error /'
+    fi ;;
+  esac
 fi
-m=$REMEDY_MANAGED_FILE
 echo "@@remedy:section nix.managed $m"
 if [ -n "$m" ]; then
-  # which host configuration imports remedy's file (./remedy.nix next to it)
-  grep -rlF --include='*.nix' -e "./${m##*/}" "$d" 2>/dev/null | grep -vxF "$d/$m" \
-    | sed 's/^/imported-by /'
+  # which host configuration imports remedy's file (./remedy.nix next to it); names of
+  # other bytes than these go through grep and sed as before
+  _o=$(grep -rlF --include='*.nix' -e "./${m##*/}" "$d" 2>/dev/null)
+  case $_o in
+  *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._+@=,"$_nl"-]*)
+    grep -rlF --include='*.nix' -e "./${m##*/}" "$d" 2>/dev/null | grep -vxF "$d/$m" \
+      | sed 's/^/imported-by /' ;;
+  *)
+    set -f; IFS=$_nl
+    for _l in $_o; do [ "$_l" = "$d/$m" ] || printf 'imported-by %s\n' "$_l"; done
+    unset IFS; set +f ;;
+  esac
   if [ -f "$d/$m" ]; then
-    g ls-files --error-unmatch -- "$m" >/dev/null 2>&1 || echo "untracked"
-    # who committed it last: remedy, or a person whose value remedy must not overwrite
-    g log -1 --format='last-commit %H %ae %an' -- "$m" 2>/dev/null
+    if [ "$_gm" = each ]; then
+      g ls-files --error-unmatch -- "$m" >/dev/null 2>&1 || echo "untracked"
+      # who committed it last: remedy, or a person whose value remedy must not overwrite
+      g log -1 --format='last-commit %H %ae %an' -- "$m" 2>/dev/null
+    else
+      printf '%s' "$_gm"
+    fi
     catfile "$d/$m"
   fi
 fi
 """
+# What the checkout's owner runs for FLAKE (sh -c SCRIPT sh DIR MANAGED_FILE IS_FILE
+# STATUS_ARGS):
+# the managed file's lines, then the checkout's, between markers. The toplevel and HEAD
+# come from one rev-parse when it answers just those two lines.
+GIT_READS = r"""
+d=$1 m=$2
+nl='
+'
+echo "@@remedy:git"
+if [ -n "$3" ]; then
+  git -C "$d" ls-files --error-unmatch -- "$m" >/dev/null 2>&1 || echo "untracked"
+  git -C "$d" log -1 --format='last-commit %H %ae %an' -- "$m" 2>/dev/null
+fi
+echo "@@remedy:git-checkout"
+ok=1
+if top=$(git -C "$d" rev-parse --show-toplevel HEAD 2>&1) && case $top in
+  *"$nl"*"$nl"*) false ;; *"$nl"*) ;; *) false ;; esac
+then
+  echo "top ${top%%"$nl"*}"
+  echo "head ${top#*"$nl"}"
+elif top=$(git -C "$d" rev-parse --show-toplevel 2>&1); then
+  echo "top $top"
+  echo "head $(git -C "$d" rev-parse HEAD 2>/dev/null)"
+else
+  printf '%s\n' "$top" | sed 's/^/error /'
+  ok=
+fi
+# shellcheck disable=SC2086
+[ -z "$ok" ] || git -C "$d" $4 2>&1 | sed 's/^/status /'
+echo "@@remedy:git-end"
+"""
+FLAKE = (
+    "\n_status='status --porcelain --untracked-files=no'\n_git_reads="
+    + shlex.quote(GIT_READS)
+    + FLAKE
+)
 
 JOURNAL = journal.SNIPPET
 
+# Every link resolved by one readlink when each one resolves (else one readlink each).
 GENERATIONS = r"""
 echo "@@remedy:section nix.generations"
-for n in current:/run/current-system booted:/run/booted-system \
-         profile:/nix/var/nix/profiles/system; do
-  l=${n#*:}
-  if [ -e "$l" ]; then echo "${n%%:*} $(readlink -f "$l")"; else echo "${n%%:*}"; fi
-done
-for l in /nix/var/nix/profiles/system-*-link; do
-  [ -L "$l" ] || continue
-  g=${l##*/system-}
-  echo "gen ${g%-link} $(readlink -f "$l")"
-done
+generations() {
+  _nl='
+'
+  set --
+  for n in current:/run/current-system booted:/run/booted-system \
+           profile:/nix/var/nix/profiles/system; do
+    [ -e "${n#*:}" ] && set -- "$@" "${n#*:}"
+  done
+  for l in /nix/var/nix/profiles/system-*-link; do [ -L "$l" ] && set -- "$@" "$l"; done
+  _one=
+  if [ $# -gt 0 ] && _o=$(readlink -f -- "$@" 2>/dev/null); then
+    _n=$#
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- $_o
+    unset IFS; set +f
+    [ $# = "$_n" ] && _one=1
+  fi
+  for n in current:/run/current-system booted:/run/booted-system \
+           profile:/nix/var/nix/profiles/system; do
+    l=${n#*:}
+    if [ ! -e "$l" ]; then echo "${n%%:*}"
+    elif [ -n "$_one" ]; then echo "${n%%:*} $1"; shift
+    else echo "${n%%:*} $(readlink -f "$l")"
+    fi
+  done
+  for l in /nix/var/nix/profiles/system-*-link; do
+    [ -L "$l" ] || continue
+    g=${l##*/system-}
+    if [ -n "$_one" ]; then echo "gen ${g%-link} $1"; shift
+    else echo "gen ${g%-link} $(readlink -f "$l")"
+    fi
+  done
+}
+generations
 """
 
 # The last switch-to-configuration of nixos-rebuild-ng's transient unit in this boot,
@@ -289,16 +752,48 @@ done
 # the units that are failed now. The unit is also `…-<8 hex>` in some 26.05-pre
 # nixos-rebuild-ng builds (nixpkgs#463029, reverted by #499837). Its state comes from
 # list-units: a `systemctl show` would load the unit again (systemd 252 then keeps it).
+#
+# The state: the last of the unit's lines whose third field (ACTIVE) is active,
+# activating, deactivating or reloading, else the first line's; the failed units' first
+# fields. The programs' lines are read in the shell (fields split as awk splits them).
 SWITCH = r"""
 echo "@@remedy:section nix.switch"
 u='@SWITCH_UNIT@*.service'
-printf 'state %s\n' "$(systemctl list-units --all --plain --no-legend --no-pager "$u" \
-  2>/dev/null | awk '$3 ~ /^(active|activating|deactivating|reloading)$/ { a = $3 }
-    s == "" { s = $3 } END { print (a != "" ? a : s) }')"
-journalctl -q -b -u "$u" -n 40 -o json --output-fields=MESSAGE,EXIT_STATUS,INVOCATION_ID \
-  2>/dev/null | sed 's/^/journal /'
-systemctl list-units --failed --plain --no-legend --no-pager 2>/dev/null \
-  | awk '{ print "failed " $1 }'
+switch_read() {
+  _nl='
+'
+  _o=$(systemctl list-units --all --plain --no-legend --no-pager "$u" 2>/dev/null)
+  _a= _s=
+  set -f; IFS=$_nl
+  for _l in $_o; do
+    unset IFS
+    # shellcheck disable=SC2086
+    set -- $_l
+    case $3 in active | activating | deactivating | reloading) _a=$3 ;; esac
+    [ -n "$_s" ] || _s=$3
+    IFS=$_nl
+  done
+  unset IFS; set +f
+  printf 'state %s\n' "${_a:-$_s}"
+  _o=$(journalctl -q -b -u "$u" -n 40 -o json \
+    --output-fields=MESSAGE,EXIT_STATUS,INVOCATION_ID 2>/dev/null)
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_o
+  unset IFS; set +f
+  [ $# = 0 ] || printf 'journal %s\n' "$@"
+  _o=$(systemctl list-units --failed --plain --no-legend --no-pager 2>/dev/null)
+  set -f; IFS=$_nl
+  for _l in $_o; do
+    unset IFS
+    # shellcheck disable=SC2086
+    set -- $_l
+    printf 'failed %s\n' "$1"
+    IFS=$_nl
+  done
+  unset IFS; set +f
+}
+switch_read
 """.replace("@SWITCH_UNIT@", commands.SWITCH_UNIT)
 
 PROBE = f"""
@@ -319,6 +814,8 @@ def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
     """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS. Every line of
     the answer goes through sed's ``l`` (``remedy.core.readings.sections.unescape`` reads it back),
     so no byte the host holds reaches the SSH client as text it cannot decode."""
+    if RUNTIME in snippets and UNIT not in snippets[: snippets.index(RUNTIME)]:
+        raise ValueError("facts._remote.RUNTIME reads what UNIT read: put UNIT before it")
     body = "\n".join([PRELUDE, *snippets, f"echo '{END}'"])
     script = f"echo '{ESCAPED}'\n(\n{body}\n) 2>/dev/null | {ESCAPE_SH}\nexit 0"
     parts: list = ["env"]

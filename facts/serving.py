@@ -45,19 +45,26 @@ from remedy.core.readings.snapshot import (
 SETTINGS = r"""
 echo "@@remedy:section settings.sysctl_next"
 sd=/nix/var/nix/profiles/system/etc/sysctl.d
+realpaths "$sd"/*.conf /run/current-system/etc/sysctl.d/*.conf
 for f in "$sd"/*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section settings.sysctl_running"
 for f in /run/current-system/etc/sysctl.d/*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section settings.sysctl_now"
 keys='s/^[[:space:]]*-\{0,1\}\([A-Za-z0-9_][A-Za-z0-9_./-]*\)[[:space:]]*=.*/\1/p'
-{ for f in "$sd"/*.conf; do
-    [ -f "$f" ] && sed -n "$keys" "$f"
-  done
-  for k in $REMEDY_SYSCTLS; do printf '%s\n' "$k"; done
-} | tr / . | sort -u | while IFS= read -r k; do
-  f=/proc/sys/$(printf '%s' "$k" | tr . /)
+# the keys (`tr / .`, `sort -u`) and the paths under /proc/sys (`tr . /`) in the shell
+_o=$(for f in "$sd"/*.conf; do [ -f "$f" ] && sed -n "$keys" "$f"; done; echo .)
+_o=${_o%.}
+for k in $REMEDY_SYSCTLS; do _o=$_o$k$_nl; done
+while :; do case $_o in */*) _o=${_o%%/*}.${_o#*/} ;; *) break ;; esac; done
+sorted -u "$_o"
+set -f; IFS=$_nl
+for k in $_sorted; do
+  f=$k
+  while :; do case $f in *.*) f=${f%%.*}/${f#*.} ;; *) break ;; esac; done
+  f=/proc/sys/$f
   [ -f "$f" ] && [ -r "$f" ] && printf 'sysctl %s %s\n' "$k" "$(tr '\t\n' '  ' <"$f")"
 done
+unset IFS; set +f
 echo "@@remedy:section settings.properties"
 props=
 for n in $REMEDY_UNIT_PROPERTIES; do props="$props -p $n"; done
