@@ -326,6 +326,18 @@ def _keygen(path: Path, comment: str, what: str) -> None:
     )
 
 
+def _without_dynamic_motd(root: Path) -> None:
+    """Debian's sshd PAM stack runs /etc/update-motd.d at every login (run-parts, uname):
+    NixOS's shows a static motd only. Three processes a session that production never
+    starts, and remedy opens sessions on every run (issue 34's measures)."""
+    pam = root / "etc/pam.d/sshd"
+    text = pam.read_text()
+    new = re.sub(r"(?m)^(session\s+optional\s+pam_motd\.so\s+motd=/run/motd\.dynamic)$",
+                 r"# \1  (remedy twin: NixOS has no dynamic motd)", text)  # fmt: skip
+    if new != text:
+        pam.write_text(new)
+
+
 def _personalise(twin: Twin, progress) -> None:
     """First boot only: this twin's host keys, client key, ports."""
     root = twin.merged
@@ -343,6 +355,7 @@ def _personalise(twin: Twin, progress) -> None:
     (root / "etc/ssh/sshd_config.d/20-remedy-twin-port.conf").write_text(
         f"Port {twin.ssh_port}\nListenAddress 127.0.0.1\n"
     )
+    _without_dynamic_motd(root)
     # a builder serves nothing: its port stays the base's, never listened on
     if twin.role == "serving" and twin.server_port != fixtures.DEFAULT_SERVER_PORT:
         progress(f"serving on port {twin.server_port}: committing it in /etc/nixos, rebuilding")
