@@ -37,7 +37,7 @@ import facts.memory
 import facts.nix
 import facts.serving
 from remedy.core.config import desired
-from remedy.core.config.host_data import from_host_data
+from remedy.core.config.host_data import builder_of, from_host_data
 from remedy.core.programs import record
 from remedy.core.programs.journal import RunJournal
 from remedy.core.run import steps
@@ -81,7 +81,10 @@ def step_args(case: dict, operation: str) -> dict:
         snap = dataclasses.replace(snap, probe=hung)
     s = from_host_data("cfx-llm2", case.get("data", {}))
     plan = plan_restore(snap, s, SCOPES[case.get("scope", "all")])
-    planned = steps.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap))
+    builder = None
+    if (data := case.get("builder")) is not None:  # the inventory's builder host, bb
+        builder = builder_of(s, "bb", data, "cfx-llm2")
+    planned = steps.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap), builder)
     if "name" in case:
         index = next(i for i, x in enumerate(planned.steps) if x.template.name == case["name"])
         assert planned.steps[index].op == operation, case["name"]
