@@ -537,7 +537,7 @@ if n=$(command -v nix 2>/dev/null); then
   esac
   k="$_rn $_sn $_rcf $_sc"
   _first=
-  [ -s "$v" ] && [ -z "$(journal_distrust "$v")" ] && IFS= read -r _first <"$v"
+  [ -s "$v" ] && journal_trust "$v" && [ -z "$_why" ] && IFS= read -r _first <"$v"
   if [ -n "$_first" ] && [ "$_first" = "key $k" ]; then
     # a trusted record: printable ASCII, no NUL, so `read` prints it as sed would
     { IFS= read -r _l; while IFS= read -r _l || [ -n "$_l" ]; do printf '%s\n' "$_l"; done
@@ -850,7 +850,8 @@ OPTIONS_RECORD = (
     + r"""
 r=@RECORD@
 echo "@@remedy:section nix.options_record"
-why=$(journal_distrust "$r")
+journal_trust "$r"
+why=$_why
 if [ -n "$why" ]; then
   printf 'untrusted %s: %s\n' "$r" "$why"
 elif [ -s "$r" ]; then

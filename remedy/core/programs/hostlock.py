@@ -55,11 +55,14 @@ if ! flock -n 9; then
 fi
 printf '%s\n' "$4" > "$2.tmp" && mv -f "$2.tmp" "$2" || rm -f "$2.tmp"
 j=$5
-echo "boot $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+# builtins where a program would print the same (issue 34: every run of every host)
+b=
+{ read -r b </proc/sys/kernel/random/boot_id; } 2>/dev/null
+echo "boot $b"
 if [ -s "$j" ]; then echo "journal"; sed -e '$a\' "$j"; echo "end-journal"; fi
 umask 077
-mkdir -p "${j%/*}" 2>/dev/null
-{ printf '{"boot_id": "%s"}\n' "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+[ -d "${j%/*}" ] || mkdir -p "${j%/*}" 2>/dev/null
+{ printf '{"boot_id": "%s"}\n' "$b"
   printf '%s\n' "$6"; } > "$j.tmp" 2>/dev/null && mv -f "$j.tmp" "$j" || rm -f "$j.tmp"
 echo "locked"
 ended= builder_stop=
@@ -75,8 +78,7 @@ while IFS= read -r line; do
     *) printf '%s\n' "$line" >> "$j" 2>/dev/null ;;
   esac
 done
-[ -n "$ended" ] && rm -f "$j" "${j%.jsonl}.json"
-rm -f "$2"
+if [ -n "$ended" ]; then rm -f "$j" "${j%.jsonl}.json" "$2"; else rm -f "$2"; fi
 """
 
 

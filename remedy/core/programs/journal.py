@@ -100,17 +100,24 @@ class RunJournal:
 # remedy never writes) is never read: its content does not leave the host, no run
 # finishes what it names, and the next write sets it aside.
 TRUST_SH = r"""
-journal_distrust() {  # FILE: why it is not remedy's journal (nothing: it is, or is absent)
+# FILE: why it is not remedy's journal, in _why (empty: it is, or is absent). No
+# subshell (issue 34: the snapshot asks it of every record), so its names are its own.
+journal_trust() {
+  _why=
   [ -e "$1" ] || [ -L "$1" ] || return 0
-  if [ -L "$1" ]; then echo "a symbolic link"; return 0; fi
-  if [ ! -f "$1" ]; then echo "not a regular file"; return 0; fi
-  m=$(stat -c '%u %a' -- "$1" 2>/dev/null)
-  if [ "$m" != "0 600" ]; then
-    echo "owner uid ${m%% *}, mode ${m#* }: not root's with mode 600"; return 0
+  if [ -L "$1" ]; then _why="a symbolic link"; return 0; fi
+  if [ ! -f "$1" ]; then _why="not a regular file"; return 0; fi
+  _jm=$(stat -c '%u %a' -- "$1" 2>/dev/null)
+  if [ "$_jm" != "0 600" ]; then
+    _why="owner uid ${_jm%% *}, mode ${_jm#* }: not root's with mode 600"; return 0
   fi
   if LC_ALL=C grep -q '[^[:print:][:space:]]' -- "$1" 2>/dev/null; then
-    echo "bytes that remedy never writes"
+    _why="bytes that remedy never writes"
   fi
+}
+journal_distrust() {  # the same, printed
+  journal_trust "$1"
+  [ -z "$_why" ] || printf '%s\n' "$_why"
 }
 """
 # Before a write: an untrusted journal is renamed aside, never written through.
@@ -201,11 +208,11 @@ for d in @SCRATCH_PREFIX@*; do [ -d "$d" ] && printf 'scratch_clone %s\n' "$d"; 
 # the manual script's records, read only as remedy's own files are (root's, 0600)
 m=${j%/run-*}/manual-runs-${j##*/run-}
 m=${m%.json}.jsonl
-if [ -n "$j" ] && [ -s "$m" ] && [ -z "$(journal_distrust "$m")" ]; then
+if [ -n "$j" ] && [ -s "$m" ] && journal_trust "$m" && [ -z "$_why" ]; then
   sed 's/^/manual_run /' "$m"
 fi
 why=
-[ -z "$j" ] || why=$(journal_distrust "$j")
+[ -z "$j" ] || { journal_trust "$j"; why=$_why; }
 if [ -n "$why" ]; then
   printf 'untrusted %s: %s\n' "$j" "$why"
 elif [ -n "$j" ] && [ -s "$j" ]; then
