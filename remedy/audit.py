@@ -212,10 +212,52 @@ def _last_byte(path: Path, size: int) -> bytes:
         return handle.read(1)
 
 
+@dataclass(frozen=True)
+class Mark:
+    """Where the log ended at a moment: its file and size then."""
+
+    device: int
+    inode: int
+    size: int
+
+
+def mark(path: Path | str) -> Mark | None:
+    """Where the log at PATH ends now (None: no log yet). ``read(path, after=...)`` then
+    reads only what was appended since: a run's report reads its own records without
+    parsing a log that grows with every run."""
+    try:
+        st = Path(path).expanduser().stat()
+    except OSError:
+        return None
+    return Mark(st.st_dev, st.st_ino, st.st_size)
+
+
+def _tail(path: Path, after: Mark | None) -> tuple[bytes, str]:
+    """The log's bytes after AFTER (all of them when the file is another one now, or
+    shorter: rotated or truncated), and how a warning names a line's place."""
+    with open(path, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if (
+            after is None
+            or (st.st_dev, st.st_ino) != (after.device, after.inode)
+            or st.st_size < after.size
+            or after.size == 0
+        ):
+            return handle.read(), ""
+        handle.seek(after.size - 1)
+        raw = handle.read()
+    # from the start of the first whole line after the mark
+    return raw[raw.index(b"\n") + 1 :] if b"\n" in raw else b"", f" after byte {after.size}"
+
+
 def read(
-    path: Path | str, host: str | None = None, since: datetime | None = None
+    path: Path | str,
+    host: str | None = None,
+    since: datetime | None = None,
+    after: Mark | None = None,
 ) -> list[AuditRecord]:
-    """The records of the log, oldest first, optionally for one host and since a time.
+    """The records of the log, oldest first, optionally for one host, since a time, and
+    appended after a ``mark`` (AFTER).
 
     A missing file has no records. Unreadable lines (a torn last line, a
     corrupted one) are skipped with an ``AuditLogWarning``.
@@ -224,7 +266,7 @@ def read(
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
     try:
-        raw = path.read_bytes()
+        raw, place = _tail(path, after)
     except FileNotFoundError:
         return []
     lines = raw.split(b"\n")
@@ -238,7 +280,9 @@ def read(
         except (ValueError, TypeError) as exc:
             where = "the last line, torn" if torn_tail and number == len(lines) else "a line"
             warnings.warn(
-                AuditLogWarning(f"{path}:{number}: skipped {where} that is not a record: {exc}"),
+                AuditLogWarning(
+                    f"{path}:{number}{place}: skipped {where} that is not a record: {exc}"
+                ),
                 stacklevel=2,
             )
             continue
@@ -250,7 +294,9 @@ def read(
                     continue
             except ValueError:
                 warnings.warn(
-                    AuditLogWarning(f"{path}:{number}: skipped a record with time {record.time!r}"),
+                    AuditLogWarning(
+                        f"{path}:{number}{place}: skipped a record with time {record.time!r}"
+                    ),
                     stacklevel=2,
                 )
                 continue

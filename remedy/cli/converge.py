@@ -85,6 +85,7 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
     host_data: dict[str, dict] = {}
     applied: dict[str, fleet.HostRun] = {}
     run = None
+    audit_from: dict[str, audit.Mark | None] = {}
     if check:  # one inventory load: the session checks the --limit names itself
         reads = fleet.read_hosts(inventory, list(limit) or None, say)
     else:
@@ -100,6 +101,8 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
         host_data, names = _host_data(inventory, limit)
         policy = _rollout_policy(inventory, host_data, data, names)
         fleet_lock = _fleet_lock(inventory, host_data, wait_s, say, as_json)
+        # where each audit log ends now: the report reads only this run's records
+        audit_from = _audit_marks(host_data)
         try:
             run = fleet.converge_hosts(inventory, list(host_data), data, policy, say)
         finally:
@@ -124,6 +127,7 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
             inventory,
             host_data.get(r.name),
             turns.get(r.name),
+            audit_from,
         )
         for r in reads
     ]
@@ -131,7 +135,10 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
     if textfile:
         metrics.write(
             textfile,
-            [_metrics(r, unattended, applied.get(r.name), host_data.get(r.name)) for r in reads],
+            [
+                _metrics(r, unattended, applied.get(r.name), host_data.get(r.name), audit_from)
+                for r in reads
+            ],
             time.time(),
             time.monotonic() - started,
             code == EXIT_OK,
@@ -275,8 +282,12 @@ def _report(
     inventory: str = "INVENTORY",
     data: dict | None = None,
     turn=None,
+    audit_from: dict | None = None,
 ) -> dict:
-    out: dict = {"host": read.name, **(_applied(read.name, run, data) if run else {})}
+    out: dict = {
+        "host": read.name,
+        **(_applied(read.name, run, data, audit_from) if run else {}),
+    }
     if turn is not None:
         out["rollout"] = turn.row()
     if read.error:
@@ -345,12 +356,14 @@ def _report(
     return out
 
 
-def _applied(host: str, run: fleet.HostRun, data: dict | None) -> dict:
+def _applied(
+    host: str, run: fleet.HostRun, data: dict | None, audit_from: dict | None = None
+) -> dict:
     """What the run did on HOST, as its audit line says it."""
     out: dict = {"apply": {"exit_code": run.returncode, "seconds": round(run.seconds, 1)}}
     if run.returncode != 0:
         out["apply"]["tail"] = run.tail()
-    record = _run_record(host, run, data)
+    record = _run_record(host, run, data, audit_from)
     said = (record.details or {}) if record else {}
     # the deploy's outcome line; for a run that stopped before its steps, why
     out["outcome"] = said.get("outcome") or said.get("failed")
@@ -359,20 +372,29 @@ def _applied(host: str, run: fleet.HostRun, data: dict | None) -> dict:
     return out
 
 
-def _run_record(host: str, run: fleet.HostRun, data: dict | None):
-    """The audit record the deploy RUN wrote for HOST (None: it wrote none)."""
+def _audit_marks(host_data: dict[str, dict]) -> dict[str, audit.Mark | None]:
+    """Where each host's audit log ends before the run, by path."""
+    paths = {str(audit.log_path_for(dict(d))) for d in host_data.values()}
+    return {path: audit.mark(path) for path in sorted(paths)}
+
+
+def _run_record(host: str, run: fleet.HostRun, data: dict | None, audit_from: dict | None = None):
+    """The audit record the deploy RUN wrote for HOST (None: it wrote none). AUDIT_FROM:
+    where each log ended before the run (only what follows is read)."""
     try:
-        mine = _records_since(str(audit.log_path_for(dict(data or {}))), run.started - 1)
+        path = str(audit.log_path_for(dict(data or {})))
+        mine = _records_since(path, run.started - 1, (audit_from or {}).get(path))
     except Exception:  # the report never hides behind the log
         return None
     return mine[host][-1] if mine.get(host) else None
 
 
 @functools.lru_cache(maxsize=8)
-def _records_since(path: str, since: float) -> dict[str, list]:
-    """The log's records since SINCE, by host: read once for every host of the run."""
+def _records_since(path: str, since: float, after: audit.Mark | None = None) -> dict[str, list]:
+    """The log's records since SINCE (appended after AFTER), by host: read once for
+    every host of the run."""
     out: dict[str, list] = {}
-    for record in audit.read(path):
+    for record in audit.read(path, after=after):
         if record.timestamp.timestamp() >= since:
             out.setdefault(record.host, []).append(record)
     return out
@@ -401,7 +423,11 @@ def _audit_unreached(data: dict[str, dict], applied: dict[str, fleet.HostRun]) -
 
 
 def _metrics(
-    read: fleet.HostRead, unattended: bool = False, run=None, data: dict | None = None
+    read: fleet.HostRead,
+    unattended: bool = False,
+    run=None,
+    data: dict | None = None,
+    audit_from: dict | None = None,
 ) -> metrics.HostMetrics:
     if read.error:
         return metrics.HostMetrics(read.name, up=False)
@@ -410,7 +436,7 @@ def _metrics(
     status = host_status(read.name, read.host_data, read.snapshot)
     last = None
     if run is not None:  # the run this converge applied: its audit line
-        record = _run_record(read.name, run, data)
+        record = _run_record(read.name, run, data, audit_from)
         last = record.details if record else None
     drifts = desired.drifts(read.snapshot, read.host_data)
     s = dataclasses.replace(read.host_data, unattended=read.host_data.unattended or unattended)

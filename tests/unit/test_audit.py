@@ -297,3 +297,46 @@ def test_the_table_says_how_often_each_run_restarted_and_why(tmp_path):
     assert "revs ce1f90bd7b01 -> 7291b49161f6" in said
     assert "restarts 1x: the parser cannot wait (now); 2 request(s) cut" in said
     assert max(map(len, last.stdout.splitlines())) <= 80
+
+
+def test_a_mark_reads_only_what_was_appended_after_it(tmp_path):
+    """A run's report reads its own records, not the whole log (it grows every run)."""
+    log = tmp_path / "audit.jsonl"
+    assert audit.mark(log) is None  # no log yet: everything is new
+    audit.append(log, record(host="old-1"))
+    audit.append(log, record(host="old-2"))
+    at = audit.mark(log)
+    assert at is not None and at.size == log.stat().st_size
+    assert audit.read(log, after=at) == []
+    audit.append(log, record(host="new"))
+    assert [r.host for r in audit.read(log, after=at)] == ["new"]
+    assert [r.host for r in audit.read(log, after=None)] == ["old-1", "old-2", "new"]
+
+
+def test_a_mark_on_a_rotated_or_truncated_log_reads_it_all(tmp_path):
+    log = tmp_path / "audit.jsonl"
+    audit.append(log, record(host="a"))
+    audit.append(log, record(host="b"))
+    at = audit.mark(log)
+    log.rename(tmp_path / "audit.jsonl.1")  # rotated: a new file takes the name
+    audit.append(log, record(host="c"))
+    audit.append(log, record(host="d"))
+    audit.append(log, record(host="e"))
+    assert [r.host for r in audit.read(log, after=at)] == ["c", "d", "e"]
+    at = audit.mark(log)
+    log.write_bytes(b"")  # truncated in place: the same file, shorter
+    audit.append(log, record(host="f"))
+    assert [r.host for r in audit.read(log, after=at)] == ["f"]
+
+
+def test_a_mark_inside_a_torn_line_starts_at_the_next_whole_one(tmp_path):
+    log = tmp_path / "audit.jsonl"
+    audit.append(log, record(host="a"))
+    with open(log, "ab") as f:
+        f.write(b'{"host": "torn", "res')  # a writer killed mid-line
+    at = audit.mark(log)
+    audit.append(log, record(host="b"))  # append ends the torn line first
+    with pytest.warns(audit.AuditLogWarning) as seen:
+        everything = audit.read(log)
+    assert [r.host for r in everything] == ["a", "b"] and len(seen) == 1
+    assert [r.host for r in audit.read(log, after=at)] == ["b"]
