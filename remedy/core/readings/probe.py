@@ -204,7 +204,9 @@ first_model_id() {
 # (a tool call, parsed or raw, an error, no answer) ends it. It prints the model line,
 # the tries line, then curl's output (body, status line) of the last answer.
 # Used by the facts (facts/_remote.py) and the manual script alike.
-PROBE_SH = MODEL_ID_SH + f"""
+PROBE_SH = (
+    MODEL_ID_SH
+    + f"""
 base=${{1%/}} model=$2 timeout=$3 tries=$4 out= i=0
 if [ -z "$model" ]; then
   if models=$(curl -sS --connect-timeout 3 --max-time "$timeout" "$base/v1/models" 2>&1); then
@@ -227,6 +229,7 @@ while [ -n "$model" ]; do
 done
 printf '{TRIES_LINE}%s\\n%s\\n' "$i" "$out"
 """
+)
 
 
 def probe_args(server_url: str, model: str | None, timeout_s: int, tries: int) -> list[str]:
