@@ -24,7 +24,7 @@ import inspect
 from types import MappingProxyType
 
 from remedy.core.config import desired
-from remedy.core.run.plan import FALLBACK
+from remedy.core.run.plan import FALLBACK, NOOP
 from remedy.core.run.steps import ALWAYS, DURABLE, Step
 from remedy.core.run.stop import StopRequest
 from remedy.operations import memory, nix, run, serving
@@ -49,6 +49,8 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
     restore = run.begin_restore(scope, runbook)
     done = restore.flow  # (step, its pyinfra result), in order: what the outcome reads
     for step in restore.steps.steps:
+        if not may_act(step, restore.plan.path):
+            continue
         op = operation_of(step)
         meta = op(
             **step.args,
@@ -59,6 +61,15 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
         )
         done.append((step, meta))
     return restore
+
+
+def may_act(step: Step, path: str) -> bool:
+    """Whether STEP is an operation of this run. A plan with nothing to do (NOOP) has
+    only the steps that can still act: the ones that always run, and one given no reason
+    to skip (a /run drop-in the next boot now carries). Every other step would say the
+    plan's reason and do nothing, and the outcome says it once. A fleet's no-op run
+    (issue 34) then prepares and journals two or three operations a host, not 22."""
+    return path != NOOP or step.stage == ALWAYS or not step.args.get("skip")
 
 
 def run_values(op, restore) -> dict:

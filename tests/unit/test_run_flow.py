@@ -89,3 +89,32 @@ def test_a_signal_stops_every_step_but_putting_a_removed_override_back():
         stop=stopped,
     )
     assert not runs(after_switch, "Write the /run fallback override")
+
+
+def _noop_steps(carriers: list[str]) -> list:
+    """The steps of a plan with nothing to do, as plan_steps gives them their skips: a
+    reason for every durable and fallback step but the removal of /run drop-ins the next
+    boot carries (none: a reason too)."""
+    out = []
+    for t in steps_core.TEMPLATES:
+        if t.stage == steps_core.ALWAYS:
+            args = {}
+        elif t.key == "remove_carriers":
+            args = {"paths": carriers, "skip": None if carriers else "no /run drop-in carries"}
+        else:
+            args = {"skip": "nothing to do: every setting holds"}
+        out.append(steps_core.Step(t, args))
+    return out
+
+
+def test_a_plan_with_nothing_to_do_runs_only_the_steps_that_can_act():
+    from remedy.core.run.plan import NOOP
+    from remedy.operations.flow import may_act
+
+    names = [s.template.key for s in _noop_steps([]) if may_act(s, NOOP)]
+    assert names == ["scratch_removed", "outcome"]
+    # one with a drop-in the next boot now carries still removes it
+    names = [s.template.key for s in _noop_steps(["/run/x.conf"]) if may_act(s, NOOP)]
+    assert names == ["remove_carriers", "scratch_removed", "outcome"]
+    # a plan that does something has every step (a durable failure starts the fallback)
+    assert all(may_act(s, DURABLE) and may_act(s, FALLBACK) for s in _noop_steps([]))
