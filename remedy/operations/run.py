@@ -194,7 +194,8 @@ def _builder(project: Path, runbook: str, s: HostData):
         _record_early(project, runbook, "failed", why)
         raise SystemExit(f"remedy: {host.name}: {why}")
     try:
-        return settings_mod.builder_of(s, other.name, dict(other.data.dict()), host.name)
+        where = f"{host.data.get('ssh_hostname') or host.name}:{host.data.get('ssh_port') or 22}"
+        return settings_mod.builder_of(s, other.name, dict(other.data.dict()), host.name, where)
     except ConfigError as exc:
         _record_early(project, runbook, "failed", f"bad builder data: {exc}")
         raise SystemExit(f"remedy: {exc}") from None

@@ -156,6 +156,19 @@ def test_two_serving_hosts_of_one_flake_host_keep_apart_on_a_shared_builder():
     assert builder_core.scratch_pattern(one.tag) != builder_core.scratch_pattern(two.tag)
 
 
+def test_two_inventories_that_give_two_machines_one_name_keep_apart_on_a_shared_builder():
+    s = host_data.from_host_data("cfx-llm2", {"build_host": "b1"})
+    data = {"remedy_role": "builder"}
+    staging, production = (
+        host_data.builder_of(s, "b1", data, "cfx-llm2", where)
+        for where in ("10.0.0.7:22", "10.0.0.8:22")
+    )
+    assert staging.tag != production.tag
+    assert staging.tag.startswith("cfx-llm2-") and production.tag.startswith("cfx-llm2-")
+    again = host_data.builder_of(s, "b1", data, "cfx-llm2", "10.0.0.7:22")
+    assert again.tag == staging.tag  # the same machine: the same clones, one host lock
+
+
 @pytest.mark.parametrize(
     "data,said",
     [

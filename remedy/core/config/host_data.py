@@ -705,10 +705,13 @@ def check_builders(hosts: dict[str, HostData]) -> None:
             )
 
 
-def builder_of(s: HostData, builder_name: str, builder_data: dict, host: str = "") -> Builder:
+def builder_of(
+    s: HostData, builder_name: str, builder_data: dict, host: str = "", where: str = ""
+) -> Builder:
     """The builder that S's host builds on (its build_host), from that host's data in
     the inventory: its user, its address (builder_address, else its ssh_hostname, else
-    its name), its SSH port and its own bounds; the key and the copy's trust are S's."""
+    its name), its SSH port and its own bounds; the key and the copy's trust are S's.
+    HOST and WHERE: the serving host's inventory name and SSH address (its clones' tag)."""
     b = from_host_data(builder_name, {**builder_data, "remedy_role": "builder"})
     address = b.builder_address or builder_data.get("ssh_hostname") or builder_name
     key = "builder_address" if b.builder_address else "ssh_hostname"
@@ -726,5 +729,5 @@ def builder_of(s: HostData, builder_name: str, builder_data: dict, host: str = "
         b.build_max_jobs,
         b.build_cores,
         b.nix_timeout_s,
-        tag_of(host or s.flake_host),
+        tag_of(host or s.flake_host, where),
     )

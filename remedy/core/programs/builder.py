@@ -76,11 +76,14 @@ def reachable(b: Builder) -> list[str]:
     return on_builder(b, ["nix", "--version"])
 
 
-def tag_of(host_name: str) -> str:
+def tag_of(host_name: str, where: str = "") -> str:
     """A serving host's inventory name as a plain word for its scratch clones' names on
-    the builder (distinct per host: each holds its own host lock)."""
+    the builder, distinct per host (each holds its own host lock): the hash also covers
+    WHERE its SSH reaches it, so two inventories that give two machines one name keep
+    apart on a builder they share."""
     plain = re.sub(r"[^A-Za-z0-9_.-]", "_", host_name)[:40]
-    return f"{plain}-{hashlib.sha256(host_name.encode()).hexdigest()[:8]}"
+    digest = hashlib.sha256(host_name.encode() + (b"\0" + where.encode() if where else b""))
+    return f"{plain}-{digest.hexdigest()[:8]}"
 
 
 def scratch_pattern(tag: str) -> str:
