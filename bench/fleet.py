@@ -11,7 +11,9 @@ nothing.
    system, of remedy and every process it starts: wait4) of each run, and the CPU time
    of the whole machine meanwhile (the twins run here too: their SSH sessions, the
    snapshot script, the server's answer to the probe), medians of RUNS after one
-   warm-up. Python keeps its bytecode, as an installation does. With --baseline DIR
+   warm-up. Python keeps its bytecode, as an installation does, and the runs log to an
+   audit log of the benchmark's own (/tmp/remedy-bench-fleet/audit.jsonl, new each
+   time: a long log on this machine would weigh on every run). With --baseline DIR
    (a checkout of remedy from before, e.g. `git archive HEAD | tar -x -C DIR`), its
    no-op apply is measured the same way.
 3. A rollout: four fresh twins, each needing a restart now (`--restart now`), with
@@ -49,8 +51,12 @@ def inventory(names: list[str], path: Path, **data) -> str:
     return str(path)
 
 
-# As an installation runs: Python keeps its bytecode (here outside the checkout).
-CACHED = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(WORK / "pycache")}
+# As an installation runs: Python keeps its bytecode (here outside the checkout). The
+# runs log to an audit log of their own, new for each benchmark: the figures do not
+# depend on how long this machine's log has grown (remedy before 2026-12-03 read all of
+# it after every run).
+CACHED = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(WORK / "pycache"),
+          "REMEDY_AUDIT_LOG": str(WORK / "audit.jsonl")}  # fmt: skip
 
 
 def busy_s() -> float:
@@ -145,6 +151,7 @@ def main() -> int:
     args = ap.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
     WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "audit.jsonl").unlink(missing_ok=True)
     result: dict = {"machine": platform.node(), "cpus": os.cpu_count(), "runs": args.runs}
     with converged_twins([f"bench-fl{i}" for i in range(max(sizes))]) as (names, took):
         result["converged_first_s"] = took
