@@ -11,9 +11,11 @@ nothing.
    system, of remedy and every process it starts: wait4) of each run, and the CPU time
    of the whole machine meanwhile (the twins run here too: their SSH sessions, the
    snapshot script, the server's answer to the probe), medians of RUNS after one
-   warm-up. Python keeps its bytecode, as an installation does, and the runs log to an
-   audit log of the benchmark's own (/tmp/remedy-bench-fleet/audit.jsonl, new each
-   time: a long log on this machine would weigh on every run). With --baseline DIR
+   warm-up, every size and kind taken in turns (a ratio of runs minutes apart would
+   measure the machine's drift too). Python keeps its bytecode, as an installation
+   does, and the runs log to an audit log of the benchmark's own
+   (/tmp/remedy-bench-fleet/audit.jsonl, new each time: a long log on this machine
+   would weigh on every run). With --baseline DIR
    (a checkout of remedy from before, e.g. `git archive HEAD | tar -x -C DIR`), its
    no-op apply is measured the same way.
 3. A rollout: four fresh twins, each needing a restart now (`--restart now`), with
@@ -75,9 +77,8 @@ def measure(argv: list[str], cwd: Path = ROOT, env: dict | None = None) -> dict:
             "machine_cpu": busy_s() - before, "tail": out[-2000:]}  # fmt: skip
 
 
-def medians(label: str, argv: list[str], runs: int, **kwargs) -> dict:
-    measure(argv, **kwargs)  # warm-up
-    done = [measure(argv, **kwargs) for _ in range(runs)]
+def summary(label: str, done: list[dict]) -> dict:
+    """Medians of the runs DONE."""
     bad = [d for d in done if d["exit"] != 0]
     if bad:
         print(f"{label}: exit {bad[0]['exit']}:\n{bad[0]['tail']}", file=sys.stderr)
@@ -90,22 +91,42 @@ def medians(label: str, argv: list[str], runs: int, **kwargs) -> dict:
     }
 
 
+def interleaved(cases: dict[str, tuple[list[str], dict]], runs: int) -> dict[str, dict]:
+    """Medians of RUNS runs of every case (label: argv, measure's keywords), taken in
+    turns (one of each, RUNS times over) after one warm-up of each: the machine's speed
+    drifts over minutes (other work, the twins settling), and a ratio of two figures
+    taken minutes apart measures that drift too."""
+    for argv, kwargs in cases.values():
+        measure(argv, **kwargs)
+    done: dict[str, list[dict]] = {label: [] for label in cases}
+    for _ in range(runs):
+        for label, (argv, kwargs) in cases.items():
+            done[label].append(measure(argv, **kwargs))
+    return {label: summary(label, runs_of) for label, runs_of in done.items()}
+
+
 def remedy(inv: str, *argv: str) -> list[str]:
     return [str(BIN / "remedy"), "converge", inv, "--json", *argv]
 
 
 def fleet_figures(names: list[str], sizes: list[int], runs: int, baseline: Path | None):
-    rows = []
+    """For each kind of run, every size in turns (see interleaved)."""
+    cases: dict[str, tuple[list[str], dict]] = {}
     for n in sizes:
         inv = inventory(names[:n], WORK / f"fleet{n}.py")
-        row = {"twins": n}
-        row["apply"] = medians(f"no-op converge x{n}", remedy(inv), runs)
-        row["check"] = medians(f"converge --check x{n}", remedy(inv, "--check"), runs)
+        cases[f"no-op converge x{n}"] = (remedy(inv), {})
+        cases[f"converge --check x{n}"] = (remedy(inv, "--check"), {})
         if baseline is not None:
             argv = [sys.executable, "-m", "remedy.cli.main", "converge", inv, "--json"]
             env = {"PYTHONPATH": str(baseline), "REMEDY_PROJECT": str(baseline)}
-            row["baseline_apply"] = medians(f"before: no-op x{n}", argv, runs, cwd=baseline,
-                                            env=env)  # fmt: skip
+            cases[f"before: no-op x{n}"] = (argv, {"cwd": baseline, "env": env})
+    got = interleaved(cases, runs)
+    rows = []
+    for n in sizes:
+        row = {"twins": n, "apply": got[f"no-op converge x{n}"],
+               "check": got[f"converge --check x{n}"]}  # fmt: skip
+        if baseline is not None:
+            row["baseline_apply"] = got[f"before: no-op x{n}"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
