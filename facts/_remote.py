@@ -209,9 +209,11 @@ echo "@@remedy:section unit.next"
 echo "@@remedy:section unit.next_dropins"
 for f in "$next.d/"*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section unit.scripts"
-_ps=$(for f in "$frag" $dropins "$next" "$next.d/"*.conf; do
-  [ -f "$f" ] && exec_paths "$f"
-done; echo .)
+# one sed for all the unit's files (a file whose last line has no newline ends there)
+set --
+for f in "$frag" $dropins "$next" "$next.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+_ps=.
+[ $# = 0 ] || _ps=$(exec_paths "$@"; echo .)
 sorted -u "${_ps%.}"
 # each script, and the store scripts it execs (as `while read` reads them: a last line
 # without its newline is not read)
@@ -393,7 +395,7 @@ c=$p/system.conf
 for f in "$c" "$p/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
     /run/systemd/system.conf.d/*.conf /usr/lib/systemd/system.conf.d/*.conf; do
   [ -f "$f" ] && sed -n 's/^[[:space:]]*DefaultEnvironment=//p' "$f" 2>/dev/null \
-    | while IFS= read -r v; do printf 'default-env %s %s\n' "$f" "$v"; done
+    | while IFS= read -r v || [ -n "$v" ]; do printf 'default-env %s %s\n' "$f" "$v"; done
 done
 nx=$p/system/$REMEDY_UNIT
 [ -e "$nx" ] && printf 'next-unit %s\n' "$nx"
@@ -403,22 +405,26 @@ unitenv() {
   r=$_real
   sed -n -e 's/^[[:space:]]*\(EnvironmentFile=\)/\1/p' \
     -e 's/^[[:space:]]*\(PassEnvironment=\)/\1/p' "$2" 2>/dev/null \
-    | while IFS= read -r l; do printf 'unit-env %s %s %s %s\n' "$1" "$2" "$r" "$l"; done
+    | while IFS= read -r l || [ -n "$l" ]; do
+      printf 'unit-env %s %s %s %s\n' "$1" "$2" "$r" "$l"
+    done
 }
 unitenv fragment "$frag"
 for f in $dropins; do unitenv dropin "$f"; done
 unitenv next "$nx"
 for f in "$nx.d/"*.conf; do unitenv next-dropin "$f"; done
-_o=$(for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do
-  [ -f "$f" ] && sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$f" 2>/dev/null
-done; echo .)
+set --
+for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+_o=.
+[ $# = 0 ] || _o=$(sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$@" \
+  2>/dev/null; echo .)
 [ "$_o" = . ] || printf '%s' "${_o%.}" | sort -u | while IFS= read -r g; do
   n=0
   for e in $g; do
     [ -f "$e" ] && [ -r "$e" ] || continue
     n=1
     sed -n 's/^[[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\)[[:space:]]*=.*/\1/p' "$e" 2>/dev/null \
-      | while IFS= read -r k; do printf 'env-file %s %s\n' "$g" "$k"; done
+      | while IFS= read -r k || [ -n "$k" ]; do printf 'env-file %s %s\n' "$g" "$k"; done
   done
   [ "$n" = 1 ] || printf 'env-file %s\n' "$g"
 done

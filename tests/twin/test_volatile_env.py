@@ -88,3 +88,28 @@ def test_a_wrapped_server_and_its_environment_file_are_durable_set_environment_i
     entries = {e["subject"]: e for e in host["unmanaged_volatile"]}
     assert code == 3 and set(entries) == {"FOO", RUN_DROPIN}, entries
     assert entries[RUN_DROPIN]["details"] == ["the server runs with VLLM_LOGGING_LEVEL=DEBUG"]
+
+
+def test_a_runtime_dropin_whose_last_line_has_no_newline_is_read_line_by_line(make_twin, tmp_path):
+    """Odd host content: a drop-in written with printf and no last newline, then another.
+    Each environment file they name is read as its own (not one path glued to the next)."""
+    twin = make_twin()
+    inventory = twin_inventory(tmp_path / "inventory.py", twin)
+    dropins = {}
+    for name, var in (("zz-a", "HF_HOME=/var/lib/hf-debug"), ("zz-b", "HF_HUB_OFFLINE=1")):
+        env_file = f"/etc/tenstorrent-serving/{name}.env"
+        twin.exec(["mkdir", "-p", "/etc/tenstorrent-serving", RUN_DROPIN.rsplit("/", 1)[0]])
+        twin.exec(["tee", env_file], input=f"{var}\n")
+        dropin = f"/run/systemd/system/{UNIT}.d/{name}.conf"
+        ending = "" if name == "zz-a" else "\n"
+        twin.exec(["tee", dropin], input=f"[Service]\nEnvironmentFile={env_file}{ending}")
+        dropins[dropin] = var
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    assert server_environ(twin)["HF_HUB_OFFLINE"] == "1"
+    _code, host = status(inventory)  # a fresh twin: tool calls unparsed too (exit 4)
+    entries = {e["subject"]: e for e in host["unmanaged_volatile"]}
+    assert set(entries) == set(dropins), entries
+    for dropin, var in dropins.items():
+        assert entries[dropin]["details"] == [f"the server runs with {var}"], entries[dropin]
