@@ -88,6 +88,7 @@ def summary(label: str, done: list[dict]) -> dict:
         "cpu_s": round(statistics.median(d["cpu"] for d in done), 2),
         "machine_cpu_s": round(statistics.median(d["machine_cpu"] for d in done), 2),
         "exit_codes": sorted({d["exit"] for d in done}),
+        "walls": [round(d["wall"], 3) for d in done],  # in the order they ran
     }
 
 
@@ -200,6 +201,13 @@ def converged_twins(names: list[str]):
             down(n)
 
 
+def round_ratios(m: dict, base: dict) -> list[float]:
+    """M's wall time over BASE's, for each round of the turns (the two ran a minute or
+    less apart), sorted."""
+    pairs = zip(m.get("walls", []), base.get("walls", []), strict=False)
+    return sorted(a / b for a, b in pairs if b > 0)
+
+
 def render(r: dict) -> str:
     head = (
         f"{'twins':>5} {'what':<22}{'wall s':>8}{'x one':>7}{'cpu s':>8}{'x one':>7}{'machine':>9}"
@@ -216,6 +224,10 @@ def render(r: dict) -> str:
                 f"{m['wall_s'] / base['wall_s']:6.2f}x{m['cpu_s']:8.2f}"
                 f"{m['cpu_s'] / base['cpu_s']:6.2f}x{m['machine_cpu_s']:9.2f}"
             )
+            if row is not one and (ratios := round_ratios(m, base)):
+                mid = statistics.median(ratios)
+                lines.append(f"{'':28}x one, round by round: {ratios[0]:.2f} to "
+                             f"{ratios[-1]:.2f}, median {mid:.2f}")  # fmt: skip
     for ro in r.get("rollout", []):
         lines.append(f"rollout of 4 fresh twins, max_restarting {ro['max_restarting']}: "
                      f"{ro['wall_s']:.1f} s")  # fmt: skip
