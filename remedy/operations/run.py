@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import os
 import signal
 import socket
@@ -493,29 +494,43 @@ def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, lis
     runbook_id = runbook_id.zfill(3) if runbook_id.isdigit() else runbook_id
     files = sorted((project / "runbooks").glob(f"{runbook_id}-*.yaml"))
     try:
-        text = files[0].read_text(encoding="utf-8")
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        return str(data["id"]), [str(i) for i in data.get("issues") or []]
+        st = files[0].stat()
+        found, issues = _runbook_file(files[0], st.st_mtime_ns, st.st_size)
+        return found, list(issues)
     except (IndexError, OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         logger.warning(f"remedy: runbook {runbook_id}: cannot read its issues ({exc!r})")
         return runbook_id, []
+
+
+@functools.lru_cache(maxsize=16)
+def _runbook_file(path: Path, _mtime_ns: int, _size: int) -> tuple[str, tuple[str, ...]]:
+    """(id, issues) of the runbook file PATH as it is now (its time and size are the
+    key): parsed once a run, not once a host."""
+    data = yaml.load(path.read_text(encoding="utf-8"),
+                     Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # fmt: skip
+    return str(data["id"]), tuple(str(i) for i in data.get("issues") or [])
 
 
 # Set while the run writes its own audit lines (at exit): a second signal then lets them
 # finish (they say interrupted) and its exit code waits here. Recording again from the
 # handler would block on the audit log's flock, held by the same process, for ever.
 _writing: list[int] = []
+# Set once the run's lines are written: a signal after that (the interpreter still
+# winding down) ends the run without a second line.
+_recorded: list[bool] = []
 
 
 def _record_all(
     st, commits: dict, runbook: tuple[str, list[str]], killed: str | None = None
 ) -> None:
     if killed is not None:
-        _write_records(st, commits, runbook, killed)
+        if not _recorded:
+            _write_records(st, commits, runbook, killed)
         return
     _writing.append(0)
     try:
         _write_records(st, commits, runbook)
+        _recorded.append(True)
     finally:
         code = _writing.pop()
         if code:

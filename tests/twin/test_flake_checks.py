@@ -121,7 +121,9 @@ def test_a_second_sigterm_during_a_hung_check_is_recorded_once_with_the_step_it_
     run.send_signal(signal.SIGTERM)
     out, _ = run.communicate(timeout=120)
     assert run.returncode == 128 + signal.SIGTERM, out[-3000:]
-    (record,) = [json.loads(x) for x in log.read_text().splitlines()]  # once, whoever wrote
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(records) == 1, records  # once, whoever wrote
+    (record,) = records
     assert record["result"] == "interrupted", record
     why = record["details"]["interrupted"]
     assert why.startswith("interrupted by SIGTERM"), why

@@ -34,6 +34,7 @@ PROCESS_BOOKKEEPING = {
         "_exit_guard",
         "_in_progress",
         "_writing",
+        "_recorded",
     }
 }
 

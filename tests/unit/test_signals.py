@@ -31,3 +31,28 @@ def test_a_second_signal_while_the_lines_are_written_waits_for_them_then_exits()
     )  # fmt: skip
     assert "after the second: [143]" in proc.stdout, proc.stdout + proc.stderr
     assert "not reached" not in proc.stdout and proc.returncode == 143, proc.stderr
+
+
+AFTER_THE_LINES = """
+import os, signal
+from remedy.operations import run
+run._watch_signals()
+run._recording.append({})
+run._record_args.append((None, {}, ("006", [])))
+run._write_records = lambda *a, **k: print("written again", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)  # the first: stop after the step in progress
+run._recorded.append(True)  # the run's lines are written; the interpreter winds down
+os.kill(os.getpid(), signal.SIGTERM)  # the second, now
+print("not reached", flush=True)
+"""
+
+
+def test_a_second_signal_after_the_lines_are_written_exits_without_a_second_line():
+    """A CI run recorded a run twice: its second SIGTERM came after its lines were
+    written, while the interpreter wound down, and the handler recorded it as killed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", AFTER_THE_LINES], capture_output=True, text=True, cwd=PROJECT,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 143, proc.stdout + proc.stderr
+    assert "written again" not in proc.stdout and "not reached" not in proc.stdout, proc.stdout
