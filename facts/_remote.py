@@ -26,6 +26,7 @@ PRELUDE = (
     r"""
 _nl='
 '
+_swk= _sws= _nfail= _env= _jt=
 _tab='@TAB@'
 # The real path of $1 in _real: what `readlink -f -- "$1"` prints, or $1 where it fails.
 # No process for a path with no link among its parts (readlink gives it back) or that
@@ -173,16 +174,57 @@ prefixed() {
     .replace("@TAB@", "\t")
 )
 
+
+def _tagged(program: str, tag: str) -> str:
+    """sed's s///p PROGRAM printing TAG before what it printed."""
+    head, sep, tail = program.rpartition("/\\1/p")
+    assert sep and not tail, program
+    return f"{head}/{tag}\\1/p"
+
+
 # The unit's properties in one `systemctl show`; FragmentPath, DropInPaths and MainPID
 # (what RUNTIME reads too) taken from its answer as `systemctl show -P NAME` prints them.
 # The scripts' exec targets are kept for RUNTIME's search for wrappers (_l1), so RUNTIME
 # must follow UNIT in a script (command() checks).
-UNIT = r"""
+UNIT = (
+    r"""
 u=$REMEDY_UNIT
 echo "@@remedy:section unit.show"
-_show=$(systemctl show "$u" -p Id -p LoadState -p ActiveState -p SubState -p MainPID \
-  -p NRestarts -p FragmentPath -p DropInPaths -p ExecStart -p Environment \
-  -p ActiveEnterTimestampMonotonic 2>&1)
+_props='-p Id -p LoadState -p ActiveState -p SubState -p MainPID -p NRestarts
+  -p FragmentPath -p DropInPaths -p ExecStart -p Environment -p ActiveEnterTimestampMonotonic'
+# with the switch's transient units (SWITCH): a glob shows only loaded units, after the
+# unit named; every line NAME=VALUE and at most one of them, or both are read as before
+set -f
+# shellcheck disable=SC2086
+_show=$(systemctl show "$u" '@SWITCH_UNIT@*.service' $_props 2>&1) && _swk=1
+set +f
+if [ -n "$_swk" ]; then
+  _swb=
+  case $_show in
+  *"$_nl$_nl"*)
+    _swb=${_show#*"$_nl$_nl"}
+    _show=${_show%%"$_nl$_nl"*} ;;
+  esac
+  _swn=0
+  set -f; IFS=$_nl
+  for _l in $_show; do case $_l in [A-Z]*=*) ;; *) _swk= ;; esac; done
+  for _l in $_swb; do
+    case $_l in
+    Id=*) _swn=$((_swn + 1)) ;;
+    ActiveState=*) _sws=${_l#ActiveState=} ;;
+    [A-Z]*=*) ;;
+    *) _swk= ;;
+    esac
+  done
+  unset IFS; set +f
+  [ "$_swn" -le 1 ] || _swk=
+fi
+if [ -z "$_swk" ]; then
+  set -f
+  # shellcheck disable=SC2086
+  _show=$(systemctl show "$u" $_props 2>&1)
+  set +f
+fi
 [ -z "$_show" ] || printf '%s\n' "$_show"
 _up=
 read -r _up _x </proc/uptime
@@ -209,12 +251,80 @@ echo "@@remedy:section unit.next"
 echo "@@remedy:section unit.next_dropins"
 for f in "$next.d/"*.conf; do [ -f "$f" ] && catfile "$f"; done
 echo "@@remedy:section unit.scripts"
-# one sed for all the unit's files (a file whose last line has no newline ends there)
-set --
-for f in "$frag" $dropins "$next" "$next.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
-_ps=.
-[ $# = 0 ] || _ps=$(exec_paths "$@"; echo .)
-sorted -u "${_ps%.}"
+# One sed (GNU: -s, F) for the unit's files and the manager's system.conf files: their
+# ExecStart= paths here; for RUNTIME, their EnvironmentFile=, PassEnvironment= and
+# DefaultEnvironment= lines, each file's after its name, kept in _ue, _uv and _ud. A
+# name with a newline or a tab, or an answer that does not follow the names, and both
+# are read as before (_ub). A file whose last line has no newline ends there.
+_uk= _un= _ue= _uv= _ud= _ub=
+ufile() {
+  [ -f "$2" ] || return 0
+  case $2 in *"$_nl"* | *"$_tab"*) _ub=1 ;; esac
+  _uk=$_uk$1$_tab$2$_nl
+  _un=$_un$2$_nl
+}
+ufile fragment "$frag"
+for f in $dropins; do ufile dropin "$f"; done
+ufile next "$next"
+for f in "$next.d/"*.conf; do ufile next-dropin "$f"; done
+_dc=/nix/var/nix/profiles/system/etc/systemd
+_c=$_dc/system.conf
+[ -f "$_c" ] || _c=/etc/systemd/system.conf
+for f in "$_c" "$_dc/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
+    /run/systemd/system.conf.d/*.conf /usr/lib/systemd/system.conf.d/*.conf; do
+  ufile conf "$f"
+done
+_ps=
+if [ -z "$_ub" ] && [ -n "$_un" ]; then
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_un
+  unset IFS; set +f
+  _o=$(sed -s -n -e 1F -e h -e '@X_SED@' -e g -e '@E_SED@' -e '@P_SED@' -e g \
+    -e '@V_SED@' -e g -e '@D_SED@' -- "$@" 2>/dev/null; echo .)
+  _o=${_o%.}
+  _k= _f= _fr= _r=$_uk
+  set -f; IFS=$_nl
+  for _l in $_o; do
+    case $_l in
+    /*)
+      _k=
+      while [ -n "$_r" ]; do
+        _e=${_r%%"$_nl"*}
+        _r=${_r#*"$_nl"}
+        [ "${_e#*"$_tab"}" = "$_l" ] && { _k=${_e%%"$_tab"*}; _f=$_l; break; }
+      done
+      [ -n "$_k" ] || { _ub=1; break; }
+      [ "$_k" = conf ] || { realpath_of "$_f"; _fr=$_real; }
+      continue ;;
+    esac
+    [ -n "$_k" ] || { _ub=1; break; }
+    if [ "$_k" = conf ]; then
+      case $_l in
+      d*) _ud="${_ud}default-env $_f ${_l#d}$_nl" ;;
+      [xev]*) ;;
+      *) _ub=1; break ;;
+      esac
+    else
+      case $_l in
+      x*) _ps=$_ps${_l#x}$_nl ;;
+      e*) _ue="${_ue}unit-env $_k $_f $_fr ${_l#e}$_nl" ;;
+      v*) _uv=$_uv${_l#v}$_nl ;;
+      d*) ;;
+      *) _ub=1; break ;;
+      esac
+    fi
+  done
+  unset IFS; set +f
+fi
+if [ -n "$_ub" ]; then
+  set --
+  for f in "$frag" $dropins "$next" "$next.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+  _ps=.
+  [ $# = 0 ] || _ps=$(exec_paths "$@"; echo .)
+  _ps=${_ps%.}
+fi
+sorted -u "$_ps"
 # each script, and the store scripts it execs (as `while read` reads them: a last line
 # without its newline is not read)
 unit_scripts() {
@@ -239,7 +349,13 @@ unit_scripts() {
 }
 unit_scripts "$_sorted"
 _unit_read=1
-"""
+""".replace("@SWITCH_UNIT@", commands.SWITCH_UNIT)
+    .replace("@X_SED@", _tagged(commands.EXEC_PATH_SED, "x"))
+    .replace("@E_SED@", r"s/^[[:space:]]*\(EnvironmentFile=\)/e\1/p")
+    .replace("@P_SED@", r"s/^[[:space:]]*\(PassEnvironment=\)/e\1/p")
+    .replace("@V_SED@", r"s/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*/v/p")
+    .replace("@D_SED@", r"s/^[[:space:]]*DefaultEnvironment=/d/p")
+)
 
 # Runtime state a reboot reverts beyond the managed settings (remedy.core.config.volatile):
 # every file and link under /run/systemd/system(.control), the serving process's argv
@@ -381,8 +497,30 @@ if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/cmdline" ]; then
     echo "unreadable"
   fi
 fi
-_o=$(systemctl show-environment 2>/dev/null)
-prefixed 'manager %s\n' "$_o"
+# The manager's environment as show-environment prints it, from one `systemctl show` of
+# the manager with its count of failed units (SWITCH lists them only if there are any).
+# A value with a character that systemd quotes or older systemd cannot print (a blank,
+# a quote, $, a glob, a byte beyond ASCII...) is read as before.
+_o=$(systemctl show -p Environment -p NFailedUnits 2>/dev/null)
+_me=
+set -f; IFS=$_nl
+for _l in $_o; do
+  case $_l in
+  NFailedUnits=*) _nfail=${_l#NFailedUnits=} ;;
+  Environment=*) _env=${_l#Environment=} _me=1 ;;
+  esac
+done
+unset IFS
+case $_env in *[!A-Za-z0-9_=/.,:@%+\ -]* | *"  "* | " "* | *" ") _me= ;; esac
+if [ -n "$_me" ]; then
+  # shellcheck disable=SC2086
+  set -- $_env
+  [ $# = 0 ] || printf 'manager %s\n' "$@"
+else
+  _o=$(systemctl show-environment 2>/dev/null)
+  prefixed 'manager %s\n' "$_o"
+fi
+set +f
 # What the next boot's start chain sets beyond the unit's Environment=: DefaultEnvironment=
 # of the system.conf the next boot reads (the profile's, else /etc's) and of system.conf.d;
 # the unit files' EnvironmentFile= and PassEnvironment= lines, with the names (never the
@@ -392,11 +530,15 @@ echo "chain"
 p=/nix/var/nix/profiles/system/etc/systemd
 c=$p/system.conf
 [ -f "$c" ] || c=/etc/systemd/system.conf
-for f in "$c" "$p/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
-    /run/systemd/system.conf.d/*.conf /usr/lib/systemd/system.conf.d/*.conf; do
-  [ -f "$f" ] && sed -n 's/^[[:space:]]*DefaultEnvironment=//p' "$f" 2>/dev/null \
-    | while IFS= read -r v || [ -n "$v" ]; do printf 'default-env %s %s\n' "$f" "$v"; done
-done
+if [ -z "$_ub" ]; then
+  printf '%s' "$_ud"
+else
+  for f in "$c" "$p/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
+      /run/systemd/system.conf.d/*.conf /usr/lib/systemd/system.conf.d/*.conf; do
+    [ -f "$f" ] && sed -n 's/^[[:space:]]*DefaultEnvironment=//p' "$f" 2>/dev/null \
+      | while IFS= read -r v || [ -n "$v" ]; do printf 'default-env %s %s\n' "$f" "$v"; done
+  done
+fi
 nx=$p/system/$REMEDY_UNIT
 [ -e "$nx" ] && printf 'next-unit %s\n' "$nx"
 unitenv() {
@@ -409,15 +551,20 @@ unitenv() {
       printf 'unit-env %s %s %s %s\n' "$1" "$2" "$r" "$l"
     done
 }
-unitenv fragment "$frag"
-for f in $dropins; do unitenv dropin "$f"; done
-unitenv next "$nx"
-for f in "$nx.d/"*.conf; do unitenv next-dropin "$f"; done
-set --
-for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
-_o=.
-[ $# = 0 ] || _o=$(sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$@" \
-  2>/dev/null; echo .)
+if [ -z "$_ub" ]; then
+  printf '%s' "$_ue"
+  _o=$_uv.
+else
+  unitenv fragment "$frag"
+  for f in $dropins; do unitenv dropin "$f"; done
+  unitenv next "$nx"
+  for f in "$nx.d/"*.conf; do unitenv next-dropin "$f"; done
+  set --
+  for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+  _o=.
+  [ $# = 0 ] || _o=$(sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$@" \
+    2>/dev/null; echo .)
+fi
 [ "$_o" = . ] || printf '%s' "${_o%.}" | sort -u | while IFS= read -r g; do
   n=0
   for e in $g; do
@@ -519,9 +666,15 @@ date '+%Y-%m-%dT%H:%M:%S%z'
 # only as the journal is read) under the binary's and nix.conf's real paths, sizes and
 # times, so that a check that finds nothing to do starts no nix process (issue 28).
 NIX_VERSION = (
-    journal.TRUST_SH
-    + r"""
+    (
+        journal.TRUST_SH
+        + journal.TRUST_ALL_SH
+        + r"""
 echo "@@remedy:section nix.version"
+# the records this script reads (this one, OPTIONS_RECORD's, JOURNAL's two), asked at once
+_j=$REMEDY_JOURNAL _m=
+[ -z "$_j" ] || { _m=${_j%/run-*}/manual-runs-${_j##*/run-}; _m=${_m%.json}.jsonl; }
+journal_trust_all @RECORD@ @OPTIONS_RECORD@ "$_j" "$_m"
 if n=$(command -v nix 2>/dev/null); then
   v=@RECORD@
   c=/etc/nix/nix.conf
@@ -559,7 +712,10 @@ if n=$(command -v nix 2>/dev/null); then
   fi
 fi
 """
-).replace("@RECORD@", options.NIX_VERSION_RECORD)
+    )
+    .replace("@RECORD@", options.NIX_VERSION_RECORD)
+    .replace("@OPTIONS_RECORD@", options.RECORD)
+)
 
 FLAKE = r"""
 d=$REMEDY_FLAKE_DIR
@@ -701,8 +857,22 @@ else
   printf '%s\n' "$top" | sed 's/^/error /'
   ok=
 fi
-# shellcheck disable=SC2086
-[ -z "$ok" ] || git -C "$d" $4 2>&1 | sed 's/^/status /'
+if [ -n "$ok" ]; then
+  # shellcheck disable=SC2086
+  _s=$(git -C "$d" $4 2>&1; echo .)
+  _s=${_s%.}
+  # sed 's/^/status /' for what the shell cannot tell (an empty line, no last newline)
+  case $_s in
+  '') ;;
+  "$nl"* | *"$nl$nl"* | *[!"$nl"]) printf '%s' "$_s" | sed 's/^/status /' ;;
+  *)
+    set -f; IFS=$nl
+    # shellcheck disable=SC2086
+    set -- $_s
+    unset IFS; set +f
+    printf 'status %s\n' "$@" ;;
+  esac
+fi
 echo "@@remedy:git-end"
 """
 FLAKE = (
@@ -768,18 +938,22 @@ u='@SWITCH_UNIT@*.service'
 switch_read() {
   _nl='
 '
-  _o=$(systemctl list-units --all --plain --no-legend --no-pager "$u" 2>/dev/null)
   _a= _s=
-  set -f; IFS=$_nl
-  for _l in $_o; do
-    unset IFS
-    # shellcheck disable=SC2086
-    set -- $_l
-    case $3 in active | activating | deactivating | reloading) _a=$3 ;; esac
-    [ -n "$_s" ] || _s=$3
-    IFS=$_nl
-  done
-  unset IFS; set +f
+  if [ -n "$_swk" ]; then
+    _s=$_sws
+  else
+    _o=$(systemctl list-units --all --plain --no-legend --no-pager "$u" 2>/dev/null)
+    set -f; IFS=$_nl
+    for _l in $_o; do
+      unset IFS
+      # shellcheck disable=SC2086
+      set -- $_l
+      case $3 in active | activating | deactivating | reloading) _a=$3 ;; esac
+      [ -n "$_s" ] || _s=$3
+      IFS=$_nl
+    done
+    unset IFS; set +f
+  fi
   printf 'state %s\n' "${_a:-$_s}"
   _o=$(journalctl -q -b -u "$u" -n 40 -o json \
     --output-fields=MESSAGE,EXIT_STATUS,INVOCATION_ID 2>/dev/null)
@@ -788,7 +962,9 @@ switch_read() {
   set -- $_o
   unset IFS; set +f
   [ $# = 0 ] || printf 'journal %s\n' "$@"
-  _o=$(systemctl list-units --failed --plain --no-legend --no-pager 2>/dev/null)
+  _o=
+  [ "$_nfail" = 0 ] \
+    || _o=$(systemctl list-units --failed --plain --no-legend --no-pager 2>/dev/null)
   set -f; IFS=$_nl
   for _l in $_o; do
     unset IFS
@@ -861,7 +1037,8 @@ why=$_why
 if [ -n "$why" ]; then
   printf 'untrusted %s: %s\n' "$r" "$why"
 elif [ -s "$r" ]; then
-  sed -e '$a\' "$r"
+  # a trusted record: printable ASCII, no NUL, so `read` prints it as sed would
+  while IFS= read -r _l || [ -n "$_l" ]; do printf '%s\n' "$_l"; done <"$r"
 fi
 """
 ).replace("@RECORD@", options.RECORD)
