@@ -26,7 +26,7 @@ PRELUDE = (
     r"""
 _nl='
 '
-_swk= _sws= _nfail= _env= _jt=
+_swk= _sws= _nfail= _env= _jt= _rpx=
 _tab='@TAB@'
 # The real path of $1 in _real: what `readlink -f -- "$1"` prints, or $1 where it fails.
 # No process for a path with no link among its parts (readlink gives it back) or that
@@ -62,6 +62,13 @@ unlinked() {
     _p=${_p%/*}
   done
   return 0
+}
+# True when realpath_of knows $1 without a process: realpaths resolved it, or it has
+# no link among its parts.
+known_path() {
+  case $1 in '' | *"$_nl"* | *"$_tab"*) return 1 ;; esac
+  case $_rc in *"$_nl$1$_tab"*) return 0 ;; esac
+  unlinked "$1"
 }
 # The existing ones among the paths given, resolved with one readlink for realpath_of.
 realpaths() {
@@ -175,6 +182,23 @@ prefixed() {
 )
 
 
+# For a script with UNIT and later sections that resolve paths (GENERATIONS, NIX_VERSION,
+# the settings' sysctl.d files): their paths resolved with the unit's files, in UNIT's
+# one readlink. Put it before UNIT. Only a cache: a path it misses is resolved as before.
+PATHS_TOO = r"""
+_rpx='/run/current-system /run/booted-system /nix/var/nix/profiles/system
+/nix/var/nix/profiles/system-*-link /nix/var/nix/profiles/system/etc/sysctl.d/*.conf
+/run/current-system/etc/sysctl.d/*.conf /etc/nix/nix.conf'
+# the nix that `command -v` finds, without its subshell
+set -f; IFS=:
+for _d in $PATH; do
+  case $_d in /*) ;; *) continue ;; esac
+  [ -f "$_d/nix" ] && [ -x "$_d/nix" ] && { _rpx="$_rpx $_d/nix"; break; }
+done
+unset IFS; set +f
+"""
+
+
 def _tagged(program: str, tag: str) -> str:
     """sed's s///p PROGRAM printing TAG before what it printed."""
     head, sep, tail = program.rpartition("/\\1/p")
@@ -240,7 +264,9 @@ for _l in $_show; do
 done
 unset IFS; set +f
 next=/nix/var/nix/profiles/system/etc/systemd/system/$u
-realpaths "$frag" $dropins "$next" "$next.d/"*.conf
+# with the paths later sections resolve, if the script named them (PATHS_TOO)
+# shellcheck disable=SC2086
+realpaths "$frag" $dropins "$next" "$next.d/"*.conf $_rpx
 echo "@@remedy:section unit.files"
 catfile "$frag"
 for f in $dropins; do catfile "$f"; done
@@ -683,7 +709,14 @@ if n=$(command -v nix 2>/dev/null); then
   _nl='
 '
   _rn= _rcf= _sn= _sc=
-  _o=$(readlink -f -- "$n" "$c" 2>/dev/null)
+  if [ -e "$c" ] && known_path "$n" && known_path "$c"; then
+    realpath_of "$n"
+    _o=$_real
+    realpath_of "$c"
+    _o=$_o$_nl$_real
+  else
+    _o=$(readlink -f -- "$n" "$c" 2>/dev/null)
+  fi
   case $_o in
   *"$_nl"*"$_nl"*) _rn=$(readlink -f -- "$n"); _rcf=$(readlink -f -- "$c" 2>/dev/null) ;;
   *"$_nl"*) _rn=${_o%%"$_nl"*}; _rcf=${_o#*"$_nl"} ;;
@@ -895,8 +928,19 @@ generations() {
     [ -e "${n#*:}" ] && set -- "$@" "${n#*:}"
   done
   for l in /nix/var/nix/profiles/system-*-link; do [ -L "$l" ] && set -- "$@" "$l"; done
-  _one=
-  if [ $# -gt 0 ] && _o=$(readlink -f -- "$@" 2>/dev/null); then
+  _one= _k=
+  if [ $# -gt 0 ]; then
+    # all of them known (UNIT's readlink, PATHS_TOO), or one readlink for all
+    _k=1
+    for _p in "$@"; do known_path "$_p" || { _k=; break; }; done
+    if [ -n "$_k" ]; then
+      _o=
+      for _p in "$@"; do realpath_of "$_p"; _o=$_o$_real$_nl; done
+    elif _o=$(readlink -f -- "$@" 2>/dev/null); then
+      _k=1
+    fi
+  fi
+  if [ -n "$_k" ]; then
     _n=$#
     set -f; IFS=$_nl
     # shellcheck disable=SC2086

@@ -131,7 +131,7 @@ class VolatileState(FactBase[list[VolatileEntry]]):
 
     def command(self, unit: str = DEFAULT_UNIT):
         return _remote.command(
-            [_remote.UNIT, _remote.RUNTIME, _remote.MEMORY, _remote.GENERATIONS],
+            [_remote.PATHS_TOO, _remote.UNIT, _remote.RUNTIME, _remote.MEMORY, _remote.GENERATIONS],
             {"REMEDY_UNIT": unit},
         )
 
@@ -171,6 +171,7 @@ class HostSnapshot(FactBase[Snapshot]):
         }
         return _remote.command(
             [
+                _remote.PATHS_TOO,
                 _remote.UNIT,
                 _remote.RUNTIME,
                 _remote.MEMORY,
