@@ -164,14 +164,24 @@ def begin_restore(
     if planned.resuming:
         logger.info(f"{host.name}: {planned.resuming}")
     _runs[host.name] = r
-    if not _recording:
-        # Read now, at prepare: at exit pyinfra's gevent hub is already winding down.
-        _recording.append(audit.commits_of(project))
-        _record_args.append((state, _recording[0], _runbook_of(project, runbook)))
-        atexit.register(_record_all, *_record_args[0])
-        _watch_signals()
-        state.add_callback_handler(_StepJournal())
+    _start_recording(state, project, runbook)
     return r
+
+
+def _start_recording(state, project: Path, runbook: str) -> None:
+    """Once a run: the exit hook that writes the audit lines, the signal handlers, the step
+    journal, and the project's commits, read now (at exit pyinfra's gevent hub is already
+    winding down). The run is claimed before the read, which yields to the other hosts'
+    greenlets (a fleet prepares its hosts at once): it ran git for every host before."""
+    if _recording:
+        return
+    commits: dict = {}
+    _recording.append(commits)
+    _record_args.append((state, commits, _runbook_of(project, runbook)))
+    atexit.register(_record_all, *_record_args[0])
+    _watch_signals()
+    state.add_callback_handler(_StepJournal())
+    commits.update(audit.commits_of(project))
 
 
 def _built_on(b) -> str:
