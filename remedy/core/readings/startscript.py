@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 NONE = "none"
 PARSER_FLAG = re.compile(r"--tool-call-parser[ =]['\"]?([A-Za-z0-9_]+)")
@@ -39,6 +40,13 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
+@lru_cache(maxsize=4096)
+def _words(line: str) -> tuple[str, ...]:
+    """shlex's words of LINE, kept: a fleet's hosts run the same start scripts (issue 34:
+    the split was a third of remedy's own work per host)."""
+    return tuple(shlex.split(line, comments=True))
+
+
 def parse(path: str, text: str) -> StartScript:
     """Read a start script. ``--tool-call-parser`` counts wherever it is (any line, either
     spelling); the vLLM command line (``… serve MODEL …``) gives the other flags; an
@@ -51,7 +59,7 @@ def parse(path: str, text: str) -> StartScript:
         if not s or s.startswith("#"):
             continue
         try:
-            parts = shlex.split(s, comments=True)
+            parts = list(_words(s))
         except ValueError:
             continue
         if not parts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pyinfra.api.exceptions import FactProcessError
 
@@ -83,18 +84,23 @@ def parse_exec(value: str) -> list[ExecCommand]:
 
 def parse_environment(value: str) -> dict[str, str]:
     """The Environment property: space-separated, entries shell-quoted when they hold spaces."""
-    env = {}
     try:
-        words = shlex.split(value)
+        return dict(_environment(value))
     except ValueError as exc:
         raise FactProcessError(
             f"systemctl show: unreadable Environment ({exc}): {value[:120]!r}"
         ) from exc
-    for word in words:
+
+
+@lru_cache(maxsize=256)
+def _environment(value: str) -> tuple[tuple[str, str], ...]:
+    """VALUE's assignments, kept: a fleet's hosts share their units' Environment= (issue 34)."""
+    env = {}
+    for word in shlex.split(value):
         key, sep, val = word.partition("=")
         if sep:
             env[key] = val
-    return env
+    return tuple(env.items())
 
 
 @dataclass
