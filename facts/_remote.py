@@ -353,6 +353,35 @@ fi
 sorted -u "$_ps"
 # each script, and the store scripts it execs (as `while read` reads them: a last line
 # without its newline is not read)
+# catscript, and for a text file what exec_targets prints in _t, in one sed: the targets
+# go to fd 3 (sed's w), the file to the answer
+catscript_t() {
+  _t=
+  if [ -f "$1" ] && istext "$1"; then
+    realpath_of "$1"
+    printf '@@remedy:file %s %s\n' "$1" "$_real"
+    [ -r "$1" ] || return 0
+    { _t=$(sed -e h -e '@EXEC_TARGET_W@' -e g -e '$a\' -- "$1" 3>&1 1>&4 2>&1; echo .); } 4>&1
+    _t=${_t%.}
+  else
+    catscript "$1"
+  fi
+}
+# What exec_targets printed for $1, kept for RUNTIME's wrappers (wt_get: into _t)
+_wn=0 _wtc=
+wt_keep() {
+  case $1 in *"$_nl"* | *"$_tab"*) return 0 ;; esac
+  case $_wtc in *"$_nl$1$_tab"*) return 0 ;; esac
+  _wn=$((_wn + 1))
+  eval "_wt$_wn=\$2"
+  _wtc=$_wtc$_nl$1$_tab$_wn$_nl
+}
+wt_get() {
+  case $_wtc in *"$_nl$1$_tab"*) ;; *) return 1 ;; esac
+  _i=${_wtc#*"$_nl$1$_tab"}
+  _i=${_i%%"$_nl"*}
+  eval "_t=\$_wt$_i"
+}
 unit_scripts() {
   _l1=
   set -f; IFS=$_nl
@@ -360,17 +389,18 @@ unit_scripts() {
   set -- $1
   unset IFS; set +f
   for s in "$@"; do
-    catscript "$s"
+    catscript_t "$s"
     [ -f "$s" ] && istext "$s" || continue
-    _t=$(exec_targets "$s"; echo .)
-    _t=${_t%.}
     _l1=$_l1$_t
     case $_t in *"$_nl"*) ;; *) continue ;; esac
     set -f; IFS=$_nl
     # shellcheck disable=SC2086
     set -- ${_t%"$_nl"*}
     unset IFS; set +f
-    for t in "$@"; do catscript "$t"; done
+    for t in "$@"; do
+      catscript_t "$t"
+      [ -f "$t" ] && istext "$t" && wt_keep "$t" "$_t"
+    done
   done
 }
 unit_scripts "$_sorted"
@@ -381,6 +411,7 @@ _unit_read=1
     .replace("@P_SED@", r"s/^[[:space:]]*\(PassEnvironment=\)/e\1/p")
     .replace("@V_SED@", r"s/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*/v/p")
     .replace("@D_SED@", r"s/^[[:space:]]*DefaultEnvironment=/d/p")
+    .replace("@EXEC_TARGET_W@", commands.EXEC_TARGET_SED[: -len("/p")] + "/w /dev/fd/3")
 )
 
 # Runtime state a reboot reverts beyond the managed settings (remedy.core.config.volatile):
@@ -628,7 +659,11 @@ wrappers() {
     shift
     _w=$_w$s$_nl
     [ -f "$s" ] && istext "$s" || continue
-    if [ $# = 0 ]; then
+    if wt_get "$s"; then
+      # as $(...) reads it at the end
+      [ $# != 0 ] || while :; do case $_t in *"$_nl") _t=${_t%"$_nl"} ;; *) break ;; esac; done
+      _w=$_w$_t
+    elif [ $# = 0 ]; then
       # the end of what sort reads: its last newline makes no difference
       _w=$_w$(sed -n '@EXEC_TARGET_SED@' "$s" 2>/dev/null)
     else
