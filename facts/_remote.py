@@ -391,11 +391,13 @@ unit_scripts() {
   for s in "$@"; do
     catscript_t "$s"
     [ -f "$s" ] && istext "$s" || continue
+    # an exec line that ends a script without a newline is a line (sh runs it)
+    case $_t in '' | *"$_nl") ;; *) _t=$_t$_nl ;; esac
     _l1=$_l1$_t
-    case $_t in *"$_nl"*) ;; *) continue ;; esac
+    [ -n "$_t" ] || continue
     set -f; IFS=$_nl
     # shellcheck disable=SC2086
-    set -- ${_t%"$_nl"*}
+    set -- $_t
     unset IFS; set +f
     for t in "$@"; do
       catscript_t "$t"
@@ -659,17 +661,13 @@ wrappers() {
     shift
     _w=$_w$s$_nl
     [ -f "$s" ] && istext "$s" || continue
-    if wt_get "$s"; then
-      # as $(...) reads it at the end
-      [ $# != 0 ] || while :; do case $_t in *"$_nl") _t=${_t%"$_nl"} ;; *) break ;; esac; done
-      _w=$_w$_t
-    elif [ $# = 0 ]; then
-      # the end of what sort reads: its last newline makes no difference
-      _w=$_w$(sed -n '@EXEC_TARGET_SED@' "$s" 2>/dev/null)
-    else
+    if ! wt_get "$s"; then
       _t=$(exec_targets "$s"; echo .)
-      _w=$_w${_t%.}
+      _t=${_t%.}
     fi
+    # each target on its own line (an exec line that ends a script without a newline)
+    case $_t in '' | *"$_nl") ;; *) _t=$_t$_nl ;; esac
+    _w=$_w$_t
   done
   sorted -u "$_w"
   set -f; IFS=$_nl

@@ -113,3 +113,38 @@ def test_a_runtime_dropin_whose_last_line_has_no_newline_is_read_line_by_line(ma
     assert set(entries) == set(dropins), entries
     for dropin, var in dropins.items():
         assert entries[dropin]["details"] == [f"the server runs with {var}"], entries[dropin]
+
+
+def test_an_exec_line_without_its_newline_still_leads_to_the_wrapper(make_twin, tmp_path):
+    """Odd host content: a runtime drop-in starts the server through a script written with
+    printf, whose last line (the exec of the next boot's start script) has no newline.
+    sh runs that line, so the wrapper it leads to is read, and the variables the wrapper
+    sets are not taken for volatile state (they were: that target was glued to the next
+    script's, and no wrapper was found)."""
+    twin = make_twin()
+    twin.exec(["mkdir", "-p", fixtures.ENV_FILE.rsplit("/", 1)[0]])
+    twin.exec(["tee", fixtures.ENV_FILE], input="HF_HOME=/var/lib/hf\n")
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.env_file_commit())
+    inventory = twin_inventory(tmp_path / "inventory.py", twin, allow_local_build=True)
+    proc = subprocess.run(
+        ["remedy", "converge", str(inventory), "--restart", "now"],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    # the store script the unit's start script execs: the one with the flags
+    start = twin.exec(["systemctl", "show", "-P", "ExecStart", UNIT]).stdout
+    start = start.split("path=", 1)[1].split(" ;", 1)[0].strip()
+    target = twin.exec(["sed", "-n", r"s/^exec \(\/nix\/store\/[^ ]*\).*/\1/p", start]).stdout
+    target = target.strip()
+    assert target.startswith("/nix/store/"), target
+    script = "/etc/tenstorrent-serving/debug-start"
+    twin.exec(["tee", script], input=f'#!/bin/sh\nexec {target} "$@"')
+    twin.exec(["chmod", "0755", script])
+    twin.exec(["mkdir", "-p", RUN_DROPIN.rsplit("/", 1)[0]])
+    twin.exec(["tee", RUN_DROPIN], input=f"[Service]\nExecStart=\nExecStart={script}\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    assert server_environ(twin)["PYTHONNOUSERSITE"] == "true"
+    _code, host = status(inventory)  # the drop-in itself: a /run override of the unit
+    assert host["unmanaged_volatile"] == [], host["unmanaged_volatile"]
