@@ -74,6 +74,30 @@ def answer(twin: machine.Twin, command: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+def expanded(lines: list[str]) -> list[str]:
+    """LINES with each ``@@remedy:same`` replaced by the lines of the file printed before
+    under the same real path, as the reader takes it (the old script read it again)."""
+    out: list[str] = []
+    files: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        if line.startswith("@@remedy:file "):
+            real = line.rstrip("$").split(" ")[-1]
+            current = None if real in files else files.setdefault(real, [])
+            out.append(line)
+        elif line.rstrip("$") == "@@remedy:same" and current is None:
+            real = out[-1].rstrip("$").split(" ")[-1]
+            out.extend(files.get(real, [line]))
+        elif line.startswith("@@remedy:"):
+            current = None
+            out.append(line)
+        else:
+            if current is not None:
+                current.append(line)
+            out.append(line)
+    return out
+
+
 def masked(lines: list[str]) -> list[str]:
     out, section = [], ""
     for line in lines:
@@ -97,7 +121,7 @@ def masked(lines: list[str]) -> list[str]:
 
 def compare(twin: machine.Twin, old_cmd: str, new_cmd: str, show: bool) -> bool:
     old1 = answer(twin, old_cmd)
-    new = answer(twin, new_cmd)
+    new = expanded(answer(twin, new_cmd))
     old2 = answer(twin, old_cmd)
     if not old1 or not old1[-1].startswith("@@remedy:end"):
         print(f"{twin.name}: the old script's answer has no end marker")

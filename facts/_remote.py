@@ -15,7 +15,7 @@ from pyinfra.api import QuoteString, StringCommand
 from remedy.core.config import options
 from remedy.core.programs import commands, journal
 from remedy.core.readings import probe
-from remedy.core.readings.sections import END, ESCAPE_SH, ESCAPED
+from remedy.core.readings.sections import END, ESCAPE_SH, ESCAPED, SAME
 
 # Shell functions every remote snippet may use. The snapshot is read on every check of
 # every host, so it starts few processes (issue 34): shell builtins where the output
@@ -26,7 +26,7 @@ PRELUDE = (
     r"""
 _nl='
 '
-_swk= _sws= _nfail= _env= _jt= _rpx=
+_swk= _sws= _nfail= _env= _jt= _rpx= _pf=
 _tab='@TAB@'
 # The real path of $1 in _real: what `readlink -f -- "$1"` prints, or $1 where it fails.
 # No process for a path with no link among its parts (readlink gives it back) or that
@@ -107,11 +107,22 @@ istext() {
   _tc=$_tc$_nl$1${_tab}n$_nl
   return 1
 }
+# A file printed before under the same real path (the next boot's unit and sysctl.d files
+# are the running system's, in the store) is not read again: SAME says so and the reader
+# copies it (remedy.core.readings.sections). Not for a name with a blank.
 catfile() {
   [ -n "$1" ] || return 0
   realpath_of "$1"
   printf '@@remedy:file %s %s\n' "$1" "$_real"
-  [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
+  case $1$_real in
+  *[" $_tab$_nl"]*)
+    [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
+    return ;;
+  esac
+  case $_pf in *"$_nl$_real$_nl"*) echo '@SAME@'; return 0 ;; esac
+  [ -r "$1" ] || return 1
+  sed -e '$a\' -- "$1" 2>&1
+  _pf=$_pf$_nl$_real$_nl
 }
 # The command paths that ExecStart= lines of unit files name (prefixes like - @ ! dropped,
 # NixOS's trailing space trimmed).
@@ -179,6 +190,7 @@ prefixed() {
 """.replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED)
     .replace("@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED)
     .replace("@TAB@", "\t")
+    .replace("@SAME@", SAME)
 )
 
 

@@ -9,7 +9,9 @@ one remote script whose output is cut into sections by marker lines::
     ...
 
 Section names are fixed by the engine; ``@@remedy:file PATH REALPATH`` lines
-introduce the content of one file within a section.
+introduce the content of one file within a section. ``@@remedy:same`` right after one
+says that its content is that of the file printed earlier under the same REALPATH (the
+script reads each file once: issue 34).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pyinfra.api.exceptions import FactProcessError
 
 SECTION = "@@remedy:section "
 FILE = "@@remedy:file "
+SAME = "@@remedy:same"
 END = "@@remedy:end"
 # The first line of an answer whose every other line went through ``LC_ALL=C sed -n 'l 0'``
 # on the host (facts/_remote.py): pure ASCII on the wire, whatever bytes the host holds
@@ -78,6 +81,7 @@ def split(output: list[str], fact: str) -> dict[str, list[Section]]:
     current: Section | None = None
     blob: FileBlob | None = None
     saw_end = False
+    printed: dict[str, FileBlob] = {}  # the first file under each real path
     for line in output:
         if line.startswith(SECTION):
             name, _, arg = line[len(SECTION) :].strip().partition(" ")
@@ -88,6 +92,15 @@ def split(output: list[str], fact: str) -> dict[str, list[Section]]:
             path, _, real = line[len(FILE) :].strip().partition(" ")
             blob = FileBlob(path, real or path)
             current.files.append(blob)
+            printed.setdefault(blob.realpath, blob)
+        elif line.strip() == SAME and blob is not None and not blob.lines:
+            first = printed.get(blob.realpath)
+            if first is None or first is blob:
+                raise FactProcessError(
+                    f"{fact}: {blob.path} is said to be the same as a file read before under "
+                    f"{blob.realpath}, and none was: the remote script is broken"
+                )
+            blob.lines = list(first.lines)
         elif line.strip() == END:
             saw_end = True
         elif current is None:
