@@ -69,9 +69,10 @@ def kwargs_for(twin: machine.Twin) -> dict:
 
 
 def answer(twin: machine.Twin, command: str) -> list[str]:
+    """The answer, with each file said to be the same as one before written out."""
     proc = subprocess.run([*twin.ssh_argv(), command], capture_output=True, text=True,
                           timeout=120)  # fmt: skip
-    return proc.stdout.splitlines()
+    return expanded(proc.stdout.splitlines())
 
 
 def expanded(lines: list[str]) -> list[str]:
@@ -121,7 +122,7 @@ def masked(lines: list[str]) -> list[str]:
 
 def compare(twin: machine.Twin, old_cmd: str, new_cmd: str, show: bool) -> bool:
     old1 = answer(twin, old_cmd)
-    new = expanded(answer(twin, new_cmd))
+    new = answer(twin, new_cmd)
     old2 = answer(twin, old_cmd)
     if not old1 or not old1[-1].startswith("@@remedy:end"):
         print(f"{twin.name}: the old script's answer has no end marker")

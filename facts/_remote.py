@@ -26,7 +26,7 @@ PRELUDE = (
     r"""
 _nl='
 '
-_swk= _sws= _nfail= _env= _jt= _rpx= _pf=
+_swk= _sws= _nfail= _env= _jt= _rpx= _pf= _mainpid= _aets=
 _tab='@TAB@'
 # The real path of $1 in _real: what `readlink -f -- "$1"` prints, or $1 where it fails.
 # No process for a path with no link among its parts (readlink gives it back) or that
@@ -272,6 +272,7 @@ for _l in $_show; do
   FragmentPath=*) frag=${_l#FragmentPath=} ;;
   DropInPaths=*) dropins=${_l#DropInPaths=} ;;
   MainPID=*) _mainpid=${_l#MainPID=} ;;
+  ActiveEnterTimestampMonotonic=*) _aets=${_l#ActiveEnterTimestampMonotonic=} ;;
   esac
 done
 unset IFS; set +f
@@ -745,7 +746,7 @@ echo "@@remedy:section nix.version"
 # the records this script reads (this one, OPTIONS_RECORD's, JOURNAL's two), asked at once
 _j=$REMEDY_JOURNAL _m=
 [ -z "$_j" ] || { _m=${_j%/run-*}/manual-runs-${_j##*/run-}; _m=${_m%.json}.jsonl; }
-journal_trust_all @RECORD@ @OPTIONS_RECORD@ "$_j" "$_m"
+journal_trust_all @RECORD@ @OPTIONS_RECORD@ @MODEL_RECORD@ "$_j" "$_m"
 if n=$(command -v nix 2>/dev/null); then
   v=@RECORD@
   c=/etc/nix/nix.conf
@@ -1067,18 +1068,61 @@ switch_read() {
 switch_read
 """.replace("@SWITCH_UNIT@", commands.SWITCH_UNIT)
 
-PROBE = f"""
+PROBE = (
+    (
+        journal.TRUST_SH
+        + f"""
 echo "@@remedy:section probe"
 remedy_probe() {{
 {probe.PROBE_SH}
 }}
+"""
+        + r"""
+# The model id from MODEL_RECORD when it names this server process (UNIT's main PID and
+# start, this boot, this URL): one curl, not two. A 404 (the id is no longer served)
+# and the probe asks /v1/models as before; a new id is recorded, atomically.
+probe_record() {
+  _r=@MODEL_RECORD@
+  mkdir -p -m 0700 -- "${_r%/*}" 2>/dev/null \
+    && _tmp=$(mktemp "${_r%/*}/.probe-model.XXXXXXXX" 2>/dev/null) || return 0
+  { printf 'key %s\nmodel %s\n' "$_pk" "$model" >"$_tmp" && chmod 0600 -- "$_tmp" \
+    && mv -f -T -- "$_tmp" "$_r"; } || rm -f -- "$_tmp"
+}
 if command -v curl >/dev/null 2>&1; then
-  remedy_probe "$REMEDY_PROBE_URL" "$REMEDY_PROBE_MODEL" "$REMEDY_PROBE_TIMEOUT" \\
-    "$REMEDY_PROBE_TRIES" "$REMEDY_PROBE_HEAD" "$REMEDY_PROBE_TAIL" 2>&1
+  _pk= _pm= _b=
+  if [ -z "$REMEDY_PROBE_MODEL" ] && [ -n "$_mainpid" ] && [ "$_mainpid" != 0 ]; then
+    { read -r _b </proc/sys/kernel/random/boot_id; } 2>/dev/null
+    _pk="$_b $_mainpid $_aets $REMEDY_PROBE_URL"
+    case $_pk in *"$_nl"*) _pk= ;; esac
+  fi
+  if [ -n "$_pk" ]; then
+    journal_trust @MODEL_RECORD@
+    if [ -z "$_why" ] && [ -s @MODEL_RECORD@ ]; then
+      { IFS= read -r _l && IFS= read -r _m; } <@MODEL_RECORD@
+      [ "$_l" != "key $_pk" ] || _pm=${_m#model }
+    fi
+  fi
+  if [ -n "$_pm" ]; then
+    _po=$(remedy_probe "$REMEDY_PROBE_URL" "$_pm" "$REMEDY_PROBE_TIMEOUT" \
+      "$REMEDY_PROBE_TRIES" "$REMEDY_PROBE_HEAD" "$REMEDY_PROBE_TAIL" 2>&1; echo .)
+    case $_po in
+    *"$_nl@STATUS@404$_nl"*) _pm= ;;
+    *) printf '%s' "${_po%.}" ;;
+    esac
+  fi
+  if [ -z "$_pm" ]; then
+    remedy_probe "$REMEDY_PROBE_URL" "$REMEDY_PROBE_MODEL" "$REMEDY_PROBE_TIMEOUT" \
+      "$REMEDY_PROBE_TRIES" "$REMEDY_PROBE_HEAD" "$REMEDY_PROBE_TAIL" 2>&1
+    [ -z "$_pk" ] || [ -z "$model" ] || probe_record
+  fi
 else
   echo "curl: (2) curl is not installed on this host"
 fi
 """
+    )
+    .replace("@MODEL_RECORD@", probe.MODEL_RECORD)
+    .replace("@STATUS@", probe.STATUS_MARK)
+)
 
 
 def command(snippets: list[str], env: dict[str, str]) -> StringCommand:

@@ -171,6 +171,11 @@ def curl_argv(url: str, model: str, timeout_s: int = 20) -> list[str]:
 
 
 MODEL_LINE = "@@remedy-model="
+# The model id /v1/models gave the serving process the snapshot probed before, kept on
+# the host under that process's boot, main PID and start (facts/_remote.py PROBE): the
+# served names are fixed when vLLM starts, so a check of an unchanged server asks
+# /v1/models once, not every run (issue 34). A restart, a reboot or a 404 asks again.
+MODEL_RECORD = "/var/lib/remedy/probe-model.record"
 TRIES_LINE = "@@remedy-probe-tries="
 DEFAULT_TRIES = 3
 
