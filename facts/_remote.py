@@ -319,9 +319,9 @@ if [ -z "$_ub" ] && [ -n "$_un" ]; then
   # shellcheck disable=SC2086
   set -- $_un
   unset IFS; set +f
+  # (every line it prints is a name or a tag: its last newline makes no difference)
   _o=$(sed -s -n -e 1F -e h -e '@X_SED@' -e g -e '@E_SED@' -e '@P_SED@' -e g \
-    -e '@V_SED@' -e g -e '@D_SED@' -- "$@" 2>/dev/null; echo .)
-  _o=${_o%.}
+    -e '@V_SED@' -e g -e '@D_SED@' -- "$@" 2>/dev/null)
   _k= _f= _fr= _r=$_uk
   set -f; IFS=$_nl
   for _l in $_o; do
@@ -374,8 +374,9 @@ catscript_t() {
     realpath_of "$1"
     printf '@@remedy:file %s %s\n' "$1" "$_real"
     [ -r "$1" ] || return 0
-    { _t=$(sed -e h -e '@EXEC_TARGET_W@' -e g -e '$a\' -- "$1" 3>&1 1>&4 2>&1; echo .); } 4>&1
-    _t=${_t%.}
+    { _t=$(sed -e h -e '@EXEC_TARGET_W@' -e g -e '$a\' -- "$1" 3>&1 1>&4 2>&1); } 4>&1
+    # each target on its own line, the last too (an exec line that ends the script)
+    [ -z "$_t" ] || _t=$_t$_nl
   else
     catscript "$1"
   fi

@@ -52,8 +52,12 @@ for f in /run/current-system/etc/sysctl.d/*.conf; do [ -f "$f" ] && catfile "$f"
 echo "@@remedy:section settings.sysctl_now"
 keys='s/^[[:space:]]*-\{0,1\}\([A-Za-z0-9_][A-Za-z0-9_./-]*\)[[:space:]]*=.*/\1/p'
 # the keys (`tr / .`, `sort -u`) and the paths under /proc/sys (`tr . /`) in the shell
-_o=$(for f in "$sd"/*.conf; do [ -f "$f" ] && sed -n "$keys" "$f"; done; echo .)
-_o=${_o%.}
+# one sed for the files (each file's last line its own, newline or not)
+set --
+for f in "$sd"/*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+_o=
+[ $# = 0 ] || _o=$(sed -n "$keys" -- "$@" 2>/dev/null)
+[ -z "$_o" ] || _o=$_o$_nl
 for k in $REMEDY_SYSCTLS; do _o=$_o$k$_nl; done
 while :; do case $_o in */*) _o=${_o%%/*}.${_o#*/} ;; *) break ;; esac; done
 sorted -u "$_o"
