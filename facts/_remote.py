@@ -107,13 +107,40 @@ istext() {
   _tc=$_tc$_nl$1${_tab}n$_nl
   return 1
 }
+# $1 for a line of blank-separated fields, in _q: a backslash as \\, a blank as \040
+# and a tab as \011 (remedy.core.readings.sections.read_name reads it back).
+qname() {
+  case $1 in
+  *["\\ $_tab"]*) ;;
+  *) _q=$1; return 0 ;;
+  esac
+  _q= _qr=$1
+  while :; do
+    _qh=${_qr%%["\\ $_tab"]*}
+    [ "$_qh" != "$_qr" ] || { _q=$_q$_qr; return 0; }
+    _qr=${_qr#"$_qh"}
+    case $_qr in
+    "\\"*) _q="$_q$_qh\\\\" ;;
+    " "*) _q="$_q$_qh\\040" ;;
+    *) _q="$_q$_qh\\011" ;;
+    esac
+    _qr=${_qr#?}
+  done
+}
+# The marker before a file's content: its name and real path (qname).
+filemark() {
+  qname "$1"
+  _qf=$_q
+  qname "$2"
+  printf '@@remedy:file %s %s\n' "$_qf" "$_q"
+}
 # A file printed before under the same real path (the next boot's unit and sysctl.d files
 # are the running system's, in the store) is not read again: SAME says so and the reader
 # copies it (remedy.core.readings.sections). Not for a name with a blank.
 catfile() {
   [ -n "$1" ] || return 0
   realpath_of "$1"
-  printf '@@remedy:file %s %s\n' "$1" "$_real"
+  filemark "$1" "$_real"
   case $1$_real in
   *[" $_tab$_nl"]*)
     [ -r "$1" ] && sed -e '$a\' -- "$1" 2>&1
@@ -136,7 +163,7 @@ exec_targets() {
 # A start script; a binary (an ExecStart of /bin/sh -c ...) is named, not printed.
 catscript() {
   if [ ! -f "$1" ] || istext "$1"; then catfile "$1"
-  else printf '@@remedy:file %s %s\n# (a binary, not a start script)\n' "$1" "$1"
+  else filemark "$1" "$1"; echo '# (a binary, not a start script)'
   fi
 }
 # A script and, one level down, the store scripts it execs.
@@ -276,13 +303,69 @@ for _l in $_show; do
   esac
 done
 unset IFS; set +f
+# DropInPaths= as systemctl prints a list (systemd's shell_maybe_quote): blank-separated,
+# and a name with a blank, a quote, a glob or another character special to the shell in
+# double quotes, with \ before " \ ` and $, and a tab as \t. Into dropins, one name a
+# line. (A name with another control character keeps systemd's escape: it is named, not
+# read.)
+dropin_lines() {
+  _dv=$dropins
+  dropins=
+  while :; do
+    _dv=${_dv#"${_dv%%[! ]*}"}
+    [ -n "$_dv" ] || return 0
+    case $_dv in
+    '"'*)
+      _dv=${_dv#?}
+      _dw=
+      while :; do
+        _dh=${_dv%%["\\\""]*}
+        _dw=$_dw$_dh
+        _dv=${_dv#"$_dh"}
+        case $_dv in
+        "\\"?*)
+          _dv=${_dv#?}
+          _dr=${_dv#?}
+          _dc=${_dv%"$_dr"}
+          case $_dc in
+          t) _dc=$_tab ;;
+          ['"\`$']) ;;
+          *) _dc="\\$_dc" ;;
+          esac
+          _dw=$_dw$_dc
+          _dv=$_dr ;;
+        '"'*) _dv=${_dv#?}; break ;;
+        *) _dv=; break ;;
+        esac
+      done ;;
+    *)
+      _dw=${_dv%%" "*}
+      _dv=${_dv#"$_dw"} ;;
+    esac
+    dropins=$dropins$_dw$_nl
+  done
+}
+dropin_lines
 next=/nix/var/nix/profiles/system/etc/systemd/system/$u
+# The unit's files that exist, one a line in _ufs: its fragment and drop-ins, the next
+# boot's unit and drop-ins.
+unit_files() {
+  _ufs=
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- "$frag" $dropins
+  unset IFS; set +f
+  for _uf in "$@" "$next" "$next.d/"*.conf; do [ -f "$_uf" ] && _ufs=$_ufs$_uf$_nl; done
+}
+set -f; IFS=$_nl
+# shellcheck disable=SC2086
+set -- "$frag" $dropins
+unset IFS; set +f
 # with the paths later sections resolve, if the script named them (PATHS_TOO)
 # shellcheck disable=SC2086
-realpaths "$frag" $dropins "$next" "$next.d/"*.conf $_rpx
+realpaths "$@" "$next" "$next.d/"*.conf $_rpx
 echo "@@remedy:section unit.files"
-catfile "$frag"
-for f in $dropins; do catfile "$f"; done
+for f in "$@"; do catfile "$f"; done
 echo "@@remedy:section unit.next"
 [ -e "$next" ] && catfile "$next"
 # the next boot's own drop-ins (NixOS writes <unit>.d/overrides.conf for a unit that
@@ -303,7 +386,11 @@ ufile() {
   _un=$_un$2$_nl
 }
 ufile fragment "$frag"
-for f in $dropins; do ufile dropin "$f"; done
+set -f; IFS=$_nl
+# shellcheck disable=SC2086
+set -- $dropins
+unset IFS; set +f
+for f in "$@"; do ufile dropin "$f"; done
 ufile next "$next"
 for f in "$next.d/"*.conf; do ufile next-dropin "$f"; done
 _dc=/nix/var/nix/profiles/system/etc/systemd
@@ -334,20 +421,22 @@ if [ -z "$_ub" ] && [ -n "$_un" ]; then
         [ "${_e#*"$_tab"}" = "$_l" ] && { _k=${_e%%"$_tab"*}; _f=$_l; break; }
       done
       [ -n "$_k" ] || { _ub=1; break; }
-      [ "$_k" = conf ] || { realpath_of "$_f"; _fr=$_real; }
+      qname "$_f"
+      _fq=$_q
+      [ "$_k" = conf ] || { realpath_of "$_f"; qname "$_real"; _fr=$_q; }
       continue ;;
     esac
     [ -n "$_k" ] || { _ub=1; break; }
     if [ "$_k" = conf ]; then
       case $_l in
-      d*) _ud="${_ud}default-env $_f ${_l#d}$_nl" ;;
+      d*) _ud="${_ud}default-env $_fq ${_l#d}$_nl" ;;
       [xev]*) ;;
       *) _ub=1; break ;;
       esac
     else
       case $_l in
       x*) _ps=$_ps${_l#x}$_nl ;;
-      e*) _ue="${_ue}unit-env $_k $_f $_fr ${_l#e}$_nl" ;;
+      e*) _ue="${_ue}unit-env $_k $_fq $_fr ${_l#e}$_nl" ;;
       v*) _uv=$_uv${_l#v}$_nl ;;
       d*) ;;
       *) _ub=1; break ;;
@@ -357,8 +446,11 @@ if [ -z "$_ub" ] && [ -n "$_un" ]; then
   unset IFS; set +f
 fi
 if [ -n "$_ub" ]; then
-  set --
-  for f in "$frag" $dropins "$next" "$next.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+  unit_files
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_ufs
+  unset IFS; set +f
   _ps=.
   [ $# = 0 ] || _ps=$(exec_paths "$@"; echo .)
   _ps=${_ps%.}
@@ -372,7 +464,7 @@ catscript_t() {
   _t=
   if [ -f "$1" ] && istext "$1"; then
     realpath_of "$1"
-    printf '@@remedy:file %s %s\n' "$1" "$_real"
+    filemark "$1" "$_real"
     [ -r "$1" ] || return 0
     { _t=$(sed -e h -e '@EXEC_TARGET_W@' -e g -e '$a\' -- "$1" 3>&1 1>&4 2>&1); } 4>&1
     # each target on its own line, the last too (an exec line that ends the script)
@@ -482,7 +574,8 @@ volatile_run() {
         _n=$(($# / 2))
         _i=$_n
         while [ "$_i" -gt 0 ]; do
-          eval "printf 'link %s %s\n' \"\$1\" \"\${$((_n + 1))}\""
+          eval "_lt=\${$((_n + 1))}"
+          linkline "$1" "$_lt"
           shift
           _i=$((_i - 1))
         done
@@ -493,7 +586,7 @@ volatile_run() {
       set -- $_lines
       unset IFS; set +f
     fi
-    for f in "$@"; do printf 'link %s %s\n' "$f" "$(readlink -- "$f")"; done
+    for f in "$@"; do linkline "$f" "$(readlink -- "$f")"; done
   done
   echo "@@remedy:section volatile.files"
   for _k in 1 2; do
@@ -505,6 +598,13 @@ volatile_run() {
     unset IFS; set +f
     for f in "$@"; do catfile "$f"; done
   done
+}
+# A link and its target (qname).
+linkline() {
+  qname "$1"
+  _ql=$_q
+  qname "$2"
+  printf 'link %s %s\n' "$_ql" "$_q"
 }
 # The paths of sorted find output as `while read -r f` reads them (blanks around cut).
 volatile_lines() {
@@ -522,7 +622,7 @@ volatile_each() {
   echo "@@remedy:section volatile.links"
   for d in /run/systemd/system /run/systemd/system.control; do
     [ -d "$d" ] && find "$d" -mindepth 1 -type l 2>/dev/null | sort | while read -r f; do
-      printf 'link %s %s\n' "$f" "$(readlink -- "$f")"
+      linkline "$f" "$(readlink -- "$f")"
     done
   done
   echo "@@remedy:section volatile.files"
@@ -608,8 +708,10 @@ if [ -z "$_ub" ]; then
 else
   for f in "$c" "$p/system.conf.d/"*.conf /etc/systemd/system.conf.d/*.conf \
       /run/systemd/system.conf.d/*.conf /usr/lib/systemd/system.conf.d/*.conf; do
-    [ -f "$f" ] && sed -n 's/^[[:space:]]*DefaultEnvironment=//p' "$f" 2>/dev/null \
-      | while IFS= read -r v || [ -n "$v" ]; do printf 'default-env %s %s\n' "$f" "$v"; done
+    [ -f "$f" ] || continue
+    qname "$f"
+    sed -n 's/^[[:space:]]*DefaultEnvironment=//p' "$f" 2>/dev/null \
+      | while IFS= read -r v || [ -n "$v" ]; do printf 'default-env %s %s\n' "$_q" "$v"; done
   done
 fi
 nx=$p/system/$REMEDY_UNIT
@@ -617,11 +719,13 @@ nx=$p/system/$REMEDY_UNIT
 unitenv() {
   [ -f "$2" ] || return 0
   realpath_of "$2"
-  r=$_real
+  qname "$2"
+  _fq=$_q
+  qname "$_real"
   sed -n -e 's/^[[:space:]]*\(EnvironmentFile=\)/\1/p' \
     -e 's/^[[:space:]]*\(PassEnvironment=\)/\1/p' "$2" 2>/dev/null \
     | while IFS= read -r l || [ -n "$l" ]; do
-      printf 'unit-env %s %s %s %s\n' "$1" "$2" "$r" "$l"
+      printf 'unit-env %s %s %s %s\n' "$1" "$_fq" "$_q" "$l"
     done
 }
 if [ -z "$_ub" ]; then
@@ -629,11 +733,18 @@ if [ -z "$_ub" ]; then
   _o=$_uv.
 else
   unitenv fragment "$frag"
-  for f in $dropins; do unitenv dropin "$f"; done
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $dropins
+  unset IFS; set +f
+  for f in "$@"; do unitenv dropin "$f"; done
   unitenv next "$nx"
   for f in "$nx.d/"*.conf; do unitenv next-dropin "$f"; done
-  set --
-  for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && set -- "$@" "$f"; done
+  unit_files
+  set -f; IFS=$_nl
+  # shellcheck disable=SC2086
+  set -- $_ufs
+  unset IFS; set +f
   _o=.
   [ $# = 0 ] || _o=$(sed -n 's/^[[:space:]]*EnvironmentFile=-\{0,1\}[[:space:]]*//p' "$@" \
     2>/dev/null; echo .)
@@ -653,7 +764,12 @@ done
 wrappers() {
   case $_l1 in
   *\\*)
-    for f in "$frag" $dropins "$nx" "$nx.d/"*.conf; do [ -f "$f" ] && exec_paths "$f"; done \
+    unit_files
+    set -f; IFS=$_nl
+    # shellcheck disable=SC2086
+    set -- $_ufs
+    unset IFS; set +f
+    for f in "$@"; do exec_paths "$f"; done \
       | sort -u | while read -r s; do [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \
       | sort -u | while read -r s; do
         echo "$s"; [ -f "$s" ] && grep -Iq . "$s" && exec_targets "$s"; done \

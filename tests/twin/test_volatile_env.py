@@ -148,3 +148,27 @@ def test_an_exec_line_without_its_newline_still_leads_to_the_wrapper(make_twin, 
     assert server_environ(twin)["PYTHONNOUSERSITE"] == "true"
     _code, host = status(inventory)  # the drop-in itself: a /run override of the unit
     assert host["unmanaged_volatile"] == [], host["unmanaged_volatile"]
+
+
+def test_a_runtime_dropin_whose_name_holds_a_blank_is_read(make_twin, tmp_path):
+    """Odd host content: a person names a runtime drop-in with a blank in it. systemctl
+    quotes that name in DropInPaths= ("/run/…/zz-debug env.conf"); the drop-in is read
+    all the same, so the environment file it names is its own, gone at the next boot.
+    (It was split at the blank: neither part named a file, and the drop-in was never read.)"""
+    twin = make_twin()
+    inventory = twin_inventory(tmp_path / "inventory.py", twin)
+    debug_env = "/etc/tenstorrent-serving/debug.env"
+    dropin = f"/run/systemd/system/{UNIT}.d/zz-debug env.conf"
+    twin.exec(["mkdir", "-p", "/etc/tenstorrent-serving", RUN_DROPIN.rsplit("/", 1)[0]])
+    twin.exec(["tee", debug_env], input="VLLM_LOGGING_LEVEL=DEBUG\n")
+    twin.exec(["tee", dropin], input=f"[Service]\nEnvironmentFile={debug_env}\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    shown = twin.exec(["systemctl", "show", "-p", "DropInPaths", UNIT]).stdout
+    assert f'"{dropin}"' in shown, shown  # quoted by systemctl, as the snapshot reads it
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    assert server_environ(twin)["VLLM_LOGGING_LEVEL"] == "DEBUG"
+    _code, host = status(inventory)  # a fresh twin: tool calls unparsed too (exit 4)
+    entries = {e["subject"]: e for e in host["unmanaged_volatile"]}
+    assert set(entries) == {dropin}, entries
+    assert entries[dropin]["details"] == ["the server runs with VLLM_LOGGING_LEVEL=DEBUG"]

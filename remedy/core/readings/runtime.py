@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from remedy.core.readings.sections import read_name
+
 
 @dataclass(frozen=True)
 class RuntimeFile:
@@ -86,14 +88,16 @@ def parse(lines: list[str], files) -> RuntimeState:
             chain = StartChain()
         elif chain is not None and word == "default-env":
             path, _, value = rest.partition(" ")
-            chain.default_env.append((path, value))
+            chain.default_env.append((read_name(path), value))
         elif chain is not None and word == "next-unit":
             chain.next_unit = rest.strip() or None
         elif chain is not None and word == "unit-env":
             parts = rest.split(" ", 3)
             if len(parts) == 4 and "=" in parts[3]:
                 directive, _, value = parts[3].partition("=")
-                chain.unit_env.append(UnitEnvLine(*parts[:3], directive.strip(), value.strip()))
+                kind, path, real = parts[0], read_name(parts[1]), read_name(parts[2])
+                line = UnitEnvLine(kind, path, real, directive.strip(), value.strip())
+                chain.unit_env.append(line)
         elif chain is not None and word == "env-file":
             pattern, _, name = rest.rpartition(" ")
             if not pattern:  # `env-file PATTERN`: no file matched it
@@ -106,7 +110,7 @@ def parse(lines: list[str], files) -> RuntimeState:
             wrapper.append(line[len("wline ") :])
         elif word == "link":
             path, _, target = rest.partition(" ")
-            state.files.append(RuntimeFile(path, target))
+            state.files.append(RuntimeFile(read_name(path), read_name(target)))
         elif word == "pid" and rest.strip().isdigit():
             process = ServingProcess(int(rest), [], {})
         elif word == "arg" and process is not None:

@@ -9,7 +9,8 @@ one remote script whose output is cut into sections by marker lines::
     ...
 
 Section names are fixed by the engine; ``@@remedy:file PATH REALPATH`` lines
-introduce the content of one file within a section. ``@@remedy:same`` right after one
+introduce the content of one file within a section (each name as ``read_name`` reads
+it). ``@@remedy:same`` right after one
 says that its content is that of the file printed earlier under the same REALPATH (the
 script reads each file once: issue 34).
 """
@@ -54,6 +55,19 @@ def unescape(line: str) -> str:
     )
 
 
+_FIELD_ESCAPE = re.compile(r"\\(\\|040|011)")
+_FIELD_CHARS = {"\\": "\\", "040": " ", "011": "\t"}
+
+
+def read_name(text: str) -> str:
+    """A name as the host printed it among blank-separated fields (``qname`` in
+    facts/_remote.py: a backslash as ``\\\\``, a blank as ``\\040``, a tab as ``\\011``),
+    back to the name."""
+    if "\\" not in text:
+        return text
+    return _FIELD_ESCAPE.sub(lambda m: _FIELD_CHARS[m.group(1)], text)
+
+
 @dataclass
 class FileBlob:
     path: str
@@ -90,6 +104,7 @@ def split(output: list[str], fact: str) -> dict[str, list[Section]]:
             blob = None
         elif line.startswith(FILE) and current is not None:
             path, _, real = line[len(FILE) :].strip().partition(" ")
+            path, real = read_name(path), read_name(real)
             blob = FileBlob(path, real or path)
             current.files.append(blob)
             printed.setdefault(blob.realpath, blob)
