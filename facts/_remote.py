@@ -911,6 +911,7 @@ fi
     )
     .replace("@RECORD@", options.NIX_VERSION_RECORD)
     .replace("@OPTIONS_RECORD@", options.RECORD)
+    .replace("@MODEL_RECORD@", probe.MODEL_RECORD)
 )
 
 FLAKE = r"""

@@ -230,3 +230,19 @@ def test_unreadable_flake_lock_names_file_and_input():
     with pytest.raises(FactProcessError) as err:
         facts.nix.FlakeInput().process(cut)
     assert "/etc/nixos/flake.lock" in str(err.value) and "'tt-stack'" in str(err.value)
+
+
+def test_no_remote_snippet_keeps_a_placeholder():
+    """Every @NAME@ in the snippets is replaced. NIX_VERSION's journal_trust_all was once
+    given a file named "@MODEL_RECORD@": the probe's record was then asked again, alone,
+    with a stat and a grep of its own on every read."""
+    import re
+
+    from facts import _remote
+
+    left = {
+        name: re.findall(r"@[A-Z][A-Z_]*@", value)
+        for name, value in vars(_remote).items()
+        if isinstance(value, str)
+    }
+    assert {name: found for name, found in left.items() if found} == {}
