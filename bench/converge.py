@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -81,7 +82,8 @@ def snapshot_ssh(twin) -> list[str]:
     """One plain ssh running exactly the remote script of remedy's HostSnapshot."""
     s = from_host_data(twin.name, twin.inventory_data())
     command = HostSnapshot().command(**s.snapshot_kwargs())
-    return [*twin.ssh_argv(), StringCommand(command).get_raw_value()]
+    script = StringCommand(command).get_raw_value()
+    return [*twin.ssh_argv(), shlex.join([HostSnapshot.shell_executable, "-c", script])]
 
 
 def ansible_peer(twins, workdir: Path) -> tuple[list[str], dict]:

@@ -24,6 +24,7 @@ import argparse
 import difflib
 import json
 import re
+import shlex
 import subprocess
 import sys
 import types
@@ -68,6 +69,14 @@ def kwargs_for(twin: machine.Twin) -> dict:
     return kwargs
 
 
+def runnable(command: str, shell: str | None) -> str:
+    """COMMAND as pyinfra runs a fact's: under `sh -c` (the facts' shell_executable), or
+    SHELL. A command from before 2026-12-03 (`env K=V … sh -c SCRIPT`) ran its own sh."""
+    if command.startswith("env "):
+        return command.replace(" sh -c ", f" {shell} -c ", 1) if shell else command
+    return f"{shell or 'sh'} -c {shlex.quote(command)}"
+
+
 def answer(twin: machine.Twin, command: str) -> list[str]:
     """The answer, with each file said to be the same as one before written out."""
     proc = subprocess.run([*twin.ssh_argv(), command], capture_output=True, text=True,
@@ -77,15 +86,22 @@ def answer(twin: machine.Twin, command: str) -> list[str]:
 
 def expanded(lines: list[str]) -> list[str]:
     """LINES with each ``@@remedy:same`` replaced by the lines of the file printed before
-    under the same real path, as the reader takes it (the old script read it again)."""
+    under the same real path, and each ``wsame`` by ``wline`` and the first 400 lines of
+    the script printed before under the wrapper's name, as the reader takes them (the old
+    script read them again)."""
     out: list[str] = []
     files: dict[str, list[str]] = {}
+    named: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in lines:
         if line.startswith("@@remedy:file "):
-            real = line.rstrip("$").split(" ")[-1]
+            name, real = line.rstrip("$")[len("@@remedy:file ") :].split(" ")[:2]
             current = None if real in files else files.setdefault(real, [])
+            named.setdefault(name, files[real])
             out.append(line)
+        elif line.rstrip("$") == "wsame" and out and out[-1].startswith("wrapper "):
+            name = out[-1].rstrip("$")[len("wrapper ") :]
+            out.extend("wline " + x for x in named.get(name, [line])[:400])
         elif line.rstrip("$") == "@@remedy:same" and current is None:
             real = out[-1].rstrip("$").split(" ")[-1]
             out.extend(files.get(real, [line]))
@@ -155,9 +171,7 @@ def main() -> int:
         kwargs = kwargs_for(twin)
         old_cmd = get_command_string(old.HostSnapshot().command(**kwargs))
         new_cmd = get_command_string(facts.serving.HostSnapshot().command(**kwargs))
-        if args.shell:
-            old_cmd = old_cmd.replace(" sh -c ", f" {args.shell} -c ", 1)
-            new_cmd = new_cmd.replace(" sh -c ", f" {args.shell} -c ", 1)
+        old_cmd, new_cmd = runnable(old_cmd, args.shell), runnable(new_cmd, args.shell)
         if old_cmd == new_cmd:
             print(f"{name}: the old and new commands are the same text")
         for _ in range(args.rounds):

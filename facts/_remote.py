@@ -1,7 +1,7 @@
 """The remote side of the engine's facts: constant shell snippets, one per section.
 
-Host data never enters the script text: it is passed as environment variables
-(``env REMEDY_UNIT=… sh -c SCRIPT``), quoted by pyinfra. Every snippet merges
+Host data never enters the script text: it is exported in assignments before it
+(``export 'REMEDY_UNIT=…' ; SCRIPT``), quoted by pyinfra. Every snippet merges
 its stderr into stdout (pyinfra hands facts stdout only) and the script always
 ends with the end marker, so a cut-short answer is detected.
 """
@@ -807,7 +807,12 @@ wrappers() {
   for w in "$@"; do
     [ -f "$w" ] && istext "$w" || continue
     printf 'wrapper %s\n' "$w"
-    sed -n '1,400s/^/wline /p' "$w" 2>/dev/null
+    # a script UNIT printed (catscript_t) is not read again: its first 400 lines are
+    # taken from unit.scripts (remedy.core.readings.snapshot.read_runtime)
+    case $_wtc in
+    *"$_nl$w$_tab"*) echo wsame ;;
+    *) sed -n '1,400s/^/wline /p' "$w" 2>/dev/null ;;
+    esac
   done
 }
 wrappers
@@ -833,9 +838,23 @@ for d in /sys/kernel/mm/hugepages/hugepages-*; do
 done
 echo "@@remedy:section memory.cmdline"
 [ -r /proc/cmdline ] && catb /proc/cmdline
-if [ -r /nix/var/nix/profiles/system/kernel-params ]; then
-  echo "@@remedy:section memory.next_params /nix/var/nix/profiles/system/kernel-params"
-  sed -e '$a\' /nix/var/nix/profiles/system/kernel-params
+# the system profile's kernel-params: a file in the store that NixOS writes from a Nix
+# string (no NUL byte), so the shell's `read` prints it as sed does
+_kp=/nix/var/nix/profiles/system/kernel-params
+if [ -r $_kp ]; then
+  echo "@@remedy:section memory.next_params $_kp"
+  _kr=
+  known_path /nix/var/nix/profiles/system && realpath_of /nix/var/nix/profiles/system \
+    && _kr=$_real/kernel-params
+  case $_kr in
+  /nix/store/*/kernel-params)
+    if [ -f "$_kr" ] && [ ! -L "$_kr" ]; then
+      while IFS= read -r _l || [ -n "$_l" ]; do printf '%s\n' "$_l"; done <"$_kr"
+    else
+      sed -e '$a\' $_kp
+    fi ;;
+  *) sed -e '$a\' $_kp ;;
+  esac
 elif [ -r /run/current-system/kernel-params ]; then
   echo "@@remedy:section memory.next_params /run/current-system/kernel-params"
   sed -e '$a\' /run/current-system/kernel-params
@@ -985,9 +1004,9 @@ else
     _o=$(sh -c "$_git_reads" sh "$d" "$m" "$_mf" "$_status" 2>&1)
   elif case $_gid in '' | *[!0-9]*) false ;; esac && command -v setpriv >/dev/null 2>&1; then
     # the owner's uid, gid and groups without runuser's PAM session (a third of the
-    # cost of this read): git reads need who, not a login
-    _o=$(setpriv --reuid="$owner" --regid="$_gid" --init-groups -- env -C / \
-      HOME="${home:-/}" sh -c "$_git_reads" sh "$d" "$m" "$_mf" "$_status" 2>&1)
+    # cost of this read): git reads need who, not a login (HOME and / as env -C gives)
+    _o=$(HOME="${home:-/}" setpriv --reuid="$owner" --regid="$_gid" --init-groups -- \
+      sh -c "cd / || exit 1$_nl$_git_reads" sh "$d" "$m" "$_mf" "$_status" 2>&1)
   else
     _o=$(runuser -u "$owner" -- env -C / HOME="${home:-/}" \
       sh -c "$_git_reads" sh "$d" "$m" "$_mf" "$_status" 2>&1)
@@ -1253,19 +1272,25 @@ fi
 )
 
 
+# The shell that runs every fact's command: the facts set it as their shell_executable,
+# so pyinfra wraps the command in `sh -c` whatever shell a host's data names.
+SHELL = "sh"
+
+
 def command(snippets: list[str], env: dict[str, str]) -> StringCommand:
-    """``env K=V … sh -c SCRIPT``: one remote round trip for all SNIPPETS. Every line of
-    the answer goes through sed's ``l`` (``remedy.core.readings.sections.unescape`` reads it back),
-    so no byte the host holds reaches the SSH client as text it cannot decode."""
+    """``export K=V …`` and one script for all SNIPPETS: one remote round trip, run by the
+    ``sh -c`` that pyinfra wraps it in (SHELL; the bash a login shell runs execs it).
+    The host data is in the quoted assignments, never in the script. Every line of the
+    answer goes through sed's ``l`` (``remedy.core.readings.sections.unescape`` reads it
+    back), so no byte the host holds reaches the SSH client as text it cannot decode."""
     if RUNTIME in snippets and UNIT not in snippets[: snippets.index(RUNTIME)]:
         raise ValueError("facts._remote.RUNTIME reads what UNIT read: put UNIT before it")
     body = "\n".join([PRELUDE, *snippets, f"echo '{END}'"])
     script = f"echo '{ESCAPED}'\n(\n{body}\n) 2>/dev/null | {ESCAPE_SH}\nexit 0"
-    parts: list = ["env"]
-    for key, value in sorted(env.items()):
-        parts.append(QuoteString(f"{key}={value}"))
-    parts += ["sh", "-c", QuoteString(script)]
-    return StringCommand(*parts)
+    parts: list = []
+    if env:
+        parts = ["export", *(QuoteString(f"{k}={v}") for k, v in sorted(env.items())), ";"]
+    return StringCommand(*parts, script)
 
 
 BUILT = r"""

@@ -19,6 +19,8 @@ class MemoryHeadroom(FactBase[Headroom]):
     parameters of this boot (/proc/cmdline) and of the next (the system profile's
     kernel-params, else /run/current-system's); the tenstorrent module's refcount."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self):
         return _remote.command([_remote.MEMORY], {})
 

@@ -28,6 +28,8 @@ class NixInfo(FactBase[nix.NixInfo | None]):
     (``nix flake lock --update-input`` up to 2.18, ``nix flake update NAME`` from 2.19).
     None when Nix is not installed."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self):
         return _remote.command([_remote.NIX_VERSION], {})
 
@@ -42,6 +44,8 @@ class FlakeInput(FactBase[nix.FlakeInput]):
     following a node key that differs from the name and ``follows`` paths. A missing
     flake.lock or input is a FactProcessError naming the file and the input."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self, flake_dir: str = "/etc/nixos", flake_input: str = "tt-stack"):
         return _remote.command(
             [_remote.FLAKE], {"REMEDY_FLAKE_DIR": flake_dir, "REMEDY_FLAKE_INPUT": flake_input}
@@ -54,6 +58,8 @@ class FlakeInput(FactBase[nix.FlakeInput]):
 class FlakeCheckout(FactBase[Checkout]):
     """Whether FLAKE_DIR is a git checkout, its HEAD and uncommitted changes."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self, flake_dir: str = "/etc/nixos"):
         return _remote.command(
             [_remote.FLAKE], {"REMEDY_FLAKE_DIR": flake_dir, "REMEDY_FLAKE_INPUT": ""}
@@ -65,6 +71,8 @@ class FlakeCheckout(FactBase[Checkout]):
 
 class SystemGenerations(FactBase[nix.SystemGenerations]):
     """/run/current-system, /run/booted-system, the system profile and its generations."""
+
+    shell_executable = _remote.SHELL  # the script is POSIX sh
 
     def command(self):
         return _remote.command([_remote.GENERATIONS], {})

@@ -100,6 +100,8 @@ class ServingUnit(FactBase[ServingUnitState]):
     by origin with content, the effective ExecStart and its start script's vLLM flags and
     environment, each with the file it came from; and what the next boot would run."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self, unit: str = DEFAULT_UNIT):
         return _remote.command([_remote.UNIT], {"REMEDY_UNIT": unit})
 
@@ -112,6 +114,8 @@ class ToolCallProbe(FactBase[probe.ProbeResult]):
     unparsed (200, no tool_calls, the raw <tool_call> in content), inconclusive (prose,
     asked again up to three times), http_error or unreachable. The model id is the first
     one /v1/models lists unless MODEL is given. curl's --max-time bounds every request."""
+
+    shell_executable = _remote.SHELL  # the script is POSIX sh
 
     def command(
         self,
@@ -133,6 +137,8 @@ class VolatileState(FactBase[list[VolatileEntry]]):
     file under /run/systemd/system, the serving process against the next boot's unit,
     the kernel command line against the next boot's kernel-params."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self, unit: str = DEFAULT_UNIT):
         return _remote.command(
             [_remote.PATHS_TOO, _remote.UNIT, _remote.RUNTIME, _remote.MEMORY, _remote.GENERATIONS],
@@ -153,6 +159,8 @@ class VolatileState(FactBase[list[VolatileEntry]]):
 
 class HostSnapshot(FactBase[Snapshot]):
     """Everything above plus memory, Nix, the flake input and checkout: one round trip."""
+
+    shell_executable = _remote.SHELL  # the script is POSIX sh
 
     def command(
         self,
@@ -214,6 +222,8 @@ class RunJournal(FactBase[journal.RunJournal]):
     """The run journal on the host (``remedy.core.programs.journal``): the values earlier steps
     wrote, with the scratch clone's HEAD and whether the proven toplevel is in the store."""
 
+    shell_executable = _remote.SHELL  # the script is POSIX sh
+
     def command(self, path: str):
         return _remote.command([_remote.JOURNAL], {"REMEDY_JOURNAL": path})
 
@@ -243,6 +253,8 @@ class BuiltService(FactBase):
     """The serving unit and start script inside a built (not yet switched) toplevel:
     what the new configuration *will* run; with its sysctl.d files' settings and the
     unit's [Service] properties (``remedy.core.readings.snapshot.BuiltSystem``)."""
+
+    shell_executable = _remote.SHELL  # the script is POSIX sh
 
     def command(self, toplevel: str, unit: str = DEFAULT_UNIT):
         return _remote.command(

@@ -246,3 +246,24 @@ def test_no_remote_snippet_keeps_a_placeholder():
         if isinstance(value, str)
     }
     assert {name: found for name, found in left.items() if found} == {}
+
+
+def test_host_data_in_the_exported_assignments_stays_data(tmp_path):
+    """The snippets' host data is exported before the script, quoted by pyinfra; run as
+    pyinfra runs a fact (`sh -c`, from a login shell), a value with quotes, $(...) and a
+    newline reaches the script as it was, and runs nothing."""
+    import subprocess
+
+    from pyinfra.connectors.util import make_unix_command
+
+    from facts import _remote, serving
+    from remedy.core.readings import sections
+
+    mark = tmp_path / "ran"
+    value = f'a\'b$(touch {mark}) `touch {mark}` "q"\nline 2'
+    cmd = _remote.command(['printf "%s\\n" "$REMEDY_X"'], {"REMEDY_X": value})
+    raw = make_unix_command(cmd, _shell_executable=serving.HostSnapshot.shell_executable)
+    out = subprocess.run(["bash", "-c", raw.get_raw_value()], capture_output=True, text=True)
+    lines = [sections.unescape(line) for line in out.stdout.splitlines()[1:]]
+    assert lines == [*value.split("\n"), "@@remedy:end"]
+    assert not mark.exists()

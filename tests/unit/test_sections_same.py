@@ -50,3 +50,20 @@ def test_the_marker_inside_a_file_after_its_first_line_is_content():
         "@@remedy:section a", f"@@remedy:file /a {STORE}", "x", sections.SAME,
     ), "T")  # fmt: skip
     assert got["a"][0].files[0].lines == ["x", sections.SAME]
+
+
+def test_a_wrapper_printed_before_is_taken_from_the_start_scripts():
+    """`wsame` after `wrapper W`: W's first 400 lines are those of the script printed
+    under that name in unit.scripts; a wrapper said to be printed that was not is an
+    error of the remote script, not an empty wrapper."""
+    from pyinfra.api.exceptions import FactProcessError
+
+    from remedy.core.readings import runtime
+    from remedy.core.readings.sections import FileBlob
+
+    text = ["#! /bin/bash -e", *(f"export V{i}=1" for i in range(450))]
+    scripts = {"/nix/store/w": FileBlob("/nix/store/w", "/nix/store/w", text)}
+    state = runtime.parse(["chain", "wrapper /nix/store/w", "wsame"], [], scripts)
+    assert state.chain.wrappers["/nix/store/w"] == "\n".join(text[:400]) + "\n"
+    with pytest.raises(FactProcessError, match="/nix/store/x is said to be a script"):
+        runtime.parse(["chain", "wrapper /nix/store/x", "wsame"], [], scripts)

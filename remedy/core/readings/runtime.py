@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyinfra.api.exceptions import FactProcessError
+
 from remedy.core.readings.sections import read_name
 
 
@@ -69,19 +71,22 @@ class RuntimeState:
     chain: StartChain | None = None  # None: not read (a recording made before it)
 
 
-def parse(lines: list[str], files) -> RuntimeState:
+def parse(lines: list[str], files, scripts: dict | None = None) -> RuntimeState:
     """The ``volatile.*`` sections' LINES: ``link PATH TARGET``, ``pid N``, the process's
     ``arg`` and ``env`` lines (``unreadable`` when its environ is not), ``manager
     KEY=VALUE``, then after ``chain``: ``default-env FILE VALUE``, ``next-unit PATH``,
     ``unit-env KIND PATH REALPATH DIRECTIVE=VALUE``, ``env-file PATTERN NAME``
     (``env-file PATTERN`` alone: no file matched), ``wrapper PATH`` followed by its
-    ``wline TEXT`` lines; FILES: the file blocks of ``volatile.files``."""
+    ``wline TEXT`` lines, or by ``wsame``: its first 400 lines are those of the script of
+    that name in SCRIPTS (unit.scripts' file blocks, by name); FILES: the file blocks of
+    ``volatile.files``."""
     state = RuntimeState(read=True)
     state.files = [RuntimeFile(b.path, None, b.text) for b in files]
     process: ServingProcess | None = None
     chain: StartChain | None = None
     wrapper_lines: dict[str, list[str]] = {}
     wrapper: list[str] | None = None
+    wrapper_name = ""
     for line in lines:
         word, _, rest = line.partition(" ")
         if word == "chain":
@@ -105,9 +110,18 @@ def parse(lines: list[str], files) -> RuntimeState:
             else:
                 chain.env_files[pattern] = [*(chain.env_files.get(pattern) or []), name]
         elif chain is not None and word == "wrapper":
+            wrapper_name = rest
             wrapper = wrapper_lines.setdefault(rest, [])
         elif chain is not None and word == "wline" and wrapper is not None:
             wrapper.append(line[len("wline ") :])
+        elif chain is not None and word == "wsame" and wrapper is not None:
+            printed = (scripts or {}).get(wrapper_name)
+            if printed is None:
+                raise FactProcessError(
+                    f"the wrapper {wrapper_name} is said to be a script printed before, and "
+                    "none was: the remote script is broken"
+                )
+            wrapper[:] = printed.lines[:400]
         elif word == "link":
             path, _, target = rest.partition(" ")
             state.files.append(RuntimeFile(read_name(path), read_name(target)))

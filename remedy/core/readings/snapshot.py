@@ -399,7 +399,11 @@ def read_runtime(parts: Parts) -> runtime.RuntimeState:
     lines = [ln for name in ("volatile.links", "volatile.process") for sec in parts.get(name, [])
              for ln in sec.lines]  # fmt: skip
     files = [b for sec in parts.get("volatile.files", []) for b in sec.files]
-    return runtime.parse(lines, files)
+    scripts: dict = {}
+    for sec in parts.get("unit.scripts", []):
+        for b in sec.files:
+            scripts.setdefault(b.path, b)
+    return runtime.parse(lines, files, scripts)
 
 
 def read_last_switch(parts: Parts) -> switch.LastSwitch:
