@@ -17,7 +17,7 @@ nothing.
    (/tmp/remedy-bench-fleet/audit.jsonl, new each time: a long log on this machine
    would weigh on every run). With --baseline DIR
    (a checkout of remedy from before, e.g. `git archive HEAD | tar -x -C DIR`), its
-   no-op apply is measured the same way.
+   no-op apply and its --check are measured the same way, in the same turns.
 3. A rollout: four fresh twins, each needing a restart now (`--restart now`), with
    max_restarting 1 and 2 (canary 1): the wall time of the whole run.
 
@@ -121,6 +121,7 @@ def fleet_figures(names: list[str], sizes: list[int], runs: int, baseline: Path 
             argv = [sys.executable, "-m", "remedy.cli.main", "converge", inv, "--json"]
             env = {"PYTHONPATH": str(baseline), "REMEDY_PROJECT": str(baseline)}
             cases[f"before: no-op x{n}"] = (argv, {"cwd": baseline, "env": env})
+            cases[f"before: --check x{n}"] = ([*argv, "--check"], {"cwd": baseline, "env": env})
     got = interleaved(cases, runs)
     rows = []
     for n in sizes:
@@ -128,6 +129,7 @@ def fleet_figures(names: list[str], sizes: list[int], runs: int, baseline: Path 
                "check": got[f"converge --check x{n}"]}  # fmt: skip
         if baseline is not None:
             row["baseline_apply"] = got[f"before: no-op x{n}"]
+            row["baseline_check"] = got[f"before: --check x{n}"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -215,7 +217,7 @@ def render(r: dict) -> str:
     lines = [f"medians of {r['runs']} after a warm-up; {r['cpus']} CPUs", head]
     one = r["fleet"][0]
     for row in r["fleet"]:
-        for key in ("apply", "check", "baseline_apply"):
+        for key in ("apply", "check", "baseline_apply", "baseline_check"):
             if key not in row:
                 continue
             m, base = row[key], one[key]
