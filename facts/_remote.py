@@ -536,8 +536,11 @@ volatile_run() {
     [ -d "$d" ] && set -- "$@" "$d"
   done
   _vf=
-  [ $# = 0 ] || _vf=$(find "$@" -mindepth 1 \( -type l -o -type f -o -name "*$_nl*" \) \
-    2>/dev/null)
+  if [ $# -gt 0 ]; then
+    volatile_walk "$@"
+    [ -z "$_vw" ] || _vf=$(find "$@" -mindepth 1 \( -type l -o -type f -o -name "*$_nl*" \) \
+      2>/dev/null)
+  fi
   _vl1= _vf1= _vl2= _vf2=
   if [ -n "$_vf" ]; then
     set -f; IFS=$_nl
@@ -605,6 +608,27 @@ linkline() {
   _ql=$_q
   qname "$2"
   printf 'link %s %s\n' "$_ql" "$_q"
+}
+# What `find "$@" -mindepth 1 \( -type l -o -type f \)` lists, in _vf, one a line, with
+# the shell's globs over two levels (a unit's .d, .wants and .requires directories); a
+# directory deeper down, or a name with a newline, and find lists them as before (_vw).
+volatile_walk() {
+  _vf= _vw=
+  for _d in "$@"; do
+    for _e in "$_d"/* "$_d"/.[!.]* "$_d"/..?*; do
+      [ -e "$_e" ] || [ -L "$_e" ] || continue
+      case $_e in *"$_nl"*) _vw=1; return 0 ;; esac
+      if [ -L "$_e" ] || [ -f "$_e" ]; then _vf=$_vf$_e$_nl; continue; fi
+      [ -d "$_e" ] || continue
+      for _g in "$_e"/* "$_e"/.[!.]* "$_e"/..?*; do
+        [ -e "$_g" ] || [ -L "$_g" ] || continue
+        case $_g in *"$_nl"*) _vw=1; return 0 ;; esac
+        if [ -L "$_g" ] || [ -f "$_g" ]; then _vf=$_vf$_g$_nl
+        elif [ -d "$_g" ]; then _vw=1; return 0
+        fi
+      done
+    done
+  done
 }
 # The paths of sorted find output as `while read -r f` reads them (blanks around cut).
 volatile_lines() {
