@@ -51,6 +51,7 @@ def counted_converge(inventory: str, *argv: str, env=None) -> tuple[int, dict, d
         doc = json.loads(proc.stdout)
     except ValueError:
         raise AssertionError(f"not JSON (exit {proc.returncode}): {proc.stderr[-3000:]}") from None
+    doc["stderr_tail"] = proc.stderr[-3000:]  # what pyinfra logged, for a failure's message
     return proc.returncode, doc, json.loads(counted[-1].removeprefix("snapshot reads: "))
 
 
@@ -59,7 +60,7 @@ def test_the_fleet_is_one_run_in_one_process_that_reads_each_host_once(make_twin
     inventory = fleet_inventory(tmp_path / "fleet.py", twins)
     code, doc, reads = counted_converge(inventory, "--restart", "now", "--max-restarting", "2")
     verdicts = {h["host"]: h["verdict"] for h in doc["hosts"]}
-    assert code == 0, verdicts
+    assert code == 0, (verdicts, doc["stderr_tail"])
     # every host changed: the deploy's own read, and one after the change for the report
     assert reads == {t.name: 2 for t in twins}, reads
     code, doc, reads = counted_converge(inventory)
