@@ -23,19 +23,29 @@ class Ran:
     ok: bool
     stdout: str
     stderr: str
+    code: int | None = None  # its exit status, when the answer kept it
+
+    @property
+    def silent(self) -> str:
+        """What a command that printed nothing says: how it ended."""
+        if self.code is None:
+            return "no output"
+        if self.code > 128:  # sh's status of a command a signal ended
+            return f"no output; exit {self.code} (signal {self.code - 128})"
+        return f"no output; exit {self.code}"
 
     @property
     def tail(self) -> str:
         """The last line of what the command said, for an error message."""
         text = self.stderr.strip() or self.stdout.strip()
-        return text.splitlines()[-1] if text else "no output"
+        return text.splitlines()[-1] if text else self.silent
 
     @property
     def why(self) -> str:
         """The line that says what went wrong (the last error line, else the last line)."""
         lines = [x.strip() for x in (self.stderr + "\n" + self.stdout).splitlines() if x.strip()]
         errors = [x for x in lines if re.search(r"(?i)\berror\b|\bfailed\b|\bfatal\b", x)]
-        return (errors or lines or ["no output"])[-1][:300]
+        return (errors or lines or [self.silent])[-1][:300]
 
 
 class Recorded(StringCommand):
@@ -62,7 +72,7 @@ def _lost(exc: Exception) -> Ran:
 def _from(answer) -> Ran:
     if answer is None:  # pyinfra could not read the fact: it said why itself
         return Ran(False, "", f"error: the connection to {host.name} was lost (no answer)")
-    return Ran(answer.ok, answer.stdout, answer.stderr)
+    return Ran(answer.ok, answer.stdout, answer.stderr, answer.code)
 
 
 def ran(run_id: str, argv: list[str]) -> Generator[StringCommand, None, Ran]:

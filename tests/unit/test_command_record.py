@@ -41,3 +41,18 @@ def test_a_cut_or_odd_answer_is_a_failed_command_that_says_so():
     assert not cut.ok and "(missing)" in cut.stderr
     odd = record.parse(["rc x"])
     assert not odd.ok and "unreadable" in odd.stderr
+
+
+def test_a_command_that_failed_silently_is_said_with_how_it_ended(tmp_path):
+    from remedy.operations.argv import Ran
+
+    def silent(script: str) -> str:
+        path = str(tmp_path / "answer")
+        run(record.recorded_argv(path, ["sh", "-c", script]))
+        answer = record.parse(run(record.read_argv(path)).stdout.splitlines())
+        return Ran(answer.ok, answer.stdout, answer.stderr, answer.code).why
+
+    assert silent("exit 4") == "no output; exit 4"
+    assert silent("exit 143") == "no output; exit 143 (signal 15)"  # as sh says a TERM
+    assert silent("echo 'error: bad' >&2; exit 1") == "error: bad"
+    assert Ran(False, "", "").why == "no output"  # no exit status kept: nothing more to say
