@@ -422,3 +422,27 @@ class HeldRequest:
     def result(self, timeout: float = 300) -> str:
         self.thread.join(timeout)
         return self.status
+
+
+def fleet_failure(doc: dict, twins=()) -> str:
+    """For a failed fleet run's message: each host's verdict, the whole entry of every
+    host that did not end healthy and durable (with its log's tail when it failed), the
+    end of its twin's journal, and what the run logged on stderr."""
+    import json
+
+    odd = [h for h in doc["hosts"] if h.get("verdict") != "healthy and durable"]
+    names = {h["host"] for h in odd}
+    journals = [
+        f"-- journal of {t.name}:\n"
+        + t.exec(["journalctl", "-q", "-n", "80", "--no-pager"], check=False).stdout
+        for t in twins
+        if t.name in names
+    ]
+    return "\n".join(
+        [
+            json.dumps({h["host"]: h.get("verdict") for h in doc["hosts"]}),
+            *(json.dumps(h, default=str) for h in odd),
+            *journals,
+            doc.get("stderr_tail", ""),
+        ]
+    )

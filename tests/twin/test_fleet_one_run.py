@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, fleet_failure
 
 pytestmark = pytest.mark.twin
 
@@ -59,8 +59,7 @@ def test_the_fleet_is_one_run_in_one_process_that_reads_each_host_once(make_twin
     twins = [make_twin() for _ in range(2)]
     inventory = fleet_inventory(tmp_path / "fleet.py", twins)
     code, doc, reads = counted_converge(inventory, "--restart", "now", "--max-restarting", "2")
-    verdicts = {h["host"]: h["verdict"] for h in doc["hosts"]}
-    assert code == 0, (verdicts, doc["stderr_tail"])
+    assert code == 0, fleet_failure(doc, twins)
     # every host changed: the deploy's own read, and one after the change for the report
     assert reads == {t.name: 2 for t in twins}, reads
     code, doc, reads = counted_converge(inventory)

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import PROJECT, owner_git, unit_props
+from tests.conftest import PROJECT, fleet_failure, owner_git, unit_props
 
 pytestmark = pytest.mark.twin
 
@@ -81,32 +81,12 @@ def verdicts(doc) -> dict[str, str]:
     return {h["host"]: h["verdict"] for h in doc["hosts"]}
 
 
-def why_not_durable(doc, twins=()) -> str:
-    """For a failure's message: each host's verdict, the whole entry of every host that
-    did not end healthy and durable with the end of its journal, and what pyinfra
-    logged."""
-    odd = [h for h in doc["hosts"] if h["verdict"] != "healthy and durable"]
-    journals = [
-        t.exec(["journalctl", "-q", "-n", "80", "--no-pager"], check=False).stdout
-        for t in twins
-        if t.name in {h["host"] for h in odd}
-    ]
-    return "\n".join(
-        [
-            json.dumps(verdicts(doc)),
-            *(json.dumps(h, default=str) for h in odd),
-            *journals,
-            doc["stderr_tail"],
-        ]
-    )
-
-
 def test_one_restart_at_a_time_the_canary_first_and_all_end_durable(make_twin, tmp_path):
     twins = [make_twin() for _ in range(4)]
     inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1, canary=1)
     since = time.time()
     code, doc, _took = converge(inventory)
-    assert code == 0, why_not_durable(doc, twins)
+    assert code == 0, fleet_failure(doc, twins)
     windows = {t.name: restart_window(t, since) for t in twins}
     assert None not in windows.values(), windows
     assert most_at_once(windows.values()) == 1, windows
@@ -154,7 +134,7 @@ def test_a_budget_of_two_restarts_two_at_a_time(make_twin, tmp_path):
     inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=2)
     since = time.time()
     code, doc, took = converge(inventory)
-    assert code == 0, why_not_durable(doc, twins)
+    assert code == 0, fleet_failure(doc, twins)
     windows = [restart_window(t, since) for t in twins]
     assert None not in windows
     # at most two, and two did restart together (after the canary, alone)
