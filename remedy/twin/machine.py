@@ -422,7 +422,73 @@ def raise_inotify_limits(progress=print) -> None:
             progress(f"could not raise fs.inotify.{key}: {exc}")
 
 
-def _start_supervisor(twin: Twin) -> None:
+# A twin's systemd manages the cgroup subtree nspawn boots it in. Without a systemd on
+# this machine, nspawn (--keep-unit) boots in its own cgroup, the same for every twin
+# started from one process: all twins then shared one /payload/system.slice, and units
+# of the same name in two twins (a scope named after a PID, ssh.service) were one cgroup.
+# One twin's systemd removed the cgroup of another's scope as it started ("Couldn't move
+# process ... to requested cgroup ...: No such file or directory"; systemd-run exits 1
+# without a word). So each twin's supervisor moves into a cgroup of its own first.
+CGROUP_PARENT = "remedy-twins"
+
+
+def _cgroup_dirs(name: str) -> list[Path]:
+    """The cgroup of twin NAME's supervisor in each hierarchy a systemd manages (the
+    cgroup2 one and cgroup v1's name=systemd), under this process's own cgroup there."""
+    try:
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+        mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    paths = {}
+    for line in own:
+        _id, controllers, path = line.split(":", 2)
+        if controllers in ("", "name=systemd"):
+            paths[controllers] = path
+    out = []
+    for line in mountinfo:
+        pre, _, post = line.partition(" - ")
+        fields, fstype = pre.split(), post.split()
+        if len(fields) < 5 or len(fstype) < 3:
+            continue
+        key = {"cgroup2": ""}.get(fstype[0])
+        if fstype[0] == "cgroup" and "name=systemd" in fstype[2].split(","):
+            key = "name=systemd"
+        if key is None or key not in paths:
+            continue
+        root, mount = fields[3], fields[4].replace("\\040", " ")
+        inside = os.path.relpath(paths.pop(key), root)  # "." when it is the mount's root
+        if inside != ".." and not inside.startswith("../"):
+            out.append(Path(mount, inside, CGROUP_PARENT, name))
+    return out
+
+
+def _own_cgroups(name: str, progress) -> list[Path]:
+    """Make twin NAME's cgroups (see CGROUP_PARENT); those that could be made."""
+    made = []
+    for d in _cgroup_dirs(name):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            made.append(d)
+        except OSError as exc:
+            progress(f"twin {name} shares its cgroup with other twins: cannot make {d}: {exc}")
+    return made
+
+
+def _remove_cgroups(name: str) -> None:
+    """Remove twin NAME's cgroups, deepest first (each is empty once its processes are
+    gone; one that is not stays)."""
+    for top in _cgroup_dirs(name):
+        if not top.is_dir():
+            continue
+        for path, _dirs, _files in os.walk(top, topdown=False):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+def _start_supervisor(twin: Twin, progress=print) -> None:
     nspawn = [
         "systemd-nspawn",
         "-D",
@@ -440,7 +506,12 @@ def _start_supervisor(twin: Twin) -> None:
         "#!/bin/sh\n"
         f"# remedy twin supervisor for {twin.name}: boots the container again after a reboot\n"
         "export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1\n"
-        "while :; do\n"
+        + "".join(
+            f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))} || "
+            f"echo 'remedy: this twin shares its cgroup with other twins' >&2\n"
+            for d in _own_cgroups(twin.name, progress)
+        )
+        + "while :; do\n"
         f"  {shlex.join(nspawn)} &\n"
         f"  echo $! > {pidfile}\n"
         "  wait $!\n"
@@ -580,7 +651,7 @@ def up(
         serves = f"server {twin.server_url}" if role == "serving" else "a builder"
         progress(f"booting twin {name} ({suite}; ssh 127.0.0.1:{twin.ssh_port}, {serves})")
         raise_inotify_limits(progress)
-        _start_supervisor(twin)
+        _start_supervisor(twin, progress)
     wait_booted(twin)
     if role == "builder":
         make_builder(twin, progress)
@@ -987,6 +1058,7 @@ def down(name: str, progress=print) -> None:
     elif twin is None:
         progress(f"removing what is left of twin {name}")
     _kill_twin_processes(name)
+    _remove_cgroups(name)
     _unmount_all(state_root() / name)
     shutil.rmtree(state_root() / name, ignore_errors=True)
 

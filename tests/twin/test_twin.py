@@ -315,6 +315,23 @@ def test_two_twins_at_once_do_not_clash(make_twin):
     assert hosts[a.name]["ssh_port"] != hosts[b.name]["ssh_port"]
 
 
+def test_a_twins_cgroup_tree_holds_its_own_units_only(make_twin):
+    """One systemd per kernel on production: a twin's systemd must not see (nor remove) a
+    cgroup of another twin's unit. They shared one tree once, and a scope named alike in
+    two twins was one cgroup: one twin's systemd removed it as the other's started."""
+    a, b = make_twin(), make_twin()
+    listed = "sleep 1; ls /sys/fs/cgroup/systemd/system.slice /sys/fs/cgroup/unified/system.slice"
+    scope = "systemd-run --scope --unit=remedy-probe-b sleep 60 >/dev/null 2>&1 </dev/null &"
+    started = b.exec(["sh", "-c", f"{scope} {listed}"], check=False)
+    try:
+        assert "remedy-probe-b.scope" in started.stdout, started  # b's systemd sees its own
+        seen = a.exec(["sh", "-c", listed], check=False).stdout
+        assert "remedy-probe-b.scope" not in seen, seen
+        assert "ssh.service" in seen  # and a's tree holds a's units
+    finally:
+        b.exec(["systemctl", "stop", "remedy-probe-b.scope"], check=False)
+
+
 def test_plain_openssh_client_and_pyinfra_reach_the_twin(twin):
     out = subprocess.run(
         [*twin.ssh_argv(), "hostname"], capture_output=True, text=True, timeout=30, check=True
@@ -346,6 +363,7 @@ def test_down_leaves_nothing_running(make_twin):
     assert not os.path.exists(f"/proc/{sup}")
     assert not twin.dir.exists()
     assert twin.name not in dict(machine.inventory_hosts())
+    assert [d for d in machine._cgroup_dirs(twin.name) if d.exists()] == []
 
 
 def test_unknown_twin_name_is_a_clear_error():
