@@ -891,6 +891,8 @@ echo "@@remedy:section memory.tenstorrent"
 CLOCK = r"""
 echo "@@remedy:section clock"
 date '+%Y-%m-%dT%H:%M:%S%z'
+echo "@@remedy:section host.id"
+{ read -r _mid </etc/machine-id; } 2>/dev/null && printf '%s\n' "$_mid"
 """
 
 # `nix --version` once per Nix (and nix.conf, whose unknown settings it warns about):

@@ -53,7 +53,7 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
             continue
         op = operation_of(step)
         meta = op(
-            **step.args,
+            step.values,
             **run_values(op, restore),
             name=step.template.title,
             _ignore_errors=step.template.ignorable,
@@ -65,11 +65,12 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
 
 def may_act(step: Step, path: str) -> bool:
     """Whether STEP is an operation of this run. A plan with nothing to do (NOOP) has
-    only the steps that can still act: the ones that always run, and one given no reason
-    to skip (a /run drop-in the next boot now carries). Every other step would say the
-    plan's reason and do nothing, and the outcome says it once. A fleet's no-op run
-    (issue 34) then prepares and journals two or three operations a host, not 22."""
-    return path != NOOP or step.stage == ALWAYS or not step.args.get("skip")
+    only the steps that can still act: those given no reason to skip (the outcome, a
+    scratch clone a killed run left, a /run drop-in the next boot now carries). Every
+    other step would say the plan's reason and do nothing, and the outcome says it once.
+    A fleet's no-op run (issue 34) then prepares and journals two or three operations a
+    host, not 23."""
+    return path != NOOP or not step.values.skip
 
 
 def run_values(op, restore) -> dict:

@@ -149,7 +149,9 @@ def begin_restore(
     allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
         allowed = _allowed_signers(project, runbook, s.trusted_signers)
-    planned = steps_core.plan_steps(plan, snap, s, RUN_ID, unhealthy(plan, snap), builder)
+    planned = steps_core.plan_steps(
+        plan, snap, s, RUN_ID, unhealthy(plan, snap), builder, host.name
+    )
     if allowed is not None:
         planned = steps_core.with_allowed_signers(planned, allowed)
     r = Restore(host.name, s, snap, plan, planned)
@@ -216,7 +218,6 @@ def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
     """A switch that another holds (a person's nixos-rebuild, its transient unit): wait
     up to lock_wait_s, then stop before anything changes (exit 5, naming it)."""
     from remedy.core.readings import switch as switch_core
-    from remedy.operations.nix_switch import switch_holders
 
     if _dry_run():
         if holders := switch_holders(0):
@@ -623,3 +624,17 @@ def _write_records(
         if lock is not None and killed is None:  # ended and recorded: its journal goes
             lock.release(done.result)
         # killed (a signal handler): no round trip; exiting closes the lock's session
+
+
+def switch_holders(wait_s: float) -> list[str]:
+    """Who holds the switch after waiting up to WAIT_S for them to finish (none: free):
+    a read at prepare, before the run plans its switch."""
+    from remedy.operations.argv import read
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = read(commands.switch_holders())
+        holders = commands.parse_holders(found.stdout) if found.ok else []
+        if not holders or time.monotonic() >= deadline:
+            return holders
+        time.sleep(1)

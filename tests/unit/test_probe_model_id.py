@@ -70,7 +70,7 @@ def test_the_shell_reads_the_id_the_pipeline_read(answer):
 
 def test_the_probe_uses_it():
     """PROBE_SH reads the id with the function, and starts no tr, sed or head for it."""
-    assert probe.PROBE_SH.startswith(probe.MODEL_ID_SH)
+    assert probe.MODEL_ID_SH in probe.PROBE_SH
     assert 'first_model_id "$models"' in probe.PROBE_SH
     assert "| tr " not in probe.PROBE_SH
 

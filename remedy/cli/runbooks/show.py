@@ -19,7 +19,7 @@ from remedy.cli.runbooks._common import (
     _project,
     _project_option,
 )
-from remedy.console import console
+from remedy.console import console, err_console
 from remedy.errors import ConfigError
 from remedy.inventory import find_host, load_inventory
 
@@ -156,8 +156,11 @@ def _render(runbook: core.Runbook) -> None:
         _print_line(*line)
 
 
-def _manual_script(runbook: core.Runbook, inventory: Path | None, host_name: str | None) -> str:
+def _manual_script(
+    runbook: core.Runbook, inventory: Path | None, host_name: str | None, read: bool
+) -> str:
     host_data: dict[str, Any] = {}
+    name = None
     if inventory is not None:
         hosts = load_inventory(inventory)
         if host_name is not None:
@@ -167,14 +170,40 @@ def _manual_script(runbook: core.Runbook, inventory: Path | None, host_name: str
         else:
             names = ", ".join(h.name for h in hosts) or "none"
             raise ConfigError(f"{inventory} has several hosts ({names}); pick one with --host")
-        host_data = dict(host.data)
+        host_data, name = dict(host.data), host.name
         # flake_host defaults to the inventory name (restore deploy's documented default).
         host_data.setdefault("flake_host", host.name)
     elif host_name is not None:
         raise click.BadParameter("--host needs --inventory", param_hint="--host")
     from remedy.core.render import manual
 
-    return manual.render(runbook, host_data, _allowed_signers(host_data))
+    snapshot, said = None, "the host was not read (no --inventory)"
+    if inventory is not None and read:
+        snapshot, said = _read_host(inventory, name)
+    elif inventory is not None:
+        said = "the host was not read (--no-read)"
+    return manual.render(
+        runbook, host_data, _allowed_signers(host_data), snapshot, name,
+        str(inventory or ""), said,
+    )  # fmt: skip
+
+
+def _read_host(inventory: Path, name: str) -> tuple[Any, str]:
+    """The host as remedy reads it, for the plan, and how: the time it was read, or why
+    it could not be (the plan then leaves every decision to the host)."""
+    import time
+
+    from remedy import fleet
+
+    err_console.print(f"[dim]reading {escape(name)} for the plan[/]")
+    try:
+        (found,) = fleet.read_hosts(str(inventory), [name])
+    except Exception as exc:  # an unreachable host still gets its script
+        return None, f"the host could not be read ({exc}): each step decides on the host"
+    if found.snapshot is None:
+        return None, f"the host could not be read ({found.error}): each step decides on it"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return found.snapshot, f"the plan is from a read of the host at {when}"
 
 
 def _allowed_signers(host_data: dict[str, Any]) -> str | None:
@@ -207,6 +236,12 @@ def _allowed_signers(host_data: dict[str, Any]) -> str | None:
     help="With --manual: take the values from this inventory's host data.",
 )
 @click.option("--host", "host_name", help="With --manual --inventory: the host to recover.")
+@click.option(
+    "--read/--no-read",
+    default=True,
+    help="With --manual --inventory: plan from a read of the host (default), or leave "
+    "every decision to the host (for a host this machine cannot reach).",
+)
 @_project_option
 @_json_option
 def show(
@@ -214,6 +249,7 @@ def show(
     manual: bool,
     inventory: Path | None,
     host_name: str | None,
+    read: bool,
     project_dir: Path | None,
     as_json: bool,
 ):
@@ -221,7 +257,7 @@ def show(
     project = _project(project_dir)
     runbook = core.load_valid_runbook(project, runbook_id)
     if manual:
-        script = _manual_script(runbook, inventory, host_name)
+        script = _manual_script(runbook, inventory, host_name, read)
         if as_json:
             _echo_json({"runbook": runbook.id, "script": script})
         else:

@@ -549,3 +549,29 @@ def managed_nix(s: HostData, scope: tuple[str, ...] | None = None) -> str | None
         lines += [f"  # {why}", f"  {path} = {forced}{value};"]
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def proof_items(s: HostData, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """What the proof of a built system checks for each setting in KEYS, as the prove
+    step's program reads it (``prove:KIND<TAB>LABEL<TAB>VALUE``, remedy/host/steps/
+    prove.sh): the start script's parser, a variable the start chain sets, the kernel's
+    hugepage pools, flags that must be absent, and a data setting of each kind."""
+    out = []
+    for key in keys:
+        m = BY_KEY[key]
+        if key == "tool_call_parser":
+            out.append(("parser", m.label, s.tool_call_parser))
+        elif key in s.required_env and m.durable == FLAKE_INPUT:
+            out.append(("env", m.label, f"{key}={s.required_env[key]}"))
+        elif key == "hugepages":
+            out += [("pages", m.label, f"{k}={n}") for k, n in sorted(s.hugepages_target.items())]
+        elif key == "phase2a":
+            out.append(("absent", m.label, "|".join(PHASE2A_FLAGS)))
+        elif (d := m.source) is not None:
+            want = data.text(d.value_for(s.flake_host))
+            kind = {data.ENVIRONMENT: "denv", data.PROPERTY: "prop", data.SYSCTL: "sysctl"}
+            if d.kind in kind:
+                out.append((kind[d.kind], m.label, f"{d.name}={want}"))
+            else:
+                out.append(("flag", m.label, d.name if want == "on" else f"{d.name} {want}"))
+    return tuple("prove:" + "\t".join(x) for x in out)

@@ -19,6 +19,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from remedy import host
 from remedy.core.programs import commands
 
 
@@ -107,26 +108,11 @@ def builds_stopped(b: Builder) -> list[str]:
 
 # On the builder: a scratch directory, the bundle from stdin, a clone of it; prints
 # the clone's path. A failure leaves nothing behind.
-RECEIVE_SH = r"""
-d=$(mktemp -d "/tmp/remedy-bump.$1.XXXXXXXX") || exit 1
-if cat > "$d/in.bundle" && git -c advice.detachedHead=false clone -q "$d/in.bundle" "$d/flake"; then
-  rm -f "$d/in.bundle"
-  echo "$d/flake"
-else
-  rm -rf -- "$d"
-  exit 1
-fi
-"""
+RECEIVE_SH = host.text("builder_receive.sh")
 
 # As the checkout's owner on the serving host: the bundle from stdin into the scratch
 # clone $1, only as a fast-forward.
-FETCH_SH = r"""
-t=$(mktemp) || exit 1
-cat > "$t" && git -C "$1" fetch -q "$t" HEAD && git -C "$1" merge -q --ff-only FETCH_HEAD
-rc=$?
-rm -f "$t"
-exit "$rc"
-"""
+FETCH_SH = host.text("builder_fetch.sh")
 
 # Two commands of one pipe, each an argv quoted once ($1 | $2): the bundle never lands
 # in a file that root owns on the serving host.

@@ -8,25 +8,12 @@ only ever appears as separate argv elements, never inside a shell program.
 
 from __future__ import annotations
 
+from remedy import host
+
 # Rewrites a start script for the fallback: the one --tool-call-parser value is
 # replaced and the environment exported after the shebang. Exits 3 (writing
 # nothing useful) unless the flag occurs exactly once.
-OVERRIDE_AWK = r"""
-{ lines[NR] = $0; n += gsub(/--tool-call-parser[ =][A-Za-z0-9_]+/, "&", $0) }
-END {
-  if (n != 1) { printf "%s: --tool-call-parser appears %d times, expected exactly once\n", FILENAME, n > "/dev/stderr"; exit 3 }
-  start = 1
-  if (lines[1] ~ /^#!/) { print lines[1]; start = 2 }
-  print "# remedy: runtime override (tt-stack#49); /run is wiped at reboot"
-  ne = split(exports, ex, "\n")
-  for (i = 1; i <= ne; i++) if (ex[i] != "") print "export " ex[i]
-  for (i = start; i <= NR; i++) {
-    line = lines[i]
-    sub(/--tool-call-parser[ =][A-Za-z0-9_]+/, "--tool-call-parser " parser, line)
-    print line
-  }
-}
-"""
+OVERRIDE_AWK = host.text("override.awk")
 
 
 # sed programs shared by the facts' remote snippets and the manual script.
@@ -97,17 +84,7 @@ def dry_run_toplevel(flake_dir: str, flake_host: str) -> list[str]:
 # ATTR of the host flake's input NAME (as its flake.lock locks it), or of the host flake
 # itself for self#ATTR. Constant text: the names come from the environment (--impure).
 CHECK_ABSENT = "remedy: no such flake output"
-CHECK_EXPR = r"""
-let
-  env = builtins.getEnv;
-  flake = builtins.getFlake (env "REMEDY_FLAKE_DIR");
-  name = env "REMEDY_CHECK_INPUT";
-  root = if name == "self" then flake else flake.inputs.${name} or null;
-  found = builtins.foldl'
-    (acc: n: if builtins.isAttrs acc && acc ? ${n} then acc.${n} else null)
-    root (builtins.filter builtins.isString (builtins.split "\\." (env "REMEDY_CHECK_ATTR")));
-in if found == null then throw "@ABSENT@" else found
-""".replace("@ABSENT@", CHECK_ABSENT)
+CHECK_EXPR = host.text("flake_check.nix")
 
 
 def flake_check(flake_dir: str, check: str, dry: bool, max_jobs: int = 1, cores: int = 2):
@@ -133,68 +110,9 @@ def show_derivations(new_cli: bool, drvs: list[str]) -> list[str]:
 # What of a `nix derivation show` would compile on the serving host: one program that the
 # deploy and the manual script both run, so both decide alike (remedy.core.readings.nix's
 # Derivation is the same rule in Python, kept as the tests' oracle).
-LOCAL_BUILDS_NIX = r"""# What of a `nix derivation show` (the file $REMEDY_SHOW) would compile on the host: the
-# store paths of every derivation that is neither a config derivation (preferLocalBuild)
-# nor a text file of nixpkgs' writeTextFile family (pkgs/build-support/trivial-builders:
-# `text` passed as a file and a build command that only moves it into place), one per
-# line. Every shape Nix has printed: up to 2.31 keys are store paths; 2.32 drops the
-# /nix/store/ prefix; 2.33 moves the inputs; 2.34 wraps the map in {"version", "derivations"}.
-let
-  show = builtins.fromJSON (builtins.readFile (builtins.getEnv "REMEDY_SHOW"));
-  drvs =
-    if !builtins.isAttrs show then throw "remedy: not a JSON object"
-    else if builtins.isAttrs (show.derivations or null) then show.derivations
-    else show;
-  storePath = k: if builtins.substring 0 11 k == "/nix/store/" then k else "/nix/store/" + k;
-  strings = builtins.filter builtins.isString;
-  trim = l:
-    let m = builtins.match "[[:space:]]*(.*[^[:space:]])[[:space:]]*" l;
-    in if m == null then "" else builtins.head m;
-  code = s: builtins.filter (l: l != "" && builtins.substring 0 1 l != "#")
-    (map trim (strings (builtins.split "\n" s)));
-  targetOf = "([A-Za-z0-9_]+)=\\$out('[^']*'|[A-Za-z0-9_./+@-]*)";
-  # writeTextFile's build command, line by line, in the forms nixpkgs has had (T: its
-  # target variable)
-  shapes = t: [
-    (t + "=\\$out('[^']*'|[A-Za-z0-9_./+@-]*)")
-    ("mkdir -p \"\\$\\(dirname \"\\$" + t + "\"\\)\"")
-    "if \\[ -e \"\\$textPath\" ]; then"
-    ("mv \"\\$textPath\" \"\\$" + t + "\"")
-    "else"
-    ("echo -n \"\\$text\" > \"\\$" + t + "\"")
-    "fi"
-    "if \\[ -n \"\\$executable\" ]; then"
-    ("chmod \\+x \"\\$" + t + "\"")
-    "eval \"\\$checkPhase\""
-    ("\\(test -n \"\\$executable\" && chmod \\+x \"\\$" + t + "\"\\) \\|\\| true")
-  ];
-  textFile = env:
-    let
-      lines = code (env.buildCommand or "");
-      found = builtins.filter (m: m != null) (map (builtins.match targetOf) lines);
-      t = builtins.head (builtins.head found);
-    in
-      builtins.elem "text" (strings (builtins.split "[[:space:]]+" (env.passAsFile or "")))
-      && found != []
-      && builtins.elem ("mv \"$textPath\" \"$" + t + "\"") lines
-      && builtins.all (l: builtins.any (p: builtins.match p l != null) (shapes t)) lines;
-  compiles = key: drv:
-    if !builtins.isAttrs drv then throw "remedy: '${key}' is not a derivation"
-    else if !builtins.isAttrs (drv.env or null) then throw "remedy: '${key}' has no env object"
-    else !((drv.env.preferLocalBuild or "") == "1" || textFile drv.env);
-  heavy = builtins.filter (k: compiles k drvs.${k}) (builtins.attrNames drvs);
-in
-builtins.concatStringsSep "" (map (k: storePath k + "\n") heavy)
-"""
+LOCAL_BUILDS_NIX = host.text("local_builds.nix")
 # $1: LOCAL_BUILDS_NIX; the rest: the command that shows the derivations (show_derivations).
-LOCAL_BUILDS_SH = r"""
-expr=$1; shift
-f=$(mktemp) || exit 1
-trap 'rm -f "$f"' EXIT
-"$@" >"$f" || exit 1
-REMEDY_SHOW=$f nix --extra-experimental-features 'nix-command flakes' \
-  eval --impure --raw --expr "$expr"
-"""
+LOCAL_BUILDS_SH = host.text("local_builds.sh")
 
 
 def local_builds(new_cli: bool, drvs: list[str]) -> list[str]:
@@ -220,14 +138,7 @@ def scratch_dir() -> list[str]:
 # A nix that a stop request ends may still write into a clone for a moment (its scope is
 # stopped with --no-block), and rm -rf then says "Directory not empty": remove, look
 # again, up to five times a second apart; the last try says why it failed.
-SCRATCH_REMOVED_SH = r"""
-for _ in 1 2 3 4 5; do
-  find /tmp -maxdepth 1 -name "$1" -user "$2" -exec rm -rf -- {} + 2>/dev/null
-  [ -z "$(find /tmp -maxdepth 1 -name "$1" -user "$2")" ] && exit 0
-  sleep 1
-done
-find /tmp -maxdepth 1 -name "$1" -user "$2" -exec rm -rf -- {} +
-"""
+SCRATCH_REMOVED_SH = host.text("scratch_removed.sh")
 
 
 def stale_scratch_removed(owner: str) -> list[str]:
@@ -321,37 +232,7 @@ def head(flake_dir: str) -> list[str]:
     return git(flake_dir, "rev-parse", "HEAD")
 
 
-FETCHED_ANCESTRY_SH = r"""
-fix=$1 rev=$2 url=$3
-# What Nix fetched: its git cache (Nix 2.4 and later, every version since: bare repos
-# under ~/.cache/nix/gitv3/, one per URL) holds the locked rev with its history.
-for d in "${XDG_CACHE_HOME:-$HOME/.cache}"/nix/gitv3/*/; do
-  [ -d "$d" ] || continue
-  git --git-dir="$d" cat-file -e "$rev^{commit}" 2>/dev/null || continue
-  [ "$(git --git-dir="$d" rev-parse --is-shallow-repository 2>/dev/null)" = true ] && continue
-  if git --git-dir="$d" merge-base --is-ancestor "$fix" "$rev" 2>/dev/null; then
-    echo "ancestry: yes (Nix's fetch of $url in $d)"
-  else
-    echo "ancestry: no (Nix's fetch of $url in $d)"
-  fi
-  exit 0
-done
-# Not in the cache (a tarball fetch such as github:, or a cleaned cache): ask the remote.
-t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-ancestry.XXXXXXXX") || exit 2
-trap 'rm -rf -- "$t"' EXIT
-git init -q --bare "$t" || exit 2
-if ! git --git-dir="$t" fetch -q --no-tags -- "$url" '+refs/heads/*:refs/heads/*'; then
-  echo "error: cannot fetch $url to check its history" >&2; exit 2
-fi
-if ! git --git-dir="$t" cat-file -e "$rev^{commit}" 2>/dev/null; then
-  echo "error: no branch of $url holds $rev" >&2; exit 2
-fi
-if git --git-dir="$t" merge-base --is-ancestor "$fix" "$rev" 2>/dev/null; then
-  echo "ancestry: yes (fetched $url)"
-else
-  echo "ancestry: no (fetched $url)"
-fi
-"""
+FETCHED_ANCESTRY_SH = host.text("ancestry.sh")
 
 
 SIGNATURE_SH = r"""
@@ -374,37 +255,10 @@ printf 'signature %s\n' "$out"
 """
 
 
-ON_BRANCH_SH = r"""
-rev=$1 url=$2 ref=${3:-HEAD}
-t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-branch.XXXXXXXX") || exit 2
-trap 'rm -rf -- "$t"' EXIT
-git init -q --bare "$t" || exit 2
-if ! git --git-dir="$t" fetch -q --no-tags -- "$url" "+$ref:refs/remedy/branch"; then
-  echo "error: cannot fetch $ref of $url" >&2; exit 2
-fi
-if git --git-dir="$t" merge-base --is-ancestor "$rev" refs/remedy/branch 2>/dev/null; then
-  echo "on-branch: yes"
-else
-  echo "on-branch: no"
-fi
-"""
+ON_BRANCH_SH = host.text("on_branch.sh")
 
 
-PREVIEW_BUMP_SH = r"""
-url=$1 ref=${2:-HEAD} rev=$3 signers=$4
-t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-preview.XXXXXXXX") || exit 2
-trap 'rm -rf -- "$t"' EXIT
-git init -q --bare "$t" || exit 2
-git --git-dir="$t" fetch -q --no-tags -- "$url" "+$ref:refs/remedy/branch" || {
-  echo "error: cannot fetch $ref of $url" >&2; exit 2; }
-[ -n "$rev" ] || rev=$(git --git-dir="$t" rev-parse refs/remedy/branch)
-printf '%s\n' "$signers" > "$t/allowed"
-git --git-dir="$t" cat-file -e "$rev^{commit}" 2>/dev/null || {
-  echo "error: $rev is not on $ref of $url" >&2; exit 2; }
-out=$(git --git-dir="$t" -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$t/allowed" \
-  log -1 --format='%G?|%GK|%GS|%an <%ae>' "$rev" 2>/dev/null)
-printf 'would-take %s\nsignature %s\n' "$rev" "$out"
-"""
+PREVIEW_BUMP_SH = host.text("preview_bump.sh")
 
 
 def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers: str) -> list[str]:
@@ -415,36 +269,7 @@ def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers
     return ["sh", "-c", PREVIEW_BUMP_SH, "sh", git_url, ref or "HEAD", rev or "", allowed_signers]
 
 
-BOUNDED_SH = r"""
-# the scope's name is unique to this invocation ($$): a scope of the same run that has
-# just ended may still be loaded (systemd unloads it later, slower on a busy host), and
-# systemd-run refuses a name that is ("already loaded or has a fragment file")
-u=$1-$$ max=$2 t=$3; shift 3
-# in time always (coreutils' timeout: TERM, then KILL 10 s later); in memory when the host
-# has systemd-run and a bound is given (MAX not 0): a transient scope with MemoryMax
-if [ "$max" != 0 ] && [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1
-then
-  systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p MemorySwapMax=0 \
-    -- timeout -k 10 "$t" "$@"
-  rc=$?
-else
-  max=0
-  timeout -k 10 "$t" "$@"
-  rc=$?
-fi
-if [ "$rc" -ne 0 ]; then
-  result=
-  [ "$max" = 0 ] || result=$(systemctl show -P Result "$u.scope" 2>/dev/null)
-  if [ "$result" = oom-kill ]; then
-    echo "error: remedy: killed at its memory bound (MemoryMax=$max)" >&2
-  elif [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ "$max" != 0 ]; }; then
-    # 137 in a scope that was not out of memory: timeout's KILL after its TERM
-    echo "error: remedy: stopped at its time bound (nix_timeout_s=$t)" >&2
-  fi
-  [ "$max" = 0 ] || systemctl reset-failed "$u.scope" >/dev/null 2>&1
-fi
-exit "$rc"
-"""
+BOUNDED_SH = host.text("nix_bounded.sh")
 TIME_BOUND_HIT = "stopped at its time bound"
 MEMORY_BOUND_HIT = "killed at its memory bound"
 
@@ -475,14 +300,7 @@ def activate(toplevel: str) -> list[str]:
 
 # What a switch from $1 (the running system) to $2 changes for the boot: the targets of
 # each system's kernel, initrd and kernel modules, and both kernel command lines.
-SYSTEM_BOOT_SH = r"""
-target() { if [ -e "$1" ]; then readlink -f "$1"; else echo -; fi; }
-for f in kernel initrd kernel-modules; do
-  printf 'file %s %s %s\n' "$f" "$(target "$1/$f")" "$(target "$2/$f")"
-done
-printf 'params-old %s\n' "$(cat "$1/kernel-params" 2>/dev/null)"
-printf 'params-new %s\n' "$(cat "$2/kernel-params" 2>/dev/null)"
-"""
+SYSTEM_BOOT_SH = host.text("system_boot.sh")
 
 
 def system_boot(current: str, new: str) -> list[str]:
@@ -511,76 +329,7 @@ SWITCH_EXIT = "@@remedy:switch-exit"
 # not running is the last switch's, not yet collected by systemd ("was already loaded"):
 # waited for, then started again; a running one is another switch (the caller reads the
 # words and calls it locked).
-SWITCH_SH = r"""
-u=$1 wait_s=$2; shift 2
-st=0
-if [ -z "$u" ]; then
-  "$@" || st=$?
-  echo "@SWITCH_EXIT@ $st"
-  exit 0
-fi
-c=$(journalctl -q -n 0 --show-cursor 2>/dev/null | sed -n 's/^-- cursor: //p')
-end=$(( $(date +%s) + wait_s ))
-while :; do
-  st=0
-  err=$("$@" 2>&1) || st=$?
-  case $err in *"already loaded"*|*"already exists"*) ;; *) break ;; esac
-  # (list-units: a `systemctl show` of it would load it again on systemd 252)
-  s=$(systemctl list-units --all --plain --no-legend --no-pager "$u.service" 2>/dev/null \
-    | awk '{ print $3 }')
-  case $s in active|activating|deactivating|reloading|refreshing) break ;; esac
-  [ "$(date +%s)" -lt "$end" ] || break
-  echo "waiting for systemd to collect the last switch's unit $u.service (${s:-gone})" >&2
-  if [ "$s" = failed ]; then systemctl reset-failed "$u.service" 2>/dev/null; fi
-  sleep 1
-done
-[ -z "$err" ] || printf '%s\n' "$err" >&2
-case $err in *"already loaded"*|*"already exists"*) c= ;; esac
-if [ -n "$c" ]; then
-  # One pass over the journal since the cursor (journalctl 252 skips the first match
-  # after a cursor, so fields are matched here): the unit's own lines ("out …"), and
-  # how systemd says it ended ("end CODE"; "end": not yet; "end none": it never ran).
-  i=0
-  while :; do
-    said=$(journalctl -q --after-cursor="$c" -o verbose 2>/dev/null | awk -v u="$u.service" '
-      function flush() {
-        if (su == u) out[++no] = msg
-        if (un == u) {
-          seen = 1
-          if (es != "") { st = es; how = ec }
-          if (msg ~ /: (Deactivated successfully|Succeeded)\.$/) { if (st == "") st = 0; done = 1 }
-          if (msg ~ /: Failed with result /) done = 1
-        }
-        msg = su = un = es = ec = ""
-      }
-      /^[^ \t]/ { flush(); next }
-      {
-        f = $0; sub(/^[ \t]+/, "", f); k = substr(f, 1, index(f, "=") - 1)
-        v = substr(f, index(f, "=") + 1)
-        if (k == "MESSAGE") msg = v; else if (k == "_SYSTEMD_UNIT") su = v
-        else if (k == "UNIT") un = v; else if (k == "EXIT_STATUS") es = v
-        else if (k == "EXIT_CODE") ec = v
-      }
-      END {
-        flush()
-        for (j = 1; j <= no; j++) print "out " out[j]
-        if (!seen) print "end none"
-        else if (done && st != "") print "end " ((how == "" || how == "exited") ? st : 128 + st)
-        else print "end"
-      }')
-    last=$(printf '%s\n' "$said" | tail -n 1)
-    case $last in
-      "end none") [ "$i" -lt 20 ] || break ;;
-      end) [ "$i" -lt 100 ] || break ;;
-      "end "*) st=${last#end }; break ;;
-    esac
-    i=$((i + 1))
-    sleep 0.1
-  done
-  printf '%s\n' "$said" | sed -n 's/^out //p'
-fi
-echo "@SWITCH_EXIT@ $st"
-""".replace("@SWITCH_EXIT@", SWITCH_EXIT)
+SWITCH_SH = host.text("switch_run.sh")
 
 
 def switch(
@@ -621,21 +370,7 @@ def switch_exit(stdout: str) -> int | None:
 # builds, nixpkgs#463029, reverted by #499837), or a process with an flock on
 # switch-to-configuration's lock (read from /proc/locks, so nothing is created or
 # taken). Prints "holder <what>" lines; none: free.
-SWITCH_HOLDER_SH = r"""
-systemctl list-units --plain --no-legend --no-pager \
-  --state=active,activating,deactivating,reloading '@UNIT@*.service' 2>/dev/null \
-  | awk -v h='-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' \
-    '$1 ~ ("^@UNIT@(" h ")?[.]service$") { print $1 }' | while read -r u; do
-  printf 'holder %s (pid %s)\n' "$u" "$(systemctl show -P MainPID "$u")"
-done
-if i=$(stat -Lc %i @LOCK@ 2>/dev/null); then
-  awk -v i="$i" '$2 == "FLOCK" { n = split($6, a, ":"); if (a[n] == i) print $5 }' \
-    /proc/locks 2>/dev/null | sort -u | while read -r pid; do
-    printf 'holder pid %s: %s\n' "$pid" "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
-  done
-fi
-exit 0
-""".replace("@UNIT@", SWITCH_UNIT).replace("@LOCK@", SWITCH_LOCK)
+SWITCH_HOLDER_SH = host.text("switch_holders.sh")
 
 
 def switch_holders() -> list[str]:
@@ -714,20 +449,7 @@ def remove_files(*paths: str) -> list[str]:
     return ["rm", "-f", "--", *paths]
 
 
-WRITABLE_SH = r"""
-for d; do
-  e=$d
-  while [ ! -d "$e" ]; do e=${e%/*}; [ -n "$e" ] || e=/; done
-  [ -w "$e" ] && continue
-  m=$(findmnt -no TARGET,OPTIONS --target "$e" 2>/dev/null)
-  case ",${m#* }," in
-    *,ro,*) echo "error: cannot write $d: the file system at ${m%% *} is mounted read-only;" \
-      "nothing was written; remount it read-write (a reboot does), then run again" >&2 ;;
-    *) echo "error: cannot write $d: $e is not writable; nothing was written" >&2 ;;
-  esac
-  exit 1
-done
-"""
+WRITABLE_SH = host.text("writable.sh")
 
 
 def writable(*dirs: str) -> list[str]:
@@ -744,27 +466,7 @@ def make_dir(path: str) -> list[str]:
 # that prints its content. The content goes to FILE.remedy-tmp, which is removed on any
 # failure or signal in the same command: nothing partial is left. A full file system is
 # named, with what it has left.
-ATOMIC_WRITE_SH = r"""
-dest=$1 mode=$2 owner=$3; shift 3
-tmp=$dest.remedy-tmp
-trap 'rm -f -- "$tmp"' EXIT
-trap 'exit 130' HUP INT TERM
-if ! err=$("$@" 2>&1 >"$tmp") || [ ! -s "$tmp" ]; then
-  # printf says "I/O error" where awk says "No space left": ask the file system itself
-  free=$(df -Pk -- "${dest%/*}" 2>/dev/null | awk 'NR == 2 { print $4 " " $2 " " $6 }')
-  set -- $free
-  case $err in *"No space left"*|*"Disk quota"*) full=yes ;; *) full= ;; esac
-  if [ -n "$full" ] || { [ -n "$free" ] && [ "$1" -lt 64 ]; }; then
-    echo "error: cannot write $dest: the file system $3 is full ($1 kB free of $2 kB); free space there and run again" >&2
-  else
-    echo "error: cannot write $dest: ${err:-the command that makes it failed or printed nothing}" >&2
-  fi
-  exit 1
-fi
-chmod "$mode" "$tmp" || exit 1
-if [ "$owner" != - ]; then chown "$owner" "$tmp" || exit 1; fi
-mv -f -T "$tmp" "$dest" || { echo "error: cannot rename $tmp to $dest" >&2; exit 1; }
-"""
+ATOMIC_WRITE_SH = host.text("atomic_write.sh")
 
 
 def written_atomically(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from remedy import host
 from remedy.errors import ConfigError
 
 KEY_TYPES = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-\S+|sk-\S+)$")
@@ -36,31 +37,7 @@ STATES = {
 # Nix fetches github: and gitlab: inputs as tarballs, which leave no repository behind;
 # then REF of URL is fetched into a temporary repository, as --dry does
 # (remedy.core.programs.commands.PREVIEW_BUMP_SH), so that the run and --dry judge the same commit.
-SIGNATURE_SH = r"""
-rev=$1 url=$2 repo=$3 signers=$4 ref=${5:-HEAD}
-t=$(mktemp -d "${TMPDIR:-/tmp}/remedy-signers.XXXXXXXX") || exit 2
-trap 'rm -rf -- "$t"' EXIT
-if [ -z "$repo" ]; then
-  for d in "${XDG_CACHE_HOME:-$HOME/.cache}"/nix/gitv3/*/; do
-    [ -d "$d" ] && git --git-dir="$d" cat-file -e "$rev^{commit}" 2>/dev/null && { repo=$d; break; }
-  done
-fi
-if [ -z "$repo" ]; then
-  repo=$t/fetched
-  git init -q --bare "$repo" || exit 2
-  git --git-dir="$repo" fetch -q --no-tags -- "$url" "+$ref:refs/remedy/branch" || {
-    echo "error: no repository here holds $rev, and git cannot fetch $ref of $url" >&2
-    exit 2; }
-  git --git-dir="$repo" cat-file -e "$rev^{commit}" 2>/dev/null || {
-    echo "error: $rev is not on $ref of $url" >&2; exit 2; }
-fi
-[ -d "$repo/.git" ] && repo=$repo/.git  # a work tree's repository
-printf '%s\n' "$signers" > "$t/allowed" || exit 2
-out=$(git --git-dir="$repo" -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$t/allowed" \
-  log -1 --format='%G?|%GK|%GS|%an <%ae>' "$rev" 2>/dev/null) || {
-  echo "error: git cannot read $rev in $repo" >&2; exit 2; }
-printf 'signature %s\n' "$out"
-"""
+SIGNATURE_SH = host.text("signature.sh")
 
 
 def check_allowed_signers(text: str, path: str) -> int:

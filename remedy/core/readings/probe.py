@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 from dataclasses import dataclass
+
+from remedy import host
 
 PARSED = "parsed"
 UNPARSED = "unparsed"
@@ -184,57 +185,14 @@ DEFAULT_TRIES = 3
 #   printf '%s' "$1" | tr ',{' '\n\n' | sed -n PROGRAM | head -n 1, where PROGRAM is
 #    's/^[[:space:]]*"id"[[:space:]]*:[[:space:]]*"\([A-Za-z0-9_.\/:-]*\)".*/\1/p'
 # (tests/unit/test_probe_model_id.py runs both on the same answers).
-MODEL_ID_SH = r"""
-first_model_id() {
-  model=
-  set -f; IFS=',{
-'
-  for _mf in $1; do
-    _mf=${_mf#"${_mf%%[![:space:]]*}"}
-    case $_mf in '"id"'*) _mf=${_mf#'"id"'} ;; *) continue ;; esac
-    _mf=${_mf#"${_mf%%[![:space:]]*}"}
-    case $_mf in :*) _mf=${_mf#:} ;; *) continue ;; esac
-    _mf=${_mf#"${_mf%%[![:space:]]*}"}
-    case $_mf in '"'*) _mf=${_mf#'"'} ;; *) continue ;; esac
-    _mid=${_mf%%[!A-Za-z0-9_./:\\-]*}
-    case ${_mf#"$_mid"} in '"'*) model=$_mid; break ;; esac
-  done
-  unset IFS; set +f
-}
-"""
+MODEL_ID_SH = host.text("first_model_id.sh")
 
-# The probe as one POSIX sh program: $1 server URL, $2 model id (empty: the first id
-# /v1/models lists), $3 timeout per request, $4 tries, $5/$6 the request body before and
-# after the model id. An answer in prose is asked again, at most $4 times; anything else
-# (a tool call, parsed or raw, an error, no answer) ends it. It prints the model line,
-# the tries line, then curl's output (body, status line) of the last answer.
-# Used by the facts (facts/_remote.py) and the manual script alike.
-PROBE_SH = (
-    MODEL_ID_SH
-    + f"""
-base=${{1%/}} model=$2 timeout=$3 tries=$4 out= i=0
-if [ -z "$model" ]; then
-  if models=$(curl -sS --connect-timeout 3 --max-time "$timeout" "$base/v1/models" 2>&1); then
-    first_model_id "$models"
-    printf '{MODEL_LINE}%s\\n' "$model"
-    [ -n "$model" ] || out=$(printf '%s' "$models" | head -c 300)
-  else
-    out=$(printf '%s\\n{STATUS_MARK}000' "$models")
-  fi
-else
-  printf '{MODEL_LINE}%s\\n' "$model"
-fi
-while [ -n "$model" ]; do
-  i=$((i + 1))
-  out=$(curl {shlex.join(CURL_FLAGS)} --max-time "$timeout" \\
-    --data-binary "$5$model$6" "$base/v1/chat/completions" 2>&1)
-  case "$out" in *'<tool_call>'*|*'<function='*|*'"function"'*) break ;; esac
-  case "$out" in *'{STATUS_MARK}200'*) ;; *) break ;; esac
-  [ "$i" -lt "$tries" ] || break
-done
-printf '{TRIES_LINE}%s\\n%s\\n' "$i" "$out"
-"""
-)
+# The probe as one POSIX sh program (remedy/host/probe.sh): $1 server URL, $2 model id
+# (empty: the first id /v1/models lists), $3 timeout per request, $4 tries, $5/$6 the
+# request body before and after the model id. It prints the model line, the tries line,
+# then curl's output (body, status line) of the last answer. The facts' read
+# (facts/_remote.py) and the verify step (remedy/host/steps/verify.sh) run it alike.
+PROBE_SH = host.text("probe.sh")
 
 
 def probe_args(server_url: str, model: str | None, timeout_s: int, tries: int) -> list[str]:

@@ -233,6 +233,8 @@ class HostSnapshot:
     runtime: runtime.RuntimeState = field(default_factory=runtime.RuntimeState)
     # the host's local time when it was read (restart windows); None: not read
     clock: datetime | None = None
+    # /etc/machine-id: which machine this is (the manual script checks it); None: unread
+    machine_id: str | None = None
     # why Nix's version could not be read (what `nix --version` printed); None: it was
     # read, or Nix is not installed
     nix_unreadable: str | None = None
@@ -269,6 +271,7 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         last_switch=read_last_switch(parts),
         runtime=read_runtime(parts),
         clock=read_clock(parts),
+        machine_id=read_machine_id(parts),
         options_record=read_options_record(parts),
         nix_unreadable=nix_unreadable,
         readings=read_readings(parts),
@@ -390,6 +393,12 @@ def read_clock(parts: Parts) -> datetime | None:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
     except ValueError:
         return None
+
+
+def read_machine_id(parts: Parts) -> str | None:
+    found = parts.get("host.id")
+    text = found[0].lines[0].strip() if found and found[0].lines else ""
+    return text if text.isalnum() else None
 
 
 def read_runtime(parts: Parts) -> runtime.RuntimeState:

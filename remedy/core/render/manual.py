@@ -1,143 +1,136 @@
 """Emergency manual recovery: a runbook as a POSIX shell script for a person with SSH.
 
     remedy runbooks show 001 --manual --inventory inventory/production.py --host cfx-llm2 > r.sh
-    ssh root@cfx-llm2 sh -s < r.sh              # the durable path
-    ssh root@cfx-llm2 sh -s -- fallback < r.sh  # the /run fallback
+    ssh root@cfx-llm2 sh -s -- plan < r.sh   # what it will do; changes nothing
+    ssh root@cfx-llm2 sh -s < r.sh
 
-Every remote command comes from ``remedy.core.programs.commands``, the argv builders the
-deploy's operations use, joined with POSIX quoting; the host's data fills in the
-values (defaults from ``remedy.core.config.host_data`` without an inventory). The script
-stops at the first failed check (``set -eu``), memory-gates every restart and
-ends with the tool-call probe.
+A flow runbook (001, 003, 006) is the deploy's own plan and steps: the planner plans
+from the host as ``runbooks show`` read it (or, when it could not, a plan whose every
+step decides on the host), and each step runs the same host program the deploy runs
+(``remedy.core.render.manual_flow``). The person who runs it is the restart policy:
+the restart is now, and the build is on the host. Another runbook's steps run their
+operations' programs with the host data's values, or its commands as written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
-from collections.abc import Callable
 
 from remedy.core.config import desired
 from remedy.core.config import host_data as settings_mod
-from remedy.core.programs import commands
-from remedy.core.programs import hostlock as host_lock
+from remedy.core.programs import journal
+from remedy.core.programs import step_values as sv
+from remedy.core.readings import probe
 from remedy.core.render import manual_flow as flow
+from remedy.core.run import steps as steps_core
+from remedy.core.run.plan import plan_restore, unhealthy
 
-PRELUDE = r"""set -eu
-path=${1:-durable}
-case "$path" in durable|fallback) ;; *) echo "usage: sh -s -- [durable|fallback]" >&2; exit 2;; esac
-durable_failed=no switched=no rc=0 lock_commit=
-say() { printf '\n== %s\n' "$*" >&2; }
-fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
-nix_at_least() {  # nix_at_least MAJOR MINOR
-  v=$(nix --version | sed -n 's/.* \([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p')
-  set -- "$1" "$2" $v
-  [ "${3:-0}" -gt "$1" ] || { [ "${3:-0}" -eq "$1" ] && [ "${4:-0}" -ge "$2" ]; }
+# Host data that changes what the deploy does but not what this script does (a person
+# runs it), said at its top when set.
+NOT_CARRIED = {
+    "unattended": "a person runs this script; unattended runs are the schedule's",
+    "restart_window": "the person who runs this script is the restart policy: the "
+    "restart is now",
+    "restart_urgency": "the person who runs this script is the restart policy",
+    "restart": "the person who runs this script is the restart policy",
+    "build_host": "this script builds on the host, memory-gated and bounded; run the "
+    "deploy to build on the builder",
+    "builder_key": "this script builds on the host (see build_host)",
+    "copy_signed": "this script builds on the host: nothing is copied",
 }
-# git and nix run as the checkout's owner: root's git refuses a person's repo, and root
-# would leave root-owned files in it.
-as_owner() {
-  if [ "$owner" = "$(id -un)" ]; then "$@"
-  else runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"
-  fi
-}
-# The script that holds --tool-call-parser: $1, or the store script it execs.
-flags_script() {
-  if grep -q -- --tool-call-parser "$1"; then echo "$1"; return 0; fi
-  t=$(sed -n '@EXEC_TARGET_SED@' "$1" | head -n 1)
-  echo "${t:-$1}"
-}
-exec_path() { sed -n '@EXEC_PATH_SED@' "$1" | tail -n 1; }""".replace(
-    "@EXEC_TARGET_SED@", commands.EXEC_TARGET_SED
-).replace("@EXEC_PATH_SED@", commands.EXEC_PATH_SED)
+MANUAL_RUN_ID = "manual"  # the run id of a plan made for the script (it makes its own)
 
 
-def _lock(s, runbook_id: str) -> list[str]:
-    """The host lock every remedy run takes (remedy.lock): one run per host at a time."""
-    lock, holder = host_lock.lock_path(s.unit), host_lock.holder_path(s.unit)
-    who = f"the manual script of runbook {runbook_id}"
-    return [
-        f"lock={shlex.quote(lock)} holder={shlex.quote(holder)}",
-        'exec 9>>"$lock"',
-        "if ! flock -n 9; then",
-        f'  echo "waiting up to {s.lock_wait_s:g}s for $lock, held by: '
-        '$(cat "$holder" 2>/dev/null || echo "(no holder recorded)")" >&2',
-        f'  flock -w {s.lock_wait_s:g} 9 || fail "another remedy run holds $lock: '
-        '$(cat "$holder" 2>/dev/null)"',
-        "fi",
-        f'printf \'pid %s on %s since %s: {who}\\n\' "$$" "$(hostname)" '
-        '"$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$holder"',
-        "trap 'rm -f \"$holder\"' EXIT",
-    ]
+def as_person(s):
+    """S as a person runs the script: restart now, build on the host, attended."""
+    return dataclasses.replace(s, restart="now", build_host="serving", unattended=False)
 
 
-def _owner(s) -> list[str]:
-    d = shlex.quote(s.flake_dir)
-    return [
-        f"owner=$(stat -c %U -- {d} 2>/dev/null) || owner=$(id -un)",
-        """home=$(getent passwd "$owner" | cut -d: -f6)""",
-    ]
+def not_carried(s) -> list[str]:
+    """Why each key of NOT_CARRIED that differs from its default is not carried out."""
+    defaults = {f.name: f for f in dataclasses.fields(s)}
+    out = []
+    for key, why in NOT_CARRIED.items():
+        f = defaults[key]
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        value = getattr(s, key)
+        if value != default:
+            out.append(f"host data {key}={value!r} is not carried out: {why}")
+    return out
 
 
-# The operations a runbook that is not the run's flow may name (the rest are steps
-# of the flow, rendered by remedy.core.render.manual_flow).
-RENDERERS: dict[str, Callable] = {
-    "memory.hugepages_reduced": flow._hugepages,
-    "memory.headroom_gated": flow._gate,
-    "serving.toolcalling_verified": flow._verify,
-}
-
-
-def render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
-    """The runbook's steps as one POSIX shell script, values from HOST_DATA.
-    ALLOWED_SIGNERS: the text of host data's trusted_signers file (the bump checks the
-    rev it takes against it, as the deploy does). The programs the steps run are written
-    once, at the top (``manual_flow.with_programs``)."""
-    with flow.programs() as found:
-        script = _render(runbook, host_data, allowed_signers)
-    return flow.with_programs(script, found)
-
-
-def _render(runbook, host_data: dict, allowed_signers: str | None = None) -> str:
+def render(
+    runbook,
+    host_data: dict,
+    allowed_signers: str | None = None,
+    snapshot=None,
+    host: str | None = None,
+    inventory: str = "",
+    read: str = "",
+) -> str:
+    """RUNBOOK as a script for HOST (its inventory name) with its HOST_DATA, planned
+    from SNAPSHOT (the host as read; None: it could not be read, and READ says why).
+    ALLOWED_SIGNERS: the text of host data's trusted_signers file, read here."""
     data = dict(host_data)
-    host = data.pop("_host_name", None) or data.get("flake_host") or "cfx-llm2"
+    host = host or data.get("flake_host") or "cfx-llm2"
     s = settings_mod.from_host_data(host, data)
     rb = runbook.data
     scope = desired.ALL if rb.get("deploy") == "deploys/converge.py" else desired.TOOL_CALLING
-    head = [
-        "#!/bin/sh",
-        f"# Runbook {rb['id']}: {rb['title']}",
-        f"# Issues: {', '.join(rb['issues'])}. Host: {host}.",
-        "# Generated by `remedy runbooks show --manual` from remedy/core/programs/commands.py, the",
-        "# same command definitions the deploy's operations use.",
-        "# Run:  ssh root@HOST sh -s < FILE               (durable path)",
-        "#       ssh root@HOST sh -s -- fallback < FILE   (the /run fallback)",
-        # durable=false in host data: the script's default is the /run fallback
-        PRELUDE.replace(
-            "path=${1:-durable}", f"path=${{1:-{'durable' if s.durable else 'fallback'}}}"
+    r = flow.Rendering(
+        host, rb["id"], rb["title"], tuple(rb["issues"]),
+        read or "the host was not read", inventory,
+    )  # fmt: skip
+    if s.trusted_signers and allowed_signers is None:
+        raise ValueError("trusted_signers is set: render with its text (allowed_signers)")
+    person = as_person(s)
+    if "nix.flake_input_updated" not in runbook.step_operations():
+        return _standalone(runbook, person, r)
+    if snapshot is not None:
+        plan = plan_restore(snapshot, person, scope)
+        planned = steps_core.plan_steps(
+            plan, snapshot, person, MANUAL_RUN_ID, unhealthy(plan, snapshot), None, host
+        )
+    else:
+        plan = steps_core.unread_plan(person, scope)
+        planned = steps_core.plan_steps(plan, None, person, MANUAL_RUN_ID, None, None, host)
+    if allowed_signers is not None and s.trusted_signers:
+        planned = steps_core.with_allowed_signers(planned, allowed_signers)
+    plan.reasons[:0] = not_carried(s)
+    return flow.render(plan, planned, r)
+
+
+def _standalone(runbook, s, r: flow.Rendering) -> str:
+    """A runbook that is not the run's flow: its steps in its order, each operation's
+    program with the host data's values, each command as written."""
+    run = {"journal": journal.path(s.unit), "run_id": MANUAL_RUN_ID}
+    head, _, tail = probe.request_body(probe.MODEL_MARK).partition(probe.MODEL_MARK)
+    wanted = steps_core.serving_wanted(s, set())
+    values = {
+        "memory.headroom_gated": sv.Gate(
+            min_gb=s.min_mem_available_gb, doing="restarting the server", host=r.host
         ),
-        *_lock(s, rb["id"]),
-        *_owner(s),
-    ]
-    named = runbook.step_operations()
-    if "nix.flake_input_updated" in named:
-        # a flow runbook: the deploy's own step list, scratch clone and journal
-        who = (host, rb["id"], list(rb["issues"]))
-        lines = flow.render_flow(s, scope, named, head, allowed_signers, who)
-        return "\n".join(lines) + "\n"
-    out = list(head)
-    for n, step in enumerate(rb["steps"], 1):
+        "memory.hugepages_reduced": sv.Hugepages(
+            **run, items=tuple(f"{steps_core.mem.SIZES_BY_LABEL[k]}:{n}"
+                               for k, n in sorted(s.hugepages_target.items())),
+        ),  # fmt: skip
+        "serving.toolcalling_verified": sv.Verify(
+            **run, unit=s.unit, stage="fallback", server_url=s.server_url, model=s.model,
+            probe_timeout_s=s.probe_timeout_s, ready_timeout_s=s.ready_timeout_s,
+            parsed_before=False, probe_head=head, probe_tail=tail, items=wanted,
+        ),
+    }  # fmt: skip
+    steps = []
+    for step in runbook.data["steps"]:
         op = step.get("operation")
-        if op in RENDERERS:
-            lines = RENDERERS[op](s, scope)
+        if op in values:
+            steps.append((step["id"], values[op]))
         elif op:
-            lines = [f"echo 'step {step['id']}: run the deploy operation {op}' >&2"]
+            steps.append((step["id"], f"echo 'run the deploy operation {op}' >&2"))
         else:
-            lines = list(step["manual"]["commands"])
-        title = f"{n}. {step['id']}"
-        out.append(f"step_{n}() {{")
-        out += ["  " + line for line in [f"say {shlex.quote(title)}", *lines]]
-        out.append("}")
-        out.append(f"step_{n}")
-    out.append("echo 'done' >&2")
-    out.append('exit "$rc"')
-    return "\n".join(out) + "\n"
+            steps.append((step["id"], "\n".join(step["manual"]["commands"])))
+    return flow.render_standalone(steps, r, s.unit)
+
+
+def quote(word: str) -> str:
+    return shlex.quote(word)

@@ -22,15 +22,25 @@ override cannot take effect, and no restart follows an override that did not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 
 from remedy.core.config import desired, volatile
 from remedy.core.config.host_data import HostData
-from remedy.core.programs import journal
+from remedy.core.programs import commands, journal
+from remedy.core.programs import step_values as sv
 from remedy.core.programs.builder import Builder
-from remedy.core.readings import nix as nix_core
+from remedy.core.readings import memory as mem
+from remedy.core.readings import probe
 from remedy.core.readings.snapshot import HostSnapshot
-from remedy.core.run.plan import DURABLE, FALLBACK, NOOP, RestorePlan, override_in_place
+from remedy.core.run.plan import (
+    DURABLE,
+    FALLBACK,
+    NOOP,
+    SERVING_PARSER_ENV,
+    RestorePlan,
+    override_in_place,
+)
 
 ALWAYS = "always"
 
@@ -56,6 +66,8 @@ D, F, A = DURABLE, FALLBACK, ALWAYS
 T = StepTemplate
 # The run's order: the deploy, --dry, the manual script and the runbooks' check read it here.
 TEMPLATES: tuple[StepTemplate, ...] = (
+    # where the run begins, in the run journal; a plan made for another state stops here
+    T("begin", "serving.run_begun", "Record where the run begins", A),
     # the gate first: a refusal (the run stops) leaves no scratch clone behind
     T("gate_nix", "memory.headroom_gated", "Memory gate before Nix evaluates and builds", D),
     T("bump", "nix.flake_input_updated", "Scratch clone; bump the tt-stack input", D,
@@ -99,7 +111,7 @@ TEMPLATES: tuple[StepTemplate, ...] = (
 @dataclass(frozen=True)
 class Step:
     template: StepTemplate
-    args: dict = field(default_factory=dict)
+    values: sv.StepValues
 
     @property
     def op(self) -> str:
@@ -163,54 +175,61 @@ def _fallback_skip(plan: RestorePlan) -> str | None:
     return None
 
 
-def _override_problem(unit, s: HostData) -> str | None:
-    """Why the fallback cannot derive an override from the unit's start script."""
-    store = unit.store_script
-    if store is None:
-        return f"{s.unit} has no start script in its fragment to derive an override from"
-    if store.parser_flag_count != 1:
-        return (
-            f"{store.path}: --tool-call-parser appears {store.parser_flag_count} times, "
-            "expected exactly once; not deriving an override from it"
-        )
-    return None
-
-
+UNREAD_CARRIERS = (
+    "the host was not read: the /run drop-ins that carry data settings (remedy adopt) "
+    "stay; a reboot removes them, or run the deploy"
+)
 NO_REBUILD = "the deployed configuration holds every durable setting; no rebuild"
 
 
 class _Values:
-    """The values of each step of one host's run: a method per template key."""
+    """The values of each step of one host's run: a method per template key, each
+    giving the step's typed values (``remedy.core.programs.step_values``)."""
 
-    def __init__(self, plan, snap, s: HostData, run_id: str, unhealthy, builder=None):
+    def __init__(self, plan, snap, s: HostData, run_id: str, unhealthy, builder=None, name=None):
         self.plan, self.snap, self.s, self.unhealthy = plan, snap, s, unhealthy
+        self.host_name = name or s.flake_host
         self.builder = builder
         self.resuming = None
-        if plan.path == DURABLE and plan.rebuild:
+        if plan.path == DURABLE and plan.rebuild and snap is not None:
             self.resuming = snap.journal.resumable(snap.checkout.head)
         if self.resuming:
             run_id = snap.journal.get("run_id") or run_id  # go on with that run's journal
         self.durable_skip, self.fallback_skip = _durable_skip(plan), _fallback_skip(plan)
         self.contingent = plan.path == DURABLE  # the fallback runs if the durable path fails
-        self.common = {"journal_path": journal.path(s.unit), "run_id": run_id}
-        self.owned = {"owner": snap.checkout.owner or "root", "home": snap.checkout.home}
+        self.run = {"journal": journal.path(s.unit), "run_id": run_id}
         self.restart_ahead = plan.restart_expected
-        self.locked = snap.flake_input
+        self.locked = snap.flake_input if snap is not None else None
 
     def skip_durable(self, own: str | None) -> str | None:
         return self.durable_skip or own
 
-    def gate(self, doing: str, own: str | None, skip: str | None) -> dict:
-        headroom_gb = self.snap.memory.mem_available_kb * 1024 / 1e9
-        return {
-            "min_gb": self.s.min_mem_available_gb,
-            "doing": doing,
-            "now_gb": round(headroom_gb, 1),
-            "contingent": False,
-            "skip": skip or own,
-        }
+    def begin(self) -> sv.Begin:
+        s, snap = self.s, self.snap
+        skip = f"nothing to do: {self.plan.reasons[0]}" if self.plan.path == NOOP else None
+        expect = {}
+        if snap is not None:  # the host as the plan read it
+            expect = {
+                "expect_machine_id": snap.machine_id or "",
+                "expect_head": snap.checkout.head or "",
+                "expect_profile": snap.generations.profile or "",
+                "expect_current": snap.generations.current_system or "",
+            }
+        return sv.Begin(
+            **self.run, unit=s.unit, flake_dir=s.flake_dir, host=self.host_name,
+            **expect, skip=skip,
+        )  # fmt: skip
 
-    def hugepages_of(self, skip: str | None, restart: bool) -> dict:
+    def gate(self, doing: str, own: str | None, skip: str | None) -> sv.Gate:
+        now = None
+        if self.snap is not None:
+            now = round(self.snap.memory.mem_available_kb * 1024 / 1e9, 1)
+        return sv.Gate(
+            min_gb=self.s.min_mem_available_gb, doing=doing, host=self.host_name,
+            now_gb=now, skip=skip or own,
+        )  # fmt: skip
+
+    def hugepages_of(self, skip: str | None, restart: bool, contingent: bool) -> sv.Hugepages:
         """The pool is a managed setting (converge), or only headroom before a restart."""
         managed = "hugepages" in self.plan.scope
         own = None
@@ -218,33 +237,31 @@ class _Values:
             own = "no hugepages_target set for this host"
         elif not managed and not restart:
             own = "no restart ahead"
-        return {"targets": dict(self.s.hugepages_target), "managed": managed, "skip": skip or own}
+        pools = sorted(self.s.hugepages_target.items())
+        targets = tuple(f"{mem.SIZES_BY_LABEL[label]}:{n}" for label, n in pools)
+        return sv.Hugepages(
+            **self.run, items=targets, managed=managed, skip=skip or own, contingent=contingent
+        )
 
-    def bump(self) -> dict:
-        s, plan, locked, snap = self.s, self.plan, self.locked, self.snap
+    def bump(self) -> sv.Bump:
+        s, plan, locked = self.s, self.plan, self.locked
         own = None if plan.rebuild else NO_REBUILD
-        return {
-            **self.common,
-            **self.owned,
-            "flake_dir": s.flake_dir,
-            "flake_input": s.flake_input,
-            "flake_host": s.flake_host,
-            "update": plan.update_input,
-            "update_argv": list(snap.nix.update_input_argv) if snap.nix else [],
-            "locked_url": locked.url if locked else "",
-            "locked_ref": locked.ref if locked else None,
-            "old_rev": locked.rev if locked else None,
-            "base_head": snap.checkout.head,
-            "pinned_rev": s.pinned_rev,
-            "allowed_signers": None,  # read on this machine at prepare (remedy.operations)
-            "trusted_signers": s.trusted_signers,
-            "required_fix_rev": s.required_fix_rev,
-            "lock_message": lock_message(s, locked.rev if locked else None),
-            "builder": self.builder,
-            "skip": self.skip_durable(self.resuming or own),
-        }
+        return sv.Bump(
+            **self.run,
+            flake_dir=s.flake_dir,
+            flake_input=s.flake_input,
+            flake_host=s.flake_host,
+            update=plan.update_input,
+            pinned_rev=s.pinned_rev,
+            allowed_signers=None,  # read on this machine at prepare (remedy.operations)
+            trusted_signers=s.trusted_signers,
+            required_fix_rev=s.required_fix_rev,
+            lock_message=lock_message(s, locked.rev if locked else None),
+            builder=self.builder,
+            skip=self.skip_durable(self.resuming or own),
+        )
 
-    def managed(self) -> dict:
+    def managed(self) -> sv.Managed:
         s, plan = self.s, self.plan
         in_scope = [
             desired.BY_KEY[k].label
@@ -259,65 +276,76 @@ class _Values:
             )
         else:
             own = self.resuming
-        return {
-            **self.common,
-            **self.owned,
-            "managed_file": s.managed_file,
-            "text": plan.managed_text or "",
-            "message": managed_message(s, plan.scope),
-            "flake_host": s.flake_host,
-            "builder": self.builder,
-            "skip": self.skip_durable(own),
-        }
+        return sv.Managed(
+            **self.run,
+            flake_dir=s.flake_dir,
+            managed_file=s.managed_file,
+            text=plan.managed_text or "",
+            message=managed_message(s, plan.scope),
+            flake_host=s.flake_host,
+            builder=self.builder,
+            skip=self.skip_durable(own),
+        )
 
-    def gate_nix(self) -> dict:
+    def gate_nix(self) -> sv.Gate:
         own = self.resuming or (None if self.plan.rebuild else "nothing to build")
         if not own and self.builder:
             own = f"the builder {self.builder.name} evaluates and builds: no nix evaluates here"
         return self.gate("evaluating and building the new system", own, self.durable_skip)
 
-    def prove(self) -> dict:
-        snap = self.snap
+    def prove(self) -> sv.Prove:
+        s = self.s
         own = self.resuming or (None if self.plan.rebuild else "nothing was bumped")
-        return {
-            **self.common,
-            **self.owned,
-            "host_data": self.s,
-            "prove": list(self.plan.prove),
-            "nix_label": snap.nix.label if snap.nix else "Nix",
-            "new_derivation_cli": bool(snap.nix and nix_core.derivation_show_is_new(snap.nix)),
-            "systemd_run": snap.tools.systemd_run,
-            "current_system": snap.generations.current_system,
-            "builder": self.builder,
-            "skip": self.skip_durable(own),
-        }
+        checks, default = s.checks
+        items = (
+            *(f"check:{c}" for c in checks),
+            *desired.proof_items(s, tuple(self.plan.prove)),
+        )
+        return sv.Prove(
+            **self.run,
+            flake_dir=s.flake_dir,
+            flake_host=s.flake_host,
+            flake_input=s.flake_input,
+            unit=s.unit,
+            min_gb=s.min_mem_available_gb,
+            nix_memory_max_gb=s.nix_memory_max_gb,
+            nix_timeout_s=s.nix_timeout_s,
+            build_max_jobs=s.build_max_jobs,
+            build_cores=s.build_cores,
+            allow_local_build=s.allow_local_build,
+            checks_default=default,
+            builder=self.builder,
+            items=items,
+            checks=tuple(checks),
+            host_data=s,
+            skip=self.skip_durable(own),
+        )
 
-    def fast_forward(self) -> dict:
-        return {
-            **self.common,
-            **self.owned,
-            "flake_dir": self.s.flake_dir,
-            "skip": self.skip_durable(None if self.plan.rebuild else NO_REBUILD),
-        }
+    def fast_forward(self) -> sv.FastForward:
+        return sv.FastForward(
+            **self.run,
+            flake_dir=self.s.flake_dir,
+            skip=self.skip_durable(None if self.plan.rebuild else NO_REBUILD),
+        )
 
-    def hugepages(self) -> dict:
-        return {**self.hugepages_of(self.durable_skip, self.restart_ahead), "contingent": False}
+    def hugepages(self) -> sv.Hugepages:
+        return self.hugepages_of(self.durable_skip, self.restart_ahead, False)
 
-    def gate_switch(self) -> dict:
+    def gate_switch(self) -> sv.Gate:
         own = None if self.restart_ahead else "no restart ahead"
         return self.gate("restarting the server", own, self.durable_skip)
 
-    def _drain(self, stage: str, own: str | None, skip: str | None) -> dict:
-        return {
-            **self.common,
-            "server_url": self.s.server_url,
-            "timeout_s": self.s.drain_timeout_s,
-            "urgent": self.plan.urgent,
-            "contingent": self.contingent and stage == F,
-            "skip": skip or own,
-        }
+    def _drain(self, stage: str, own: str | None, skip: str | None) -> sv.Drain:
+        return sv.Drain(
+            **self.run,
+            server_url=self.s.server_url,
+            timeout_s=self.s.drain_timeout_s,
+            urgent=self.plan.urgent,
+            contingent=self.contingent and stage == F,
+            skip=skip or own,
+        )
 
-    def drain(self) -> dict:
+    def drain(self) -> sv.Drain:
         own = None
         if not self.restart_ahead:
             own = (
@@ -327,27 +355,23 @@ class _Values:
             )
         return self._drain(D, own, self.durable_skip)
 
-    def drain_fallback(self) -> dict:
+    def drain_fallback(self) -> sv.Drain:
         own = None if (self.contingent or self.plan.restart_expected) else "no restart ahead"
         return self._drain(F, own, self.fallback_skip)
 
-    def remove_override(self) -> dict:
-        s, running = self.s, self.snap.unit.now.exec_start
-        scripts = [s.override_script]
-        if running and running.startswith("/run/") and running != s.override_script:
-            scripts.append(running)
+    def remove_override(self) -> sv.RemoveOverride:
+        s = self.s
         own = None if self.plan.remove_override else "no runtime override to remove"
-        return {
-            **self.common,
-            "unit": s.unit,
-            "dropin": s.override_dropin,
-            "scripts": scripts,
-            "skip": self.skip_durable(own),
-        }
+        return sv.RemoveOverride(
+            **self.run, unit=s.unit, dropin=s.override_dropin, script=s.override_script,
+            skip=self.skip_durable(own),
+        )  # fmt: skip
 
-    def remove_carriers(self) -> dict:
+    def remove_carriers(self) -> sv.RemoveCarriers:
         """The /run drop-ins of data settings (volatile.carriers) whose every setting the
         next boot holds now, or holds once this run's proven system is the boot default."""
+        if self.snap is None:
+            return sv.RemoveCarriers(**self.run, unit=self.s.unit, skip=UNREAD_CARRIERS)
         plan, now = self.plan, {d.key: d for d in desired.drifts(self.snap, self.s)}
         proven = set(plan.prove) if plan.path == DURABLE and plan.rebuild else set()
 
@@ -363,45 +387,46 @@ class _Values:
         own = None if paths else "no /run drop-in carries what the next boot holds"
         # a run with nothing else to do still removes one (the next boot holds it already)
         skip = own if plan.path == NOOP else self.skip_durable(own)
-        return {"unit": self.s.unit, "paths": paths, "skip": skip}
+        return sv.RemoveCarriers(**self.run, unit=self.s.unit, items=tuple(paths), skip=skip)
 
-    def switch(self) -> dict:
-        plan, snap = self.plan, self.snap
+    def switch(self) -> sv.Switch:
+        plan = self.plan
         own = None
         if not (plan.rebuild or plan.finish_switch):
             own = "the deployed configuration already has the fix; no switch needed"
-        return {
-            **self.common,
-            "action": "boot" if plan.boot_only else "switch",
-            "toplevel": plan.finish_switch,
-            "set_profile": not plan.finish_switch,
-            "unit": self.s.unit,
-            "transient": snap.tools.systemd_run,
-            "lock_wait_s": self.s.lock_wait_s,
-            "server_url": self.s.server_url,
-            "skip": self.skip_durable(own),
-        }
-
-    def _restart(self, stage: str, own: str | None, skip: str | None) -> dict:
-        plan, snap, s = self.plan, self.snap, self.s
-        ran_override_before = override_in_place(snap, s, plan.scope) and (
-            snap.probe.parsed or snap.probe.inconclusive
+        return sv.Switch(
+            **self.run,
+            toplevel=plan.finish_switch,
+            set_profile=not plan.finish_switch,
+            action="boot" if plan.boot_only else "switch",
+            unit=self.s.unit,
+            lock_wait_s=self.s.lock_wait_s,
+            server_url=self.s.server_url,
+            skip=self.skip_durable(own),
         )
-        return {
-            **self.common,
-            "unit": s.unit,
-            "stage": stage,
-            "pid_before": snap.unit.main_pid,
-            "override_ran_before": ran_override_before,
-            "min_gb": s.min_mem_available_gb,
-            "contingent": self.contingent and stage == F,
-            "may_restart": bool(plan.restart is None or plan.restart.allowed),
-            "reason": plan.restart.why if plan.restart else "",
-            "server_url": s.server_url,
-            "skip": skip or own,
-        }
 
-    def restart(self) -> dict:
+    def _restart(self, stage: str, own: str | None, skip: str | None) -> sv.Restart:
+        plan, snap, s = self.plan, self.snap, self.s
+        ran_override_before = (
+            snap is not None
+            and override_in_place(snap, s, plan.scope)
+            and (snap.probe.parsed or snap.probe.inconclusive)
+        )
+        return sv.Restart(
+            **self.run,
+            unit=s.unit,
+            stage=stage,
+            min_gb=s.min_mem_available_gb,
+            may_restart=bool(plan.restart is None or plan.restart.allowed),
+            reason=plan.restart.why if plan.restart else "",
+            override_ran_before=ran_override_before,
+            server_url=s.server_url,
+            host=self.host_name,
+            contingent=self.contingent and stage == F,
+            skip=skip or own,
+        )
+
+    def restart(self) -> sv.Restart:
         own = None
         if self.plan.boot_only:
             own = f"durable at next boot, no restart now: {self.plan.restart.why}"
@@ -409,99 +434,118 @@ class _Values:
             own = "the effective ExecStart did not change"
         return self._restart(D, own, self.durable_skip)
 
-    def restart_fallback(self) -> dict:
+    def restart_fallback(self) -> sv.Restart:
         return self._restart(F, None, self.fallback_skip)
 
-    def _verify(self, stage: str, skip: str | None) -> dict:
-        snap = self.snap
-        return {
-            **self.common,
-            "deferred": list(self.plan.deferred),
-            "host_data": self.s,
-            "stage": stage,
-            "pid_before": snap.unit.main_pid,
-            "parsed_before": snap.probe.parsed,
-            "contingent": self.contingent and stage == F,
-            "skip": skip,
-        }
+    def _verify(self, stage: str, skip: str | None) -> sv.Verify:
+        s, deferred = self.s, set(self.plan.deferred)
+        head, _, tail = probe.request_body(probe.MODEL_MARK).partition(probe.MODEL_MARK)
+        items = (
+            *serving_wanted(s, deferred),
+            *(f"later:{k}" for k in SERVING_PARSER_ENV if s.urgency(k) != "now"),
+        )
+        return sv.Verify(
+            **self.run,
+            unit=s.unit,
+            stage=stage,
+            server_url=s.server_url,
+            model=s.model,
+            probe_timeout_s=s.probe_timeout_s,
+            ready_timeout_s=s.ready_timeout_s,
+            parsed_before=bool(self.snap and self.snap.probe.parsed),
+            probe_head=head,
+            probe_tail=tail,
+            items=items,
+            contingent=self.contingent and stage == F,
+            skip=skip,
+        )
 
-    def verify(self) -> dict:
+    def verify(self) -> sv.Verify:
         return self._verify(D, self.durable_skip)
 
-    def verify_fallback(self) -> dict:
+    def verify_fallback(self) -> sv.Verify:
         return self._verify(F, self.fallback_skip)
 
-    def override(self) -> dict:
+    def override(self) -> sv.Override:
         """The /run override, and what it carries of the data settings in scope (their
         variables and properties in its drop-in; their sysctls, with sysctl -w)."""
-        plan, store = self.plan, self.snap.unit.store_script
-        carried = desired.fallback_carried(self.s, plan.scope, self.snap)
+        plan, s = self.plan, self.s
+        carried = desired.fallback_carried(s, plan.scope, self.snap)
         write = not (not plan.write_override and plan.path == FALLBACK)
         own = None
         if not write and not carried.sysctls:
             own = "the server runs the wanted parser and environment; no override needed"
-        return {
-            **self.common,
-            "host_data": self.s,
-            "deferred": list(plan.deferred),
-            "store_script": store.path if store else None,
-            "problem": _override_problem(self.snap.unit, self.s) if write else None,
-            "contingent": self.contingent,
-            "write": write,
-            "carried_env": carried.env,
-            "carried_properties": carried.properties,
-            "carried_lacking": list(carried.lacking),
-            "sysctls": carried.sysctls,
-            "skip": self.fallback_skip or own,
-        }
+        env = {**carried.env, **s.required_env}
+        return sv.Override(
+            **self.run,
+            unit=s.unit,
+            parser=s.tool_call_parser,
+            exports="\n".join(f"{k}={v}" for k, v in sorted(s.required_env.items())),
+            override_script=s.override_script,
+            override_dropin=s.override_dropin,
+            dropin_text=commands.dropin_text(s.override_script, env, carried.properties),
+            min_gb=s.min_mem_available_gb,
+            write=write,
+            lacking=", ".join(carried.lacking),
+            host=self.host_name,
+            items=(
+                *serving_wanted(s, set(plan.deferred)),
+                *(f"sysctl:{k}={v}" for k, v in sorted(carried.sysctls.items())),
+            ),
+            contingent=self.contingent,
+            skip=self.fallback_skip or own,
+        )
 
-    def rollback(self) -> dict:
-        g, s = self.snap.generations, self.s
-        return {
-            **self.common,
-            **self.owned,
-            "profile": g.profile,
-            "current_system": g.current_system,
-            "flake_dir": s.flake_dir,
-            "flake_host": s.flake_host,
-            "base_head": self.snap.checkout.head,
-            "min_gb": s.min_mem_available_gb,
-            "transient": self.snap.tools.systemd_run,
-            "lock_wait_s": s.lock_wait_s,
-            "skip": None if self.plan.path == DURABLE else "no switch in this run",
-        }
+    def rollback(self) -> sv.Rollback:
+        s = self.s
+        return sv.Rollback(
+            **self.run, flake_dir=s.flake_dir, flake_host=s.flake_host,
+            min_gb=s.min_mem_available_gb, lock_wait_s=s.lock_wait_s, host=self.host_name,
+            skip=None if self.plan.path == DURABLE else "no switch in this run",
+        )  # fmt: skip
 
-    def hugepages_fallback(self) -> dict:
+    def hugepages_fallback(self) -> sv.Hugepages:
         restart = self.contingent or self.plan.restart_expected  # a failed durable path restarts
-        return {**self.hugepages_of(self.fallback_skip, restart), "contingent": self.contingent}
+        return self.hugepages_of(self.fallback_skip, restart, self.contingent)
 
-    def gate_fallback(self) -> dict:
+    def gate_fallback(self) -> sv.Gate:
         own = None
         if self.plan.path == FALLBACK and not self.plan.restart_expected:
             own = "no restart ahead"
-        return {
-            **self.gate("restarting the server", own, self.fallback_skip),
-            "contingent": self.contingent,
-        }
+        gate = self.gate("restarting the server", own, self.fallback_skip)
+        return dataclasses.replace(gate, contingent=self.contingent)
 
-    def scratch_removed(self) -> dict:
-        return {
-            **self.common,
-            **self.owned,
-            "made": self.plan.path == DURABLE and self.plan.rebuild,
-            "left": list(self.snap.journal.scratch_clones),
-            "builder": self.builder,
-        }
+    def scratch_removed(self) -> sv.ScratchRemoved:
+        made = self.plan.path == DURABLE and self.plan.rebuild
+        left = tuple(self.snap.journal.scratch_clones) if self.snap is not None else ()
+        return sv.ScratchRemoved(
+            **self.run, flake_dir=self.s.flake_dir, builder=self.builder if made else None,
+            made=made, left=left, skip=None if (made or left) else "no scratch clone",
+        )  # fmt: skip
 
-    def outcome(self) -> dict:
+    def outcome(self) -> sv.Outcome:
         locked = self.locked
-        return {
-            "plan_path": self.plan.path,
-            "summary": "; ".join(self.plan.reasons),
-            "old_rev": locked.rev if locked else None,
-            "flake_input": self.s.flake_input,
-            "unhealthy": self.unhealthy,
-        }
+        return sv.Outcome(
+            plan_path=self.plan.path,
+            summary="; ".join(self.plan.reasons),
+            old_rev=locked.rev if locked else None,
+            flake_input=self.s.flake_input,
+            unhealthy=self.unhealthy,
+        )
+
+
+def serving_wanted(s: HostData, deferred: set[str]) -> tuple[str, ...]:
+    """What the serving process must have (want:KEY=VALUE): the parser and the variables
+    of SERVING_PARSER_ENV, but for the DEFERRED settings."""
+    out = []
+    for key in SERVING_PARSER_ENV:
+        if key in deferred:
+            continue
+        if key == "tool_call_parser":
+            out.append(f"want:tool_call_parser={s.tool_call_parser}")
+        elif key in s.required_env:
+            out.append(f"want:{key}={s.required_env[key]}")
+    return tuple(out)
 
 
 def plan_steps(
@@ -511,10 +555,11 @@ def plan_steps(
     run_id: str,
     unhealthy: str | None = None,
     builder: Builder | None = None,
+    host_name: str | None = None,
 ) -> Steps:
     """Every step of this host's run with its values (see the module's doc); BUILDER:
     the builder its build_host names (the inventory knows it), or None."""
-    values = _Values(plan, snap, s, run_id, unhealthy, builder)
+    values = _Values(plan, snap, s, run_id, unhealthy, builder, host_name)
     steps = tuple(Step(t, getattr(values, t.key)()) for t in TEMPLATES)
     return Steps(steps, values.resuming)
 
@@ -525,6 +570,34 @@ def with_allowed_signers(planned: Steps, allowed: str) -> Steps:
     out = []
     for step in planned.steps:
         if step.op == "nix.flake_input_updated":
-            step = Step(step.template, {**step.args, "allowed_signers": allowed})
+            step = Step(step.template, dataclasses.replace(step.values, allowed_signers=allowed))
         out.append(step)
     return Steps(tuple(out), planned.resuming)
+
+
+UNREAD = "the host was not read when the plan was made: each step decides on the host"
+
+
+def unread_plan(s: HostData, scope: tuple[str, ...]) -> RestorePlan:
+    """The plan for a host that could not be read (the manual script, rendered where
+    remedy cannot reach it): durable, every step on, the fallback if the durable path
+    gives up; each step's program decides on the host whether it has work. The settings
+    of remedy's managed file are written and proven only when the host's configuration
+    imports it, which the plan cannot know: it proves the tool-calling settings."""
+    from remedy.core.config import restarts
+
+    proven = tuple(k for k in scope if desired.BY_KEY[k].durable == desired.FLAKE_INPUT)
+    return RestorePlan(
+        DURABLE if s.durable else FALLBACK,
+        [UNREAD],
+        rebuild=s.durable,
+        remove_override=True,
+        restart_expected=True,
+        update_input=True,
+        write_override=True,
+        scope=scope,
+        prove=proven,
+        restart=restarts.RestartDecision(
+            True, list(scope), [], "now", "a person runs it: the restart is now"
+        ),
+    )

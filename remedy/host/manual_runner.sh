@@ -1,0 +1,192 @@
+# The manual script's runner: it runs each step's host program, in the deploy's
+# order, as the deploy runs it, and keeps to when a step runs (its stage): durable
+# steps while no durable step gave up; the fallback when the plan takes it or a
+# durable step gave up; the rollback after a switch. The script sets, before main:
+# runbook, issues, host_name, unit, lock_wait_s, path (the plan's), journal.
+_nl='
+'
+say_() { printf '%s\n' "$*" >&2; }
+
+# program NAME MODE KEY=VALUE...: step NAME's host program (the library, then the
+# step's own text: what the deploy runs) in MODE; in plan mode, what it would run.
+program() {
+  _name=$1
+  shift
+  if [ "$mode" = plan ]; then
+    shift
+    printf '     remedy/host/steps/%s.sh apply\n' "$_name"
+    for _a in "$@"; do
+      case $_a in
+      *"$_nl"*) printf '       %s=<%s lines>\n' "${_a%%=*}" "$(printf '%s\n' "$_a" | wc -l)" ;;
+      *) printf '       %s\n' "$_a" | cut -c1-78 ;;
+      esac
+    done
+    return 0
+  fi
+  sh -c "$(text_lib
+    printf '\n# ---- the step: %s\n' "$_name"
+    "text_$_name")" "remedy-$_name" "$@" </dev/null
+}
+
+# start MODE: plan prints the plan and changes nothing; run takes the host lock
+# (one remedy run per host, as the deploy's) and records the run when it ends.
+start() {
+  mode=${1:-run}
+  case $mode in
+  run | plan) ;;
+  *) say_ "usage: sh -s -- [plan]  (plan: print the plan; change nothing)"; exit 2 ;;
+  esac
+  run_id="manual:$(hostname):$$:$(date +%s)" putting_back=no
+  if [ "$mode" = plan ]; then
+    plan_text
+    printf '\nThe commands, in order (each runs only if its stage is on):\n'
+    return 0
+  fi
+  [ "$(id -u)" = 0 ] || { say_ "run it as root (ssh root@HOST sh -s < FILE)"; exit 2; }
+  lock=/run/lock/remedy-$unit.lock holder=/run/lock/remedy-$unit.holder
+  exec 9>>"$lock"
+  if ! flock -n 9; then
+    say_ "waiting up to ${lock_wait_s}s for $lock, held by:" \
+      "$(cat "$holder" 2>/dev/null || echo "(no holder recorded)")"
+    flock -w "$lock_wait_s" 9 || {
+      say_ "another remedy run holds $lock: $(cat "$holder" 2>/dev/null)"
+      exit 5
+    }
+  fi
+  printf 'pid %s on %s since %s: the manual script of runbook %s\n' "$$" \
+    "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runbook" >"$holder"
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  durable_failed='' stopped='' failed='' removed='' switched='' override_failed=''
+  restarts=0 lock_commit='' toplevel='' ops='' rc=0 current='(before the first step)'
+  trap 'finish_record $?' EXIT
+  trap 'on_signal INT' INT
+  trap 'on_signal TERM' TERM
+}
+
+# A first Ctrl-C or SIGTERM lets the step in progress end and starts no further one
+# (but the /run override goes back if it was removed and no switch followed); a
+# second ends the script now.
+on_signal() {
+  if [ -n "$stopped" ]; then
+    say_ "a second SIG$1: stopping now, during $current"
+    exit $((128 + $([ "$1" = INT ] && echo 2 || echo 15)))
+  fi
+  stopped="interrupted by SIG$1" putting_back=yes
+  say_ "SIG$1: stopping after $current (again to stop now)"
+}
+
+# step N STAGE FAILURE NAME TITLE: run step N (values_N) if its STAGE is on. FAILURE
+# gives-up: a failure gives up its stage (the durable path falls back); stops: it
+# stops the run.
+step() {
+  [ "$mode" = plan ] && { printf '%3s. %s\n' "$1" "$5"; "values_$1" "$mode"; return 0; }
+  n=$1 stage=$2 failure=$3 name=$4 title=$5
+  case $stage in
+  always) [ -z "$failed" ] || [ "$name" = scratch_removed ] || return 0 ;;
+  durable) [ "$path" = durable ] && [ -z "$stopped$failed" ] || return 0 ;;
+  override)
+    if [ -n "$stopped" ]; then
+      [ -n "$removed" ] && [ -z "$switched" ] || return 0
+    else
+      [ "$path" = fallback ] && [ -z "$failed" ] || return 0
+    fi ;;
+  rollback) [ -z "$stopped$failed" ] && [ -n "$durable_failed" ] && [ -n "$switched" ] ||
+    return 0 ;;
+  fallback) [ "$path" = fallback ] && [ -z "$stopped$failed$override_failed" ] ||
+    return 0 ;;
+  esac
+  current="step $n ($title)"
+  printf '\n== %s. %s\n' "$n" "$title" >&2
+  out=$("values_$n" apply 2>&1) || true
+  verdict='' why=''
+  while IFS= read -r line; do
+    case $line in
+    "@@remedy log "*) l=${line#@@remedy log }; say_ "   ${l#* }" ;;
+    "@@remedy note "*) say_ "   note: ${line#@@remedy note }" ;;
+    "@@remedy say lock_commit "*) lock_commit=${line#@@remedy say lock_commit } ;;
+    "@@remedy say toplevel "*) toplevel=${line#@@remedy say toplevel } ;;
+    "@@remedy say restarts "*) restarts=$((restarts + 1)) ;;
+    "@@remedy done "* | "@@remedy noop "* | "@@remedy give-up "*)
+      l=${line#@@remedy }
+      verdict=${l%% *} why=${l#* } ;;
+    "@@remedy "*) ;;
+    *) [ -z "$line" ] || say_ "   $line" ;;
+    esac
+  done <<OUT
+$out
+OUT
+  [ -n "$verdict" ] || verdict=give-up why="the step's program gave no answer"
+  case $verdict in
+  done) say_ "   done: $why"; result=changed ;;
+  noop) say_ "   nothing to do: $why"; result=noop ;;
+  *) say_ "   GAVE UP: $why"; result=error ;;
+  esac
+  ops="$ops$n	$title	$result	$why$_nl"
+  case $name:$result in
+  remove_override:changed) removed=yes ;;
+  switch:changed | switch:error) switched=yes ;;
+  esac
+  [ "$result" = error ] || return 0
+  if [ "$failure" = gives-up ] && [ "$stage" = durable ]; then
+    say_ "   the durable path is abandoned; the /run fallback takes over"
+    durable_failed=$why path=fallback
+  elif [ "$failure" = gives-up ]; then
+    [ "$name" != override ] || override_failed=yes
+  else
+    failed=$why
+  fi
+}
+
+# The run's outcome, said and recorded on the host (root's, 0600) for the next
+# remedy command that reads the host to import into its audit log, once.
+finish() {
+  [ "$mode" = plan ] && exit 0
+  p=$path
+  [ -z "$durable_failed" ] || p=durable+fallback
+  line="outcome: path $p; restarts $restarts"
+  [ -z "$lock_commit" ] || line="$line; the checkout is at $lock_commit"
+  [ "$path" != fallback ] || [ -n "$failed$override_failed" ] ||
+    line="$line; VOLATILE: tool calling rests on the /run override until the durable fix is deployed; a reboot reverts it"
+  say_ ""
+  say_ "$line"
+  if [ -n "$failed" ]; then
+    say_ "FAILED: $failed"
+    exit 1
+  fi
+  [ "$path" = fallback ] && exit 3
+  exit 0
+}
+js() { printf '%s' "$1" | sed 's/[\\"]/\\&/g' | tr '\t\n' '  '; }
+finish_record() {
+  st=$1
+  trap - EXIT INT TERM
+  case $st in 0) result=ok ;; 3) result=ok ;; 5) result=locked ;;
+  130 | 143) result=interrupted ;; *) result=failed ;; esac
+  [ -z "$stopped" ] || result=interrupted
+  p=$path
+  [ -z "$durable_failed" ] || p=durable+fallback
+  record=${journal%/run-*}/manual-runs-${journal##*/run-}
+  record=${record%.json}.jsonl
+  o=$(printf '%s' "$ops" | while IFS='	' read -r n t r w; do
+    [ -n "$n" ] || continue
+    printf '{"name": "%s", "changed": %s, "succeeded": %s, "why": "%s"}, ' "$(js "$t")" \
+      "$([ "$r" = changed ] && echo true || echo false)" \
+      "$([ "$r" = error ] && echo false || echo true)" "$(js "$w")"
+  done)
+  mkdir -p "${record%/*}" && (
+    umask 077
+    printf '{"host": "%s", "result": "%s", "time": "%s", "operator": "%s", ' \
+      "$(js "$host_name")" "$result" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+      "$(js "manual script, $(id -un)@$(hostname)")"
+    printf '"runbook": "%s", "issues": [%s], "path": "%s", "operations": [%s], ' \
+      "$runbook" "$issues" "$p" "${o%, }"
+    printf '"details": {"run_id": "%s", "started": "%s", "exit": %s, ' "$(js "$run_id")" \
+      "$started" "$st"
+    printf '"manual_script": true, "restarts": %s, "lock_commit": "%s", ' "$restarts" \
+      "$(js "$lock_commit")"
+    printf '"toplevel": "%s", "failed": "%s", "interrupted": "%s"}}\n' "$(js "$toplevel")" \
+      "$(js "${failed:-$durable_failed}")" "$(js "$stopped")"
+  ) >>"$record"
+  rm -f -- "$holder" "$journal"
+  exit "$st"
+}
