@@ -19,24 +19,20 @@ _INCLUDE = re.compile(r"^# @include (\S+)\n", re.M)
 _INCLUDE_TEXT = re.compile(r"^# @include-text ([A-Za-z_][A-Za-z0-9_]*) (\S+)\n", re.M)
 
 
-def quoted(value: str) -> str:
-    """VALUE as one single-quoted shell word."""
-    return "'" + value.replace("'", "'\\''") + "'"
+def _printer(name: str, body: str) -> str:
+    """A function NAME that prints BODY (a here-document: nothing in it is expanded)."""
+    tag = f"REMEDY_TEXT_{name}"
+    return f"{name}() {{\n  cat <<'{tag}'\n{body.rstrip(chr(10))}\n{tag}\n}}\n"
 
 
 @functools.cache
 def text(name: str) -> str:
     """The program file NAME (relative to this package), with its includes: ``# @include
-    FILE`` takes FILE's text in where it stands; ``# @include-text VAR FILE`` sets the
-    variable VAR to it (a program to hand to ``sh -c`` on another host)."""
+    FILE`` takes FILE's text in where it stands; ``# @include-text NAME FILE`` defines
+    a function NAME that prints it (a program to hand to ``sh -c "$(NAME)"``, here or
+    on a builder)."""
     raw = (resources.files(__package__) / name).read_text(encoding="utf-8")
-    raw = _INCLUDE_TEXT.sub(
-        lambda m: (
-            "# shellcheck disable=SC1003  # quotes in quotes\n"
-            f"{m.group(1)}={quoted(text(m.group(2)))}\n"
-        ),
-        raw,
-    )
+    raw = _INCLUDE_TEXT.sub(lambda m: _printer(m.group(1), text(m.group(2))), raw)
     return _INCLUDE.sub(lambda m: text(m.group(1)), raw)
 
 

@@ -1,16 +1,21 @@
-# The approved bump's functions (approved_bump.sh runs them; a test runs one alone).
+# The approved bump's functions (approved_bump.sh runs them; a test runs one
+# alone).
 # @include-text LOCKED_EXPR locked.nix
 refuse() { printf 'refused %s\n' "$*"; exit 3; }
-why_of() {  # the line of $1 that says what went wrong (remedy.operations.argv.Ran.why)
-  w=$(printf '%s\n' "$1" | grep -iE '(^|[^a-z])(error|failed|fatal)([^a-z]|$)' | tail -n 1)
+# the line of $1 that says what went wrong (remedy.operations.argv.Ran.why)
+why_of() {
+  w=$(printf '%s\n' "$1" | grep -iE '(^|[^a-z])(error|failed|fatal)([^a-z]|$)' \
+      | tail -n 1)
   [ -n "$w" ] || w=$(printf '%s\n' "$1" | grep -v '^[[:space:]]*$' | tail -n 1)
   printf '%.300s' "${w:-no output}" | sed 's/^[[:space:]]*//'
 }
 locked() {  # REV, URL and REF of the input, one a line, as flake.lock says
   REMEDY_LOCK="$scratch/flake.lock" REMEDY_INPUT=$name \
-    nix --extra-experimental-features 'nix-command flakes' eval --impure --raw --expr "$LOCKED_EXPR"
+    nix --extra-experimental-features 'nix-command flakes' eval --impure --raw \
+        --expr "$(LOCKED_EXPR)"
 }
-git_remote() {  # remedy.core.readings.nix.git_remote: the URL git fetches the input from
+# remedy.core.readings.nix.git_remote: the URL git fetches the input from
+git_remote() {
   base=${1%%\?*} query=
   case $1 in *\?*) query=${1#*\?} ;; esac
   case $base in
@@ -18,18 +23,22 @@ git_remote() {  # remedy.core.readings.nix.git_remote: the URL git fetches the i
     github:?*/?* | gitlab:?*/?* | sourcehut:?*/?*)
       kind=${base%%:*} rest=${base#*:}
       o=${rest%%/*} r=${rest#*/}; r=${r%%/*}
-      case $kind in github) f=https://github.com ;; gitlab) f=https://gitlab.com ;;
+      case $kind in github) f=https://github.com ;; gitlab) \
+          f=https://gitlab.com ;;
         *) f=https://git.sr.ht ;; esac
       printf '%s/%s/%s\n' "$f" "$o" "$r" ;;
     http://* | https://* | ssh://*)
-      case "&$query&" in *"&rev="[!\&]*) printf '%s\n' "$base" ;; *) return 1 ;; esac ;;
+      case "&$query&" in *"&rev="[!\&]*) printf '%s\n' "$base" ;; *) return 1 \
+          ;; esac ;;
     *) return 1 ;;
   esac
 }
-pin_url() {  # URL REF REV: the input's url with its branch (git) and exactly REV
+# URL REF REV: the input's url with its branch (git) and exactly REV
+pin_url() {
   p=$1
   case $1 in git+*) [ -n "$2" ] && p="$p?ref=$2" ;; esac
-  case $p in *\?*) printf '%s&rev=%s\n' "$p" "$3" ;; *) printf '%s?rev=%s\n' "$p" "$3" ;; esac
+  case $p in *\?*) printf '%s&rev=%s\n' "$p" "$3" ;; *) printf '%s?rev=%s\n' \
+      "$p" "$3" ;; esac
 }
 on_branch() (
 # @include on_branch.sh
@@ -40,7 +49,8 @@ signature() (
 ancestry() (
 # @include ancestry.sh
 )
-describe() {  # STATE KEY SIGNER AUTHOR REV: remedy.core.programs.signers.Signature.describe
+# STATE KEY SIGNER AUTHOR REV: remedy.core.programs.signers.Signature.describe
+describe() {
   case $1 in
     G) what='signed by a trusted key' ;;
     U) what='signed by a key that is not in trusted_signers' ;;

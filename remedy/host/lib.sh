@@ -1,16 +1,16 @@
 # remedy's host library: what every step program shares (remedy/host/README.md).
 #
-# A step program is this text followed by its step's (remedy/host/steps/NAME.sh).
-# The deploy and the manual script run the same text, as
-#   sh -c PROGRAM remedy-NAME MODE [KEY=VALUE]... [-- ITEM...]
-# MODE check decides and changes nothing; MODE apply decides again, then acts.
-# Its answer is the lines on stdout that start with "@@remedy " (any other line is
+# A step program is this text followed by its step's
+# (remedy/host/steps/NAME.sh). The deploy and the manual script run the same
+# text, as   sh -c PROGRAM remedy-NAME MODE [KEY=VALUE]... [-- ITEM...] MODE
+# check decides and changes nothing; MODE apply decides again, then acts. Its
+# answer is the lines on stdout that start with "@@remedy " (any other line is
 # output): "log COLOR TEXT", "say KEY VALUE", "note TEXT", then one verdict:
-# "act WHAT" (check: it would act), "done WHAT", "noop WHY" or "give-up WHY". A value
-# that is a list comes as "say+ KEY ITEM" lines, an item each.
+# "act WHAT" (check: it would act), "done WHAT", "noop WHY" or "give-up WHY". A
+# value that is a list comes as "say+ KEY ITEM" lines, an item each.
 
-# Functions after an exit, values set by eval, programs in single quotes, a library
-# not every step uses all of:
+# Functions after an exit, values set by eval, programs in single quotes, a
+# library not every step uses all of:
 # shellcheck disable=SC2317,SC2154,SC2016,SC2034,SC2015
 _nl='
 '
@@ -84,20 +84,24 @@ need() {  # NAME...: each value must be given (it may be empty)
 
 # The last line that says what went wrong (remedy.operations.argv.Ran.why).
 why_of() {
-  _w=$(printf '%s\n' "$1" | grep -iE '(^|[^a-z])(error|failed|fatal)([^a-z]|$)' | tail -n 1)
-  [ -n "$_w" ] || _w=$(printf '%s\n' "$1" | grep -v '^[[:space:]]*$' | tail -n 1)
+  _w=$(printf '%s\n' "$1" | grep -iE \
+      '(^|[^a-z])(error|failed|fatal)([^a-z]|$)' | tail -n 1)
+  [ -n "$_w" ] || _w=$(printf '%s\n' "$1" | grep -v '^[[:space:]]*$' | tail -n \
+      1)
   [ -n "$_w" ] || _w="no output${2:+; exit $2}"
   printf '%.300s' "$_w" | sed 's/^[[:space:]]*//'
 }
 
-# git and nix run as the checkout's owner (root's git refuses a person's repository,
-# and root would leave root-owned files in it), from / with the owner's HOME.
+# git and nix run as the checkout's owner (root's git refuses a person's
+# repository, and root would leave root-owned files in it), from / with the
+# owner's HOME.
 owner_of() {  # DIR: sets owner and home
   owner=$(stat -c %U -- "$1" 2>/dev/null) || owner=root
   home=$(getent passwd "$owner" | cut -d: -f6)
 }
 as_owner() {
-  if [ -z "${owner:-}" ] || [ "$owner" = root ] || [ "$owner" = "$(id -un)" ]; then
+  if [ -z "${owner:-}" ] || [ "$owner" = root ] || [ "$owner" = "$(id -un)" ]; \
+      then
     "$@"
   else
     runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"
@@ -107,19 +111,21 @@ as_owner() {
 main_pid() { systemctl show -P MainPID -- "$1" 2>/dev/null; }
 
 # MemAvailable in GB with one decimal, as remedy says it.
-mem_gb() { awk '/^MemAvailable:/ { printf "%.1f", $2 * 1024 / 1e9 }' /proc/meminfo; }
+mem_gb() { awk '/^MemAvailable:/ { printf "%.1f", $2 * 1024 / 1e9 }' \
+    /proc/meminfo; }
 # MIN_GB DOING: why MemAvailable is too low for DOING (nothing: it is not).
 refusal() {
   awk -v min="$1" -v doing="$2" -v h="${host:-this host}" '/^MemAvailable:/ {
     gb = $2 * 1024 / 1e9
-    if (gb < min + 0) printf "%s: MemAvailable %.1f GB is below min_mem_available_gb " \
-      "%s GB; not %s (a vLLM boot below ~4 GB can hard-freeze the host). reboot " \
-      "reclaims the tenstorrent pinned-page leak; a module reload does not.\n", \
-      h, gb, min, doing }' /proc/meminfo
+    if (gb < min + 0) printf "%s: MemAvailable %.1f GB is below " \
+      "min_mem_available_gb %s GB; not %s (a vLLM boot below ~4 GB can " \
+      "hard-freeze the host). reboot reclaims the tenstorrent pinned-page " \
+      "leak; a module reload does not.\n", h, gb, min, doing }' /proc/meminfo
 }
 
-# The run journal (remedy.core.programs.journal): the values one step of a run makes
-# and a later step needs, root's, mode 0600, one key a line. Only this run's is read.
+# The run journal (remedy.core.programs.journal): the values one step of a run
+# makes and a later step needs, root's, mode 0600, one key a line. Only this
+# run's is read.
 # @include journal_trust.sh
 jget() {  # KEY: its value in this run's journal (empty: none)
   journal_trust "$journal"
@@ -133,16 +139,20 @@ jraw() {
     -e "s/^ *\"$1\": \\(-\\{0,1\\}[0-9][0-9]*\\),\\{0,1\\}\$/\\1/p" "$journal" |
     head -n 1 | awk '{ o = ""; for (i = 1; i <= length($0); i++) {
       c = substr($0, i, 1)
-      if (c == "\\") { i++; c = substr($0, i, 1); if (c == "t") c = "\t"; else if (c == "n") c = "\n" }
+      if (c == "\\") {
+        i++; c = substr($0, i, 1)
+        if (c == "t") c = "\t"; else if (c == "n") c = "\n"
+      }
       o = o c }
       print o }'
 }
-# KEY=VALUE...: set each in this run's journal (an empty VALUE removes KEY), written
-# atomically; a journal of another run starts again, one remedy did not write is set
-# aside first. The keys of numbers are written as numbers.
+# KEY=VALUE...: set each in this run's journal (an empty VALUE removes KEY),
+# written atomically; a journal of another run starts again, one remedy did not
+# write is set aside first. The keys of numbers are written as numbers.
 jset() {
   journal_trust "$journal"
-  if [ -n "$_why" ] && mv -f -T -- "$journal" "$journal.untrusted-$(date +%s)"; then
+  if [ -n "$_why" ] && mv -f -T -- "$journal" "$journal.untrusted-$(date \
++%s)"; then
     log yellow "set the run journal $journal aside ($_why): not remedy's"
   fi
   _old=
@@ -175,10 +185,12 @@ jset() {
       END {
         for (i = 1; i <= n; i++) {
           if (u[i] == "") continue
-          k = substr(u[i], 1, index(u[i], "=") - 1); v = substr(u[i], index(u[i], "=") + 1)
+          e = index(u[i], "=")
+          k = substr(u[i], 1, e - 1); v = substr(u[i], e + 1)
           if (!(k in val)) order[++no] = k
           if (v == "") { val[k] = ""; continue }
-          val[k] = (index(nums, " " k " ") && v ~ /^-?[0-9]+$/) ? v : "\"" esc(v) "\""
+          number = index(nums, " " k " ") && v ~ /^-?[0-9]+$/
+          val[k] = number ? v : "\"" esc(v) "\""
         }
         printf "{"
         sep = "\n"
@@ -189,7 +201,8 @@ jset() {
         printf "\n}\n"
       }' ${_old:+"$_old"} </dev/null >"$journal.remedy-tmp"
   ) || { rm -f -- "$journal.remedy-tmp"; return 1; }
-  chmod 0600 "$journal.remedy-tmp" && mv -f -T "$journal.remedy-tmp" "$journal" || {
+  chmod 0600 "$journal.remedy-tmp" && mv -f -T "$journal.remedy-tmp" \
+      "$journal" || {
     rm -f -- "$journal.remedy-tmp"
     return 1
   }
@@ -201,11 +214,13 @@ quoted() {
     printf "'%s' " "$(printf '%s' "$_q" | sed "s/'/'\\\\''/g")"
   done
 }
-# A builder (host data build_host): reached as its user over SSH, with root's key
-# here, its host key already known (no trust on first use), no prompt.
-builder_label() { echo "$builder_name ($builder_user@$builder_address:$builder_port)"; }
+# A builder (host data build_host): reached as its user over SSH, with root's
+# key here, its host key already known (no trust on first use), no prompt.
+builder_label() { echo "$builder_name \
+($builder_user@$builder_address:$builder_port)"; }
 builder_ssh() {
-  echo "-i $builder_key -p $builder_port -o BatchMode=yes -o StrictHostKeyChecking=yes" \
+  echo "-i $builder_key -p $builder_port -o BatchMode=yes -o \
+StrictHostKeyChecking=yes" \
     "-o IdentitiesOnly=yes -o ConnectTimeout=15 -o ServerAliveInterval=15"
 }
 on_builder() {  # ARGV...: run on the builder, as its user
@@ -217,21 +232,22 @@ builder_clones() { echo "remedy-bump.$builder_tag.*"; }
 # @include-text SCRATCH_REMOVED scratch_removed.sh
 # @include-text ATOMIC_WRITE atomic_write.sh
 # @include server_load.sh
-# What a restart now cuts: the load read once more just before it (a request that
-# arrived after the drain's idle read), said and counted (requests_cut).
+# What a restart now cuts: the load read once more just before it (a request
+# that arrived after the drain's idle read), said and counted (requests_cut).
 cut_by_restart() {
   [ -n "${server_url:-}" ] || return 0
   # shellcheck disable=SC2046  # its words
   set -- $(server_load "$server_url")
   [ "$1" = busy ] || return 0
-  log yellow "$(($2 + $3)) request(s) in flight at the restart ($2 running, $3 waiting): the restart cuts them"
+  log yellow "$(($2 + $3)) request(s) in flight at the restart ($2 running, $3 \
+waiting): the restart cuts them"
   say requests_cut "$(($2 + $3))"
 }
 
 # What the serving process lacks of what is wanted (items "want:KEY=VALUE": KEY
 # tool_call_parser is its --tool-call-parser, any other a variable of its
-# environment): "LABEL VALUE (it has NOW)" each, "; " between. Read from the process
-# itself (/proc, as root): live is what the process has.
+# environment): "LABEL VALUE (it has NOW)" each, "; " between. Read from the
+# process itself (/proc, as root): live is what the process has.
 serving_lacks() {  # UNIT ITEM...
   _pid=$(main_pid "$1")
   shift
@@ -247,7 +263,8 @@ serving_lacks() {  # UNIT ITEM...
     _kv=${_i#want:}
     _k=${_kv%%=*} _v=${_kv#*=}
     if [ "$_k" = tool_call_parser ]; then
-      case $_cmd in *" --tool-call-parser $_v "* | *" --tool-call-parser=$_v "*) continue ;; esac
+      case $_cmd in *" --tool-call-parser $_v "* | *" --tool-call-parser=$_v \
+"*) continue ;; esac
       _has=$(printf '%s\n' "$_cmd" |
         sed -n 's/.* --tool-call-parser[ =]\([^ ]*\) .*/\1/p')
       _out="$_out; tool-call parser $_v (it has ${_has:-none})"
@@ -260,22 +277,28 @@ serving_lacks() {  # UNIT ITEM...
   printf '%s' "${_out#; }"
 }
 
-# The command path of the last ExecStart= line of the files given (prefixes -@:+!
-# dropped; NixOS writes a trailing space after it).
+# The command path of the last ExecStart= line of the files given (prefixes
+# -@:+! dropped; NixOS writes a trailing space after it).
 exec_path() {
-  sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$@" 2>/dev/null |
+  sed -n 's/^[[:space:]]*ExecStart=[-@:+!]*\([^[:space:]]\{1,\}\).*/\1/p' "$@" \
+      2>/dev/null |
     tail -n 1
 }
-# The script that holds the vLLM flags: $1, or the store script it execs (a NixOS
-# `script =` unit execs the real one).
+# The script that holds the vLLM flags: $1, or the store script it execs (a
+# NixOS `script =` unit execs the real one).
 flags_script() {
-  if grep -q -- --tool-call-parser "$1" 2>/dev/null; then echo "$1"; return 0; fi
-  _t=$(sed -n 's/^[[:space:]]*exec[[:space:]]\{1,\}\(\/nix\/store\/[^[:space:];&|]\{1,\}\).*/\1/p' \
-    "$1" 2>/dev/null | head -n 1)
+  if grep -q -- --tool-call-parser "$1" 2>/dev/null; then
+    echo "$1"
+    return 0
+  fi
+  _re='s/^[[:space:]]*exec[[:space:]]\{1,\}'
+  _re=$_re'\(\/nix\/store\/[^[:space:];&|]\{1,\}\).*/\1/p'
+  _t=$(sed -n "$_re" "$1" 2>/dev/null | head -n 1)
   echo "${_t:-$1}"
 }
-# What systemd starts UNIT with from its durable files (its fragment and the drop-ins
-# not under /run, in the order systemd applies them): the start script's path.
+# What systemd starts UNIT with from its durable files (its fragment and the
+# drop-ins not under /run, in the order systemd applies them): the start
+# script's path.
 durable_exec_start() {
   _frag=$(systemctl show -P FragmentPath -- "$1" 2>/dev/null)
   set -f
@@ -289,44 +312,52 @@ durable_exec_start() {
 }
 # The path of the ExecStart systemd runs UNIT with now (its effective one).
 running_exec_start() {
-  systemctl show -P ExecStart -- "$1" 2>/dev/null | sed -n 's/^{ path=\([^ ;]*\).*/\1/p' |
+  systemctl show -P ExecStart -- "$1" 2>/dev/null | sed -n \
+      's/^{ path=\([^ ;]*\).*/\1/p' |
     head -n 1
 }
 
-# The switch, as nixos-rebuild-ng ends it (remedy.core.readings.switch says what each
-# of its exit codes means).
+# The switch, as nixos-rebuild-ng ends it (remedy.core.readings.switch says what
+# each of its exit codes means).
 # @include-text SWITCH_RUN switch_run.sh
 # @include-text SWITCH_HOLDERS switch_holders.sh
 SWITCH_UNIT=nixos-rebuild-switch-to-configuration
-LOCK_SAID="Could not acquire lock|$SWITCH_UNIT\\.service (was already loaded|already exists)|Unit ${SWITCH_UNIT}[^ ]* (was already loaded|already exists)"
-# WAIT_S: who holds the switch after waiting up to WAIT_S for them ("; " between; empty:
-# it is free).
+LOCK_SAID="Could not acquire lock|$SWITCH_UNIT\\.service (was already \
+loaded|already exists)|Unit ${SWITCH_UNIT}[^ ]* (was already loaded|already \
+exists)"
+# WAIT_S: who holds the switch after waiting up to WAIT_S for them ("; "
+# between; empty: it is free).
 switch_holders() {
   _end=$(($(date +%s) + ${1%.*}))
   while :; do
-    _h=$(sh -c "$SWITCH_HOLDERS" 2>/dev/null | sed -n 's/^holder //p')
+    _h=$(sh -c "$(SWITCH_HOLDERS)" 2>/dev/null | sed -n 's/^holder //p')
     [ -n "$_h" ] && [ "$(date +%s)" -lt "$_end" ] || break
     sleep 1
   done
   printf '%s\n' "$_h" | awk 'NF { printf "%s%s", s, $0; s = "; " }'
 }
-# A host booted with systemd runs the switch in nixos-rebuild-ng's transient unit.
-transient() { [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1; }
-# TOPLEVEL ACTION WAIT_S: its switch-to-configuration ACTION, in the transient unit
-# (a leftover of it waited for up to WAIT_S); the exit code in switch_exit (empty: it
-# did not report), what it said in switch_said, and switch_outcome: done,
-# units-failed, boot-pending, inhibited, locked or failed.
+# A host booted with systemd runs the switch in nixos-rebuild-ng's transient
+# unit.
+transient() { [ -d /run/systemd/system ] && command -v systemd-run >/dev/null \
+    2>&1; }
+# TOPLEVEL ACTION WAIT_S: its switch-to-configuration ACTION, in the transient
+# unit (a leftover of it waited for up to WAIT_S); the exit code in switch_exit
+# (empty: it did not report), what it said in switch_said, and switch_outcome:
+# done, units-failed, boot-pending, inhibited, locked or failed.
 switch_to() {
   if transient; then
     set -- "$SWITCH_UNIT" "${3%.*}" env NIXOS_INSTALL_BOOTLOADER=0 \
-      systemd-run -E LOCALE_ARCHIVE -E NIXOS_INSTALL_BOOTLOADER --collect --wait \
+      systemd-run -E LOCALE_ARCHIVE -E NIXOS_INSTALL_BOOTLOADER --collect \
+          --wait \
       --no-ask-password --quiet --service-type=exec "--unit=$SWITCH_UNIT" \
       "$1/bin/switch-to-configuration" "$2"
   else
-    set -- "" "${3%.*}" env NIXOS_INSTALL_BOOTLOADER=0 "$1/bin/switch-to-configuration" "$2"
+    set -- "" "${3%.*}" env NIXOS_INSTALL_BOOTLOADER=0 \
+        "$1/bin/switch-to-configuration" "$2"
   fi
-  switch_said=$(sh -c "$SWITCH_RUN" sh "$@" 2>&1 </dev/null)
-  switch_exit=$(printf '%s\n' "$switch_said" | sed -n 's/^@@remedy:switch-exit //p' |
+  switch_said=$(sh -c "$(SWITCH_RUN)" sh "$@" 2>&1 </dev/null)
+  switch_exit=$(printf '%s\n' "$switch_said" | sed -n \
+      's/^@@remedy:switch-exit //p' |
     tail -n 1)
   switch_said=$(printf '%s\n' "$switch_said" | grep -v '^@@remedy:switch-exit ')
   case $switch_exit in
@@ -335,9 +366,11 @@ switch_to() {
   100) switch_outcome=boot-pending ;;
   *)
     if [ "$switch_exit" = 1 ] &&
-      printf '%s\n' "$switch_said" | grep -q "Pre-switch check 'switchInhibitors' failed"; then
+      printf '%s\n' "$switch_said" | grep -q "Pre-switch check \
+'switchInhibitors' failed"; then
       switch_outcome=inhibited
-    elif [ -n "$switch_exit" ] && printf '%s\n' "$switch_said" | grep -Eq "$LOCK_SAID"; then
+    elif [ -n "$switch_exit" ] && printf '%s\n' "$switch_said" | grep -Eq \
+        "$LOCK_SAID"; then
       switch_outcome=locked
     else
       switch_outcome=failed
@@ -347,69 +380,91 @@ switch_to() {
 }
 # The units a switch that exited 4 names as failed ("a, b").
 failed_units() {
-  printf '%s\n' "$switch_said" | sed -n 's/.*the following units failed: //p' | tr ',' '\n' |
+  printf '%s\n' "$switch_said" | sed -n 's/.*the following units failed: //p' \
+      | tr ',' '\n' |
     sed 's/^[[:space:]]*//; s/[[:space:]]*$//' | awk 'NF && !seen[$0]++ {
       printf "%s%s", s, $0; s = ", " }'
 }
 # Who held the switch, as the switch said it ("; " between).
 lock_holders() {
-  printf '%s\n' "$switch_said" | grep -E "$LOCK_SAID" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//' |
+  printf '%s\n' "$switch_said" | grep -E "$LOCK_SAID" | sed \
+      's/^[[:space:]]*//; s/[[:space:]]*$//' |
     awk '!seen[$0]++ { printf "%s%s", s, $0; s = "; " }'
 }
 locked_why() {  # HOLDERS WAITED_S
   _w=
   [ "${2:-0}" = 0 ] || _w=" after waiting $2 s (lock_wait_s)"
-  echo "another switch holds the system$_w: $1; nothing durable changed: let it finish, then run again"
+  echo "another switch holds the system$_w: $1; nothing durable changed: let \
+it finish, then run again"
 }
 
-# What `nix --version` ($1) says of the command that bumps one input: "new" (`nix flake
-# update NAME --flake DIR`: CppNix 2.19 and later) or "old" (`nix flake lock DIR
-# --update-input NAME`: earlier, and Lix, which forked from 2.18); empty: no version.
+# What `nix --version` ($1) says of the command that bumps one input: "new"
+# (`nix flake update NAME --flake DIR`: CppNix 2.19 and later) or "old" (`nix
+# flake lock DIR --update-input NAME`: earlier, and Lix, which forked from
+# 2.18); empty: no version.
 update_form() {
   printf '%s\n' "$1" | awk '/^nix \(/ {
     lix = ($0 ~ /\(Lix/); n = split($0, w, " "); split(w[n], v, ".")
     if (v[1] !~ /^[0-9]+$/) next
-    print ((!lix && (v[1] > 2 || (v[1] == 2 && v[2] + 0 >= 19))) ? "new" : "old"); exit }'
+    new = !lix && (v[1] > 2 || (v[1] == 2 && v[2] + 0 >= 19))
+    print (new ? "new" : "old"); exit }'
 }
 nix_() { nix --extra-experimental-features 'nix-command flakes' "$@"; }
 
-# The owner's nix, bounded: in time by nix_timeout_s, and in a transient scope with
-# MemoryMax BOUND (what the host can spare above min_mem_available_gb now, at most
-# nix_memory_max_gb: nix_bound) where the host has systemd-run. WHAT names the scope.
+# The owner's nix, bounded: in time by nix_timeout_s, and in a transient scope
+# with MemoryMax BOUND (what the host can spare above min_mem_available_gb now,
+# at most nix_memory_max_gb: nix_bound) where the host has systemd-run. WHAT
+# names the scope.
 # @include-text NIX_BOUNDED nix_bounded.sh
 nix_bound() {
   awk -v floor="$min_gb" -v cap="${nix_memory_max_gb:-0}" '/^MemAvailable:/ {
     b = $2 * 1024 - floor * 1e9; if (cap > 0 && cap * 1e9 < b) b = cap * 1e9
     if (b < 1) b = 1; printf "%.0f", b }' /proc/meminfo
 }
-scope_id() { printf '%s' "$run_id" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-*//; s/-*$//'; }
+scope_id() { printf '%s' "$run_id" | tr -cs 'A-Za-z0-9' '-' | sed \
+    's/^-*//; s/-*$//'; }
 owner_nix() {  # WHAT BOUND ARGV...
   _what=$1 _bound=$2
   shift 2
-  if [ -n "${owner:-}" ] && [ "$owner" != root ] && [ "$owner" != "$(id -un)" ]; then
+  if [ -n "${owner:-}" ] && [ "$owner" != root ] && [ "$owner" != "$(id -un)" \
+      ]; then
     set -- runuser -u "$owner" -- env -C / HOME="${home:-/}" "$@"
   fi
-  sh -c "$NIX_BOUNDED" sh "remedy-nix-$_what-$(scope_id)" "$_bound" "${nix_timeout_s}s" "$@"
+  sh -c "$(NIX_BOUNDED)" sh "remedy-nix-$_what-$(scope_id)" "$_bound" \
+      "${nix_timeout_s}s" "$@"
 }
-# On the builder: bounded in time by its own nix_timeout_s (its memory is its own).
+# On the builder: bounded in time by its own nix_timeout_s (its memory is its
+# own).
 builder_nix() {  # WHAT ARGV...
   _what=$1
   shift
-  on_builder sh -c "$NIX_BOUNDED" sh "remedy-nix-$_what-$(scope_id)" 0 "${builder_timeout_s}s" "$@"
+  on_builder sh -c "$(NIX_BOUNDED)" sh "remedy-nix-$_what-$(scope_id)" 0 \
+      "${builder_timeout_s}s" "$@"
 }
-# Why a bounded nix that failed (its output $1) stopped at a bound (empty: it did not).
+# Why a bounded nix that failed (its output $1) stopped at a bound (empty: it
+# did not).
 bound_hit() {  # OUTPUT WHAT BOUND TIMEOUT_S
   case $1 in
   *"stopped at its time bound"*)
-    echo "the $2 ran past its time bound (nix_timeout_s=$4) and was stopped: a build or check that hangs must not hold the host; find what hangs, or raise nix_timeout_s" ;;
+    echo "the $2 ran past its time bound (nix_timeout_s=$4) and was stopped: a \
+build or check that hangs must not hold the host; find what hangs, or raise \
+nix_timeout_s" ;;
   *"killed at its memory bound"*)
-    [ "${3:-0}" = 0 ] || awk -v b="$3" -v w="$2" 'BEGIN { printf "the %s hit its memory bound (%.1f GB, MemoryMax of the owner'"'"'s nix): the host cannot spare more above min_mem_available_gb; free memory (a reboot reclaims the tenstorrent pinned-page leak) or raise nix_memory_max_gb\n", w, b / 1e9 }' ;;
+    [ "${3:-0}" = 0 ] && return 0
+    _gb=$(awk -v b="$3" 'BEGIN { printf "%.1f", b / 1e9 }')
+    echo "the $2 hit its memory bound ($_gb GB, MemoryMax of the owner's \
+nix):" \
+      "the host cannot spare more above min_mem_available_gb; free memory (a" \
+      "reboot reclaims the tenstorrent pinned-page leak) or raise" \
+      "nix_memory_max_gb" ;;
   esac
 }
 nix_at_least() {  # MAJOR MINOR: this host's Nix is at least that version
-  _v=$(nix --version 2>/dev/null | sed -n 's/^nix (.*) \([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p' |
+  _v=$(nix --version 2>/dev/null | sed -n \
+      's/^nix (.*) \([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p' |
     head -n 1)
   # shellcheck disable=SC2086  # the two numbers
   set -- "$1" "$2" $_v
-  [ "${3:-0}" -gt "$1" ] || { [ "${3:-0}" -eq "$1" ] && [ "${4:-0}" -ge "$2" ]; }
+  [ "${3:-0}" -gt "$1" ] || { [ "${3:-0}" -eq "$1" ] && [ "${4:-0}" -ge "$2" \
+      ]; }
 }

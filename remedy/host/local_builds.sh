@@ -1,5 +1,5 @@
-# $1: local_builds.nix; the rest: the command that shows the derivations. Prints the
-# store paths of those that would compile on the host, one a line.
+# $1: local_builds.nix; the rest: the command that shows the derivations. Prints
+# the store paths of those that would compile on the host, one a line.
 expr=$1; shift
 f=$(mktemp) || exit 1
 trap 'rm -f "$f"' EXIT

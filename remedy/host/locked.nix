@@ -1,5 +1,6 @@
-# remedy.core.readings.nix.parse_flake_lock's reading of flake.lock, in Nix: the input's
-# node (following a `follows` path), then its rev, url (locked, else original) and ref.
+# remedy.core.readings.nix.parse_flake_lock's reading of flake.lock, in Nix: the
+# input's node (following a `follows` path), then its rev, url (locked, else
+# original) and ref.
 let
   env = builtins.getEnv;
   lock = builtins.fromJSON (builtins.readFile (env "REMEDY_LOCK"));
@@ -17,7 +18,8 @@ let
     if kind == "" then ""
     else if kind == "path" && spec ? path then "path:" + spec.path
     else if kind == "git" && spec ? url then
-      (if builtins.substring 0 4 spec.url == "git+" then spec.url else "git+" + spec.url)
+      (if builtins.substring 0 4 spec.url == "git+"
+       then spec.url else "git+" + spec.url)
     else if (kind == "tarball" || kind == "file") && spec ? url then spec.url
     else if kind == "github" || kind == "gitlab" || kind == "sourcehut"
     then "${kind}:${spec.owner or ""}/${spec.repo or ""}"

@@ -1,14 +1,16 @@
 # The manual script's runner: it runs each step's host program, in the deploy's
-# order, as the deploy runs it, and keeps to when a step runs (its stage): durable
-# steps while no durable step gave up; the fallback when the plan takes it or a
-# durable step gave up; the rollback after a switch. The script sets, before main:
-# runbook, issues, host_name, unit, lock_wait_s, path (the plan's), journal.
+# order, as the deploy runs it, and keeps to when a step runs (its stage):
+# durable steps while no durable step gave up; the fallback when the plan takes
+# it or a durable step gave up; the rollback after a switch. The script sets,
+# before main: runbook, issues, host_name, unit, lock_wait_s, path (the plan's),
+# journal.
 _nl='
 '
 say_() { printf '%s\n' "$*" >&2; }
 
-# program NAME MODE KEY=VALUE...: step NAME's host program (the library, then the
-# step's own text: what the deploy runs) in MODE; in plan mode, what it would run.
+# program NAME MODE KEY=VALUE...: step NAME's host program (the library, then
+# the step's own text: what the deploy runs) in MODE; in plan mode, what it
+# would run.
 program() {
   _name=$1
   shift
@@ -17,7 +19,8 @@ program() {
     printf '     remedy/host/steps/%s.sh apply\n' "$_name"
     for _a in "$@"; do
       case $_a in
-      *"$_nl"*) printf '       %s=<%s lines>\n' "${_a%%=*}" "$(printf '%s\n' "$_a" | wc -l)" ;;
+      *"$_nl"*) printf '       %s=<%s lines>\n' "${_a%%=*}" "$(printf '%s\n' \
+"$_a" | wc -l)" ;;
       *) printf '       %s\n' "$_a" | cut -c1-78 ;;
       esac
     done
@@ -34,7 +37,8 @@ start() {
   mode=${1:-run}
   case $mode in
   run | plan) ;;
-  *) say_ "usage: sh -s -- [plan]  (plan: print the plan; change nothing)"; exit 2 ;;
+  *) say_ "usage: sh -s -- [plan]  (plan: print the plan; change nothing)"; \
+      exit 2 ;;
   esac
   run_id="manual:$(hostname):$$:$(date +%s)" putting_back=no
   if [ "$mode" = plan ]; then
@@ -42,7 +46,8 @@ start() {
     printf '\nThe commands, in order (each runs only if its stage is on):\n'
     return 0
   fi
-  [ "$(id -u)" = 0 ] || { say_ "run it as root (ssh root@HOST sh -s < FILE)"; exit 2; }
+  [ "$(id -u)" = 0 ] || { say_ "run it as root (ssh root@HOST sh -s < FILE)"; \
+      exit 2; }
   lock=/run/lock/remedy-$unit.lock holder=/run/lock/remedy-$unit.holder
   exec 9>>"$lock"
   if ! flock -n 9; then
@@ -56,16 +61,18 @@ start() {
   printf 'pid %s on %s since %s: the manual script of runbook %s\n' "$$" \
     "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runbook" >"$holder"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  durable_failed='' stopped='' failed='' removed='' switched='' override_failed=''
-  restarts=0 lock_commit='' toplevel='' ops='' rc=0 current='(before the first step)'
+  durable_failed='' stopped='' failed='' removed='' switched='' \
+      override_failed=''
+  restarts=0 lock_commit='' toplevel='' ops='' rc=0 \
+      current='(before the first step)'
   trap 'finish_record $?' EXIT
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
 }
 
-# A first Ctrl-C or SIGTERM lets the step in progress end and starts no further one
-# (but the /run override goes back if it was removed and no switch followed); a
-# second ends the script now.
+# A first Ctrl-C or SIGTERM lets the step in progress end and starts no further
+# one (but the /run override goes back if it was removed and no switch
+# followed); a second ends the script now.
 on_signal() {
   if [ -n "$stopped" ]; then
     say_ "a second SIG$1: stopping now, during $current"
@@ -75,11 +82,12 @@ on_signal() {
   say_ "SIG$1: stopping after $current (again to stop now)"
 }
 
-# step N STAGE FAILURE NAME TITLE: run step N (values_N) if its STAGE is on. FAILURE
-# gives-up: a failure gives up its stage (the durable path falls back); stops: it
-# stops the run.
+# step N STAGE FAILURE NAME TITLE: run step N (values_N) if its STAGE is on.
+# FAILURE gives-up: a failure gives up its stage (the durable path falls back);
+# stops: it stops the run.
 step() {
-  [ "$mode" = plan ] && { printf '%3s. %s\n' "$1" "$5"; "values_$1" "$mode"; return 0; }
+  [ "$mode" = plan ] && { printf '%3s. %s\n' "$1" "$5"; "values_$1" "$mode"; \
+      return 0; }
   n=$1 stage=$2 failure=$3 name=$4 title=$5
   case $stage in
   always) [ -z "$failed" ] || [ "$name" = scratch_removed ] || return 0 ;;
@@ -90,9 +98,11 @@ step() {
     else
       [ "$path" = fallback ] && [ -z "$failed" ] || return 0
     fi ;;
-  rollback) [ -z "$stopped$failed" ] && [ -n "$durable_failed" ] && [ -n "$switched" ] ||
+  rollback) [ -z "$stopped$failed" ] && [ -n "$durable_failed" ] && [ -n \
+      "$switched" ] ||
     return 0 ;;
-  fallback) [ "$path" = fallback ] && [ -z "$stopped$failed$override_failed" ] ||
+  fallback) [ "$path" = fallback ] && [ -z "$stopped$failed$override_failed" ] \
+      ||
     return 0 ;;
   esac
   current="step $n ($title)"
@@ -103,7 +113,8 @@ step() {
     case $line in
     "@@remedy log "*) l=${line#@@remedy log }; say_ "   ${l#* }" ;;
     "@@remedy note "*) say_ "   note: ${line#@@remedy note }" ;;
-    "@@remedy say lock_commit "*) lock_commit=${line#@@remedy say lock_commit } ;;
+    "@@remedy say lock_commit "*) lock_commit=${line#@@remedy say lock_commit \
+        } ;;
     "@@remedy say toplevel "*) toplevel=${line#@@remedy say toplevel } ;;
     "@@remedy say restarts "*) restarts=$((restarts + 1)) ;;
     "@@remedy done "* | "@@remedy noop "* | "@@remedy give-up "*)
@@ -146,7 +157,8 @@ finish() {
   line="outcome: path $p; restarts $restarts"
   [ -z "$lock_commit" ] || line="$line; the checkout is at $lock_commit"
   [ "$path" != fallback ] || [ -n "$failed$override_failed" ] ||
-    line="$line; VOLATILE: tool calling rests on the /run override until the durable fix is deployed; a reboot reverts it"
+    line="$line; VOLATILE: tool calling rests on the /run override until the \
+durable fix is deployed; a reboot reverts it"
   say_ ""
   say_ "$line"
   if [ -n "$failed" ]; then
@@ -169,7 +181,8 @@ finish_record() {
   record=${record%.json}.jsonl
   o=$(printf '%s' "$ops" | while IFS='	' read -r n t r w; do
     [ -n "$n" ] || continue
-    printf '{"name": "%s", "changed": %s, "succeeded": %s, "why": "%s"}, ' "$(js "$t")" \
+    printf '{"name": "%s", "changed": %s, "succeeded": %s, "why": "%s"}, ' \
+        "$(js "$t")" \
       "$([ "$r" = changed ] && echo true || echo false)" \
       "$([ "$r" = error ] && echo false || echo true)" "$(js "$w")"
   done)
@@ -178,13 +191,17 @@ finish_record() {
     printf '{"host": "%s", "result": "%s", "time": "%s", "operator": "%s", ' \
       "$(js "$host_name")" "$result" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
       "$(js "manual script, $(id -un)@$(hostname)")"
-    printf '"runbook": "%s", "issues": [%s], "path": "%s", "operations": [%s], ' \
+    printf \
+        '"runbook": "%s", "issues": [%s], "path": "%s", "operations": [%s], ' \
       "$runbook" "$issues" "$p" "${o%, }"
-    printf '"details": {"run_id": "%s", "started": "%s", "exit": %s, ' "$(js "$run_id")" \
+    printf '"details": {"run_id": "%s", "started": "%s", "exit": %s, ' "$(js \
+"$run_id")" \
       "$started" "$st"
-    printf '"manual_script": true, "restarts": %s, "lock_commit": "%s", ' "$restarts" \
+    printf '"manual_script": true, "restarts": %s, "lock_commit": "%s", ' \
+        "$restarts" \
       "$(js "$lock_commit")"
-    printf '"toplevel": "%s", "failed": "%s", "interrupted": "%s"}}\n' "$(js "$toplevel")" \
+    printf '"toplevel": "%s", "failed": "%s", "interrupted": "%s"}}\n' "$(js \
+"$toplevel")" \
       "$(js "${failed:-$durable_failed}")" "$(js "$stopped")"
   ) >>"$record"
   rm -f -- "$holder" "$journal"

@@ -1,15 +1,19 @@
-# $1 the scope's name (made unique with $$), $2 the memory bound in bytes (0: none),
-# $3 the time bound, then the command: ARGV bounded in time always, in memory in a
-# transient scope where the host has systemd-run; a stop at either bound is said.
-# the scope's name is unique to this invocation ($$): a scope of the same run that has
-# just ended may still be loaded (systemd unloads it later, slower on a busy host), and
-# systemd-run refuses a name that is ("already loaded or has a fragment file")
+# $1 the scope's name (made unique with $$), $2 the memory bound in bytes (0:
+# none), $3 the time bound, then the command: ARGV bounded in time always, in
+# memory in a transient scope where the host has systemd-run; a stop at either
+# bound is said. the scope's name is unique to this invocation ($$): a scope of
+# the same run that has just ended may still be loaded (systemd unloads it
+# later, slower on a busy host), and systemd-run refuses a name that is
+# ("already loaded or has a fragment file")
 u=$1-$$ max=$2 t=$3; shift 3
-# in time always (coreutils' timeout: TERM, then KILL 10 s later); in memory when the host
-# has systemd-run and a bound is given (MAX not 0): a transient scope with MemoryMax
-if [ "$max" != 0 ] && [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1
+# in time always (coreutils' timeout: TERM, then KILL 10 s later); in memory
+# when the host has systemd-run and a bound is given (MAX not 0): a transient
+# scope with MemoryMax
+if [ "$max" != 0 ] && [ -d /run/systemd/system ] && command -v systemd-run \
+    >/dev/null 2>&1
 then
-  systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p MemorySwapMax=0 \
+  systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max" -p \
+      MemorySwapMax=0 \
     -- timeout -k 10 "$t" "$@"
   rc=$?
 else

@@ -1,10 +1,12 @@
 # The probe's answer (the file $REMEDY_PROBE_OUT: what probe.sh printed) read as
-# remedy.core.readings.probe.read_curl_output reads it: one line, OUTCOME then a tab
-# then the reason. OUTCOME: parsed, unparsed, inconclusive (prose), http_error or
-# unreachable. A body that is not JSON makes Nix fail: the caller says so.
+# remedy.core.readings.probe.read_curl_output reads it: one line, OUTCOME then a
+# tab then the reason. OUTCOME: parsed, unparsed, inconclusive (prose),
+# http_error or unreachable. A body that is not JSON makes Nix fail: the caller
+# says so.
 let
-  inherit (builtins) filter isString split substring stringLength match elemAt
-    length head concatStringsSep fromJSON isAttrs isList isNull toJSON getEnv readFile;
+  inherit (builtins) filter isString split substring stringLength match
+    elemAt length head concatStringsSep fromJSON isAttrs isList toJSON getEnv
+    readFile replaceStrings any;
   lines = filter isString (split "\n" (readFile (getEnv "REMEDY_PROBE_OUT")));
   starts = p: l: substring 0 (stringLength p) l == p;
   after = p: l: substring (stringLength p) (stringLength l) l;
@@ -29,31 +31,40 @@ let
   doc = if body == "" then { } else fromJSON body;
   choice = if isAttrs doc && isList (doc.choices or null) && doc.choices != [ ]
     then head doc.choices else null;
-  message = if isAttrs choice && isAttrs (choice.message or null) then choice.message else null;
-  content = if message != null && isString (message.content or null) then message.content else "";
-  calls = if message != null && isList (message.tool_calls or null) then message.tool_calls else [ ];
-  hasMark = builtins.any (m: match ".*${m}.*" (builtins.replaceStrings [ "\n" ] [ " " ] content) != null)
+  oneLine = s: replaceStrings [ "\n" ] [ " " ] s;
+  message = if isAttrs choice && isAttrs (choice.message or null)
+    then choice.message else null;
+  content = if message != null && isString (message.content or null)
+    then message.content else "";
+  calls = if message != null && isList (message.tool_calls or null)
+    then message.tool_calls else [ ];
+  hasMark = any (m: match ".*${m}.*" (oneLine content) != null)
     [ "<tool_call>" "<function=" ];
-  fn = let c = head calls; in if isAttrs c && isAttrs (c.function or null) then c.function else { };
+  fn = let c = head calls; in
+    if isAttrs c && isAttrs (c.function or null) then c.function else { };
   args = let a = fn.arguments or ""; in
-    if isString a && match "[[:space:]]*[{].*" (builtins.replaceStrings [ "\n" ] [ " " ] a) != null
+    if isString a && match "[[:space:]]*[{].*" (oneLine a) != null
     then fromJSON a else null;
-  say = outcome: reason: "${outcome}\t${builtins.replaceStrings [ "\n" "\t" ] [ " " " " ] reason}";
+  say = outcome: reason:
+    "${outcome}\t${replaceStrings [ "\n" "\t" ] [ " " " " ] reason}";
 in
 if models != [ ] && model == "" then
   say "http_error" "/v1/models lists no model id: '${short body}'"
 else if code == null then
   say "unreachable" (if error == "" then "no answer" else error)
 else if code != 200 then
-  let msg = if isAttrs doc && isString (doc.message or null) then doc.message else null; in
-  say "http_error" ("HTTP ${toString code}" + (if msg != null then ": ${msg}" else ""))
+  let msg = if isAttrs doc && isString (doc.message or null)
+    then doc.message else null; in
+  say "http_error"
+    ("HTTP ${toString code}" + (if msg != null then ": ${msg}" else ""))
 else if message == null then
   say "http_error" "HTTP 200 but not a chat completion"
 else if calls == [ ] then
-  (if hasMark then say "unparsed" ("HTTP 200 with no tool_calls and the raw <tool_call> "
-      + "text in content: the tool-call parser did not parse the model's output")
-   else say "inconclusive" ("HTTP 200 in prose: the model answered without calling the "
-      + "tool (says nothing about the parser)"))
+  (if hasMark then say "unparsed" ("HTTP 200 with no tool_calls and the raw "
+      + "<tool_call> text in content: the tool-call parser did not parse the "
+      + "model's output")
+   else say "inconclusive" ("HTTP 200 in prose: the model answered without "
+      + "calling the tool (says nothing about the parser)"))
 else if (fn.name or null) != "get_weather" || !(isAttrs args) then
   say "unparsed" "tool call malformed: ${substring 0 120 (toJSON fn)}"
 else

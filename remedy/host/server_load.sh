@@ -1,10 +1,12 @@
 # What the server has in flight, read once from vLLM's /metrics at $1: one line,
-# "idle", "busy RUNNING WAITING", "no-metrics 404", "unreachable CODE" or "unknown WHY".
-# vLLM's V1 gauges vllm:num_requests_running and _waiting are summed over every
-# model_name and engine series; no gauge at all (--disable-log-stats) or a value that is
-# no number is "load unknown", never idle.
+# "idle", "busy RUNNING WAITING", "no-metrics 404", "unreachable CODE" or
+# "unknown WHY". vLLM's V1 gauges vllm:num_requests_running and _waiting are
+# summed over every model_name and engine series; no gauge at all
+# (--disable-log-stats) or a value that is no number is "load unknown", never
+# idle.
 server_load() {
-  _page=$(curl -sS --max-time 5 -w '\n@@remedy:http %{http_code}\n' "$1/metrics" 2>/dev/null)
+  _page=$(curl -sS --max-time 5 -w '\n@@remedy:http %{http_code}\n' \
+      "$1/metrics" 2>/dev/null)
   _code=$(printf '%s\n' "$_page" | sed -n 's/^@@remedy:http //p')
   case $_code in
   200) ;;
@@ -12,8 +14,9 @@ server_load() {
   000 | "") echo "unreachable ${_code:-000}"; return 0 ;;
   *) echo "unknown /metrics answered HTTP $_code"; return 0 ;;
   esac
-  # A sample is NAME[{LABELS}] VALUE [TIMESTAMP] (Prometheus' text format): the value
-  # is the first field after the label set, whose quoted values may hold spaces, } and \"
+  # A sample is NAME[{LABELS}] VALUE [TIMESTAMP] (Prometheus' text format): the
+  # value is the first field after the label set, whose quoted values may hold
+  # spaces, } and \"
   printf '%s\n' "$_page" | awk '
     /^vllm:num_requests_(running|waiting)[{ \t]/ {
       g++
@@ -35,7 +38,8 @@ server_load() {
       if (name == "vllm:num_requests_running") r += v; else w += v
     }
     END {
-      if (!g) print "unknown /metrics has no vllm:num_requests_running or _waiting gauge"
+      if (!g) print "unknown /metrics has no vllm:num_requests_running or " \
+        "_waiting gauge"
       else if (bad) print "unknown /metrics has a gauge that is not a number"
       else if (r == 0 && w == 0) print "idle"
       else printf "busy %d %d\n", r, w

@@ -1,16 +1,18 @@
-# Run the switch, then say its exit code on stdout (the command itself succeeds, so the
-# code reaches remedy whatever it is: 0, 4 and 100 mean different things).
+# Run the switch, then say its exit code on stdout (the command itself succeeds,
+# so the code reaches remedy whatever it is: 0, 4 and 100 mean different
+# things).
 #
-# $1 is the transient unit ("": none, the command runs here) and $2 how many seconds a
-# leftover of that unit is waited for; the command follows. In a transient unit the
-# switch's stdout and stderr are the journal, not this session: switch-to-configuration-ng
-# panics (exit 101) on a write to a closed pipe (nixpkgs#462179), so a dropped SSH
-# session must not be its stderr. `systemd-run --wait` waits for it; its output and its
-# exit status are then read from the journal after a cursor taken before (systemd 252's
-# `systemd-run --wait` says 1 for any failure). A unit of that name that is loaded but
-# not running is the last switch's, not yet collected by systemd ("was already loaded"):
-# waited for, then started again; a running one is another switch (the caller reads the
-# words and calls it locked).
+# $1 is the transient unit ("": none, the command runs here) and $2 how many
+# seconds a leftover of that unit is waited for; the command follows. In a
+# transient unit the switch's stdout and stderr are the journal, not this
+# session: switch-to-configuration-ng panics (exit 101) on a write to a closed
+# pipe (nixpkgs#462179), so a dropped SSH session must not be its stderr.
+# `systemd-run --wait` waits for it; its output and its exit status are then
+# read from the journal after a cursor taken before (systemd 252's `systemd-run
+# --wait` says 1 for any failure). A unit of that name that is loaded but not
+# running is the last switch's, not yet collected by systemd ("was already
+# loaded"): waited for, then started again; a running one is another switch (the
+# caller reads the words and calls it locked).
 u=$1 wait_s=$2; shift 2
 st=0
 if [ -z "$u" ]; then
@@ -25,29 +27,36 @@ while :; do
   err=$("$@" 2>&1) || st=$?
   case $err in *"already loaded"*|*"already exists"*) ;; *) break ;; esac
   # (list-units: a `systemctl show` of it would load it again on systemd 252)
-  s=$(systemctl list-units --all --plain --no-legend --no-pager "$u.service" 2>/dev/null \
+  s=$(systemctl list-units --all --plain --no-legend --no-pager "$u.service" \
+      2>/dev/null \
     | awk '{ print $3 }')
   case $s in active|activating|deactivating|reloading|refreshing) break ;; esac
   [ "$(date +%s)" -lt "$end" ] || break
-  echo "waiting for systemd to collect the last switch's unit $u.service (${s:-gone})" >&2
+  echo "waiting for systemd to collect the last switch's unit $u.service \
+(${s:-gone})" >&2
   if [ "$s" = failed ]; then systemctl reset-failed "$u.service" 2>/dev/null; fi
   sleep 1
 done
 [ -z "$err" ] || printf '%s\n' "$err" >&2
 case $err in *"already loaded"*|*"already exists"*) c= ;; esac
 if [ -n "$c" ]; then
-  # One pass over the journal since the cursor (journalctl 252 skips the first match
-  # after a cursor, so fields are matched here): the unit's own lines ("out …"), and
-  # how systemd says it ended ("end CODE"; "end": not yet; "end none": it never ran).
+  # One pass over the journal since the cursor (journalctl 252 skips the first
+  # match after a cursor, so fields are matched here): the unit's own lines
+  # ("out …"), and how systemd says it ended ("end CODE"; "end": not yet; "end
+  # none": it never ran).
   i=0
   while :; do
-    said=$(journalctl -q --after-cursor="$c" -o verbose 2>/dev/null | awk -v u="$u.service" '
+    said=$(journalctl -q --after-cursor="$c" -o verbose 2>/dev/null | awk -v \
+        u="$u.service" '
       function flush() {
         if (su == u) out[++no] = msg
         if (un == u) {
           seen = 1
           if (es != "") { st = es; how = ec }
-          if (msg ~ /: (Deactivated successfully|Succeeded)\.$/) { if (st == "") st = 0; done = 1 }
+          if (msg ~ /: (Deactivated successfully|Succeeded)\.$/) {
+            if (st == "") st = 0
+            done = 1
+          }
           if (msg ~ /: Failed with result /) done = 1
         }
         msg = su = un = es = ec = ""
@@ -64,7 +73,9 @@ if [ -n "$c" ]; then
         flush()
         for (j = 1; j <= no; j++) print "out " out[j]
         if (!seen) print "end none"
-        else if (done && st != "") print "end " ((how == "" || how == "exited") ? st : 128 + st)
+        else if (done && st != "") {
+          print "end " ((how == "" || how == "exited") ? st : 128 + st)
+        }
         else print "end"
       }')
     last=$(printf '%s\n' "$said" | tail -n 1)

@@ -1,5 +1,6 @@
-# What a switch from $1 (the running system) to $2 changes for the boot: the targets of
-# each system's kernel, initrd and kernel modules, and both kernel command lines.
+# What a switch from $1 (the running system) to $2 changes for the boot: the
+# targets of each system's kernel, initrd and kernel modules, and both kernel
+# command lines.
 target() { if [ -e "$1" ]; then readlink -f "$1"; else echo -; fi; }
 for f in kernel initrd kernel-modules; do
   printf 'file %s %s %s\n' "$f" "$(target "$1/$f")" "$(target "$2/$f")"

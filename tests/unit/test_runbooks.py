@@ -44,6 +44,7 @@ OPERATIONS = {
     ],
     "memory": ["hugepages_reduced", "headroom_gated"],
     "serving": [
+        "run_begun",
         "drained",
         "runtime_override_removed",
         "runtime_carriers_removed",
@@ -215,8 +216,8 @@ def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belon
     path.write_text(text[:at] + block + text[at:])
     (problem,) = [p for p in problems_of(root, package) if "order" in p]
     assert problem.startswith(f"{RUNBOOK_001}:{line_of(path, 'id: managed-file') + 4}:")
-    assert "$.steps[19].operation: nix.managed_file_written is out of the run's order" in problem
-    assert "step 3, after nix.flake_input_updated" in problem
+    assert "$.steps[20].operation: nix.managed_file_written is out of the run's order" in problem
+    assert "step 4, after nix.flake_input_updated" in problem
 
 
 def test_missing_field_names_file_line_and_path(project):
@@ -247,7 +248,7 @@ def test_extra_field_names_file_line_and_path(project):
     line = line_of(path, "colour: red")
     problems = problems_of(root, package)
     assert len(problems) == 1, problems
-    expected = f"{RUNBOOK_001}:{line}: $.steps[4].colour: unknown field 'colour'; allowed here:"
+    expected = f"{RUNBOOK_001}:{line}: $.steps[5].colour: unknown field 'colour'; allowed here:"
     assert problems[0].startswith(expected), problems
 
 
@@ -280,7 +281,7 @@ def test_step_naming_a_missing_operation_fails(project):
     line = line_of(path, "serving.restarted_twice")
     problems = problems_of(root, package)
     assert problems == [
-        f"{RUNBOOK_001}:{line}: $.steps[10].operation: operation serving.restarted_twice does "
+        f"{RUNBOOK_001}:{line}: $.steps[11].operation: operation serving.restarted_twice does "
         f"not exist: {package}.serving has no 'restarted_twice'"
     ]
 
@@ -305,7 +306,7 @@ def test_step_with_both_operation_and_manual_fails(project):
     )
     problems = problems_of(root, package)
     assert any(
-        "$.steps[4]: a step has exactly one of operation or manual, not operation and manual" in p
+        "$.steps[5]: a step has exactly one of operation or manual, not operation and manual" in p
         for p in problems
     ), problems
 
@@ -322,7 +323,7 @@ def test_step_or_verification_with_nothing_to_do_fails(project):
     problems = problems_of(root, package)
     commit_line = line_of(path, "- id: commit-lock")
     verify_line = line_of(path, "- description: Effective parser qwen3_xml")
-    assert f"{RUNBOOK_001}:{commit_line}: $.steps[4]: a step needs one of operation or manual" in (
+    assert f"{RUNBOOK_001}:{commit_line}: $.steps[5]: a step needs one of operation or manual" in (
         problems
     )
     assert (
@@ -370,7 +371,7 @@ def test_a_step_id_used_twice_fails(project):
     edit(path, "  - id: commit-lock\n", "  - id: managed-file\n")
     line = line_of(path, "id: managed-file", occurrence=2)
     assert problems_of(root, package) == [
-        f"{RUNBOOK_001}:{line}: $.steps[4].id: step id 'managed-file' is already used by steps[2]"
+        f"{RUNBOOK_001}:{line}: $.steps[5].id: step id 'managed-file' is already used by steps[3]"
     ]
 
 
@@ -380,7 +381,7 @@ def test_a_step_id_used_twice_fails(project):
         (
             "operation: serving.restarted\n",
             "operation: Serving.Restarted\n",
-            "$.steps[10].operation: 'Serving.Restarted' is not an operation name: write "
+            "$.steps[11].operation: 'Serving.Restarted' is not an operation name: write "
             "<module>.<function>, e.g. serving.restarted",
         ),
         ('id: "001"', 'id: "01"', "$.id: id '01' must be three digits, e.g. \"001\""),
@@ -392,7 +393,7 @@ def test_a_step_id_used_twice_fails(project):
         (
             "  - id: commit-lock\n",
             "  - id: Commit_Lock\n",
-            "$.steps[4].id: 'Commit_Lock' does not match ^[a-z0-9]+(?:-[a-z0-9]+)*$",
+            "$.steps[5].id: 'Commit_Lock' does not match ^[a-z0-9]+(?:-[a-z0-9]+)*$",
         ),
         (
             "issues: [tt-stack#49, tt-stack#34, tt-stack#44]",
@@ -445,7 +446,7 @@ def test_an_operations_module_that_does_not_import_is_named(project):
     edit(path, "operation: serving.restarted\n", "operation: broken.restarted\n")
     line = line_of(path, "broken.restarted")
     assert problems_of(root, package) == [
-        f"{RUNBOOK_001}:{line}: $.steps[10].operation: operation broken.restarted does not "
+        f"{RUNBOOK_001}:{line}: $.steps[11].operation: operation broken.restarted does not "
         f"exist: importing {package}.broken failed: RuntimeError: half-written"
     ]
 
@@ -596,7 +597,7 @@ def test_each_step_of_the_run_is_named_by_a_runbook_step():
 
 
 def test_a_step_of_the_run_without_an_operation_or_an_issue_is_named():
-    gate, bump, managed, prove = TEMPLATES[:4]
+    gate, bump, managed, prove = TEMPLATES[1:5]
     templates = (
         replace(gate, op="serving.restarted_twice"),
         replace(bump, op="flow.converge"),
@@ -704,8 +705,9 @@ def test_show_renders_for_a_person(project):
         "Tool calling is /run-only",
         "tt-stack#49, tt-stack#34, tt-stack#44",
         "Preconditions",
-        "1. gate-memory-before-nix",
-        "22. report-outcome",
+        "1. record-the-start",
+        "2. gate-memory-before-nix",
+        "23. report-outcome",
         "operation: serving.runtime_override_written",
         "Verification",
         "Rollback",
@@ -732,12 +734,12 @@ def test_show_manual_renders_a_shell_script_with_default_values(project):
     assert result.output.startswith("#!/bin/sh\n")
     out = result.output
     # The switch activates exactly the proven toplevel, as nixos-rebuild's last two steps.
-    assert 'nix-env -p /nix/var/nix/profiles/system --set "$toplevel"' in out
-    assert '"$toplevel"/bin/switch-to-configuration switch' in out
+    assert 'nix-env -p "$profile" --set "$toplevel"' in out
+    assert '"$1/bin/switch-to-configuration" "$2"' in out
     # Flakes need not be enabled in nix.conf; git and nix run as the checkout's owner.
     # the bump is the deploy's approved-bump program, run as the owner with the update
-    assert 'as_owner sh -c "$bump_program" sh "$scratch" tt-stack' in out
-    assert "nix --extra-experimental-features 'nix-command flakes' flake update tt-stack" in out
+    assert 'at sh -c "$(APPROVED_BUMP)" sh "$there" "$flake_input"' in out
+    assert "nix --extra-experimental-features 'nix-command flakes' flake update" in out
     assert 'runuser -u "$owner"' in out
     assert "build --dry-run" in out and "preferLocalBuild" in out
     assert "http://127.0.0.1:8000" in out
@@ -912,14 +914,14 @@ def test_a_flow_runbook_that_leaves_out_a_step_of_the_run_is_named(project):
         "  - id: gate-memory-before-nix\n",
         "  - id: gate-memory-before-nix\n    when: never listed\n",
     )  # still there: no problem of this kind
-    assert not [p for p in problems_of(root, package) if "of the run's 22 steps" in p]
+    assert not [p for p in problems_of(root, package) if "of the run's 23 steps" in p]
     text = (root / RUNBOOK_001).read_text()
     start = text.index("  - id: gate-memory-before-nix")
     end = text.index("  - id: bump-flake-input")
     (root / RUNBOOK_001).write_text(text[:start] + text[end:])
     said = problems_of(root, package)
     assert any(
-        "$.steps: lists 21 of the run's 22 steps: step 1, 'Memory gate before Nix evaluates "
+        "$.steps: lists 22 of the run's 23 steps: step 2, 'Memory gate before Nix evaluates "
         "and builds' (memory.headroom_gated), is missing" in p
         for p in said
     ), said

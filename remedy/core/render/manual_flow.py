@@ -124,13 +124,24 @@ def _comment(text: str, indent: str = "") -> list[str]:
 
 
 def plan_lines(plan: RestorePlan, steps: Steps, r: Rendering) -> list[str]:
-    """The plan in words: the path and why, then each step that may run, numbered as
-    the script numbers it, and the steps the plan leaves out, with why."""
+    """The plan in words, each line within 76 columns (it is printed after "#   "):
+    the path and why, then each step that may run, numbered as the script numbers it,
+    and the steps the plan leaves out, with why."""
+    out: list[str] = []
+
+    def say(text: str, first: str = "", then: str = "") -> None:
+        wrapped = textwrap.wrap(
+            text, WIDTH - 4, initial_indent=first, subsequent_indent=then,
+            break_on_hyphens=False, break_long_words=True,
+        )  # fmt: skip
+        out.extend(wrapped or [""])
+
     path = {DURABLE: "durable", FALLBACK: "the /run fallback"}.get(plan.path, plan.path)
-    out = [f"path: {path}"]
-    out += [f"  {reason}" for reason in plan.reasons]
+    say(f"path: {path}")
+    for reason in plan.reasons:
+        say(reason, "  ", "    ")
     if plan.path == DURABLE:
-        out.append("  if a durable step gives up: the /run fallback, then the rollback")
+        say("if a durable step gives up: the /run fallback, then the rollback", "  ", "    ")
     out.append("")
     n, skipped = 0, []
     for step in steps.steps:
@@ -141,9 +152,11 @@ def plan_lines(plan: RestorePlan, steps: Steps, r: Rendering) -> list[str]:
             continue
         n += 1
         when = WHEN.get(stage_of(step.template), "")
-        out.append(f"{n:2}. {step.template.title}{when}")
+        say(f"{step.template.title}{when}", f"{n:2}. ", "      ")
     if skipped:
-        out += ["", "left out by the plan:"] + [f"  - {x}" for x in skipped]
+        out += ["", "left out by the plan:"]
+        for x in skipped:
+            say(x, "  - ", "    ")
     return out
 
 

@@ -1,10 +1,11 @@
-# Wait for an idle server before a restart: read vLLM's /metrics once a second until
-# nothing is in flight, for up to wait_s seconds of this call (the deploy calls again,
-# so a stop request is seen between two; last=yes: the end of timeout_s). Past the
-# bound an urgent restart goes ahead and says how many requests it cuts; a window
-# restart is postponed (the run journal says so: no override goes, the switch only
-# sets the boot default, nothing restarts). A server without /metrics (404) is
-# treated as idle, and said. It changes nothing but the run journal (a postponement).
+# Wait for an idle server before a restart: read vLLM's /metrics once a second
+# until nothing is in flight, for up to wait_s seconds of this call (the deploy
+# calls again, so a stop request is seen between two; last=yes: the end of
+# timeout_s). Past the bound an urgent restart goes ahead and says how many
+# requests it cuts; a window restart is postponed (the run journal says so: no
+# override goes, the switch only sets the boot default, nothing restarts). A
+# server without /metrics (404) is treated as idle, and said. It changes nothing
+# but the run journal (a postponement).
 need journal run_id server_url timeout_s wait_s last urgent
 postponed=$(jget restart_postponed)
 [ -z "$postponed" ] || noop "restart postponed already: $postponed"
@@ -35,29 +36,34 @@ done
 set -- $found
 case $1 in
 idle) noop "the server is idle: no request in flight" ;;
-unreachable) noop "the server does not answer (${2:-no answer}): nothing to drain" ;;
+unreachable) noop "the server does not answer (${2:-no answer}): nothing to \
+drain" ;;
 no-metrics)
   said="$server_url/metrics answers 404: no request count, treated as idle"
   log yellow "$said"
   note "$said"
   noop "$said" ;;
 esac
-[ "$1" = busy ] && [ "$last" != yes ] && { answer wait "$2 running, $3 waiting"; exit 0; }
+[ "$1" = busy ] && [ "$last" != yes ] && { answer wait "$2 running, $3 \
+waiting"; exit 0; }
 if [ "$urgent" = yes ] && [ "$1" = unknown ]; then
   shift
-  said="load unknown ($*): restarting anyway (a setting that cannot wait); whatever is in flight is cut"
+  said="load unknown ($*): restarting anyway (a setting that cannot wait); \
+whatever is in flight is cut"
   log yellow "$said"
   note "$said"
   noop "$said"
 elif [ "$urgent" = yes ]; then
-  said="still $2 running, $3 waiting after ${timeout_s}s: restarting anyway (a setting that cannot wait), cutting $(($2 + $3)) request(s)"
+  said="still $2 running, $3 waiting after ${timeout_s}s: restarting anyway (a \
+setting that cannot wait), cutting $(($2 + $3)) request(s)"
   log yellow "$said"
   noop "$said"
 elif [ "$1" = unknown ]; then
   shift
   why="load unknown ($*): the window restart is postponed to the next run"
 else
-  why="$(($2 + $3)) request(s) still in flight after drain_timeout_s=$timeout_s: the window restart is postponed to the next run"
+  why="$(($2 + $3)) request(s) still in flight after \
+drain_timeout_s=$timeout_s: the window restart is postponed to the next run"
 fi
 would "$why"
 record "$why"

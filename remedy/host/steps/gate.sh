@@ -1,6 +1,6 @@
-# The memory gate: refuse to go on when MemAvailable is below min_gb, right before
-# what it guards (doing): a vLLM boot below ~4 GB can hard-freeze the host. A check:
-# it changes nothing, in either mode.
+# The memory gate: refuse to go on when MemAvailable is below min_gb, right
+# before what it guards (doing): a vLLM boot below ~4 GB can hard-freeze the
+# host. A check: it changes nothing, in either mode.
 need min_gb doing
 why=$(refusal "$min_gb" "$doing")
 if [ -n "$why" ]; then

@@ -1,6 +1,6 @@
-# Release free hugepages above the targets (items SIZE_KB:PAGES), runtime only: the
-# next boot's kernel parameters give their own count. Only free pages go; the kernel
-# keeps the pages in use.
+# Release free hugepages above the targets (items SIZE_KB:PAGES), runtime only:
+# the next boot's kernel parameters give their own count. Only free pages go;
+# the kernel keeps the pages in use.
 shift "$nargs"
 label() {
   if [ "$1" -ge 1048576 ] && [ $(($1 % 1048576)) -eq 0 ]; then
@@ -31,6 +31,7 @@ for r in $releases; do
   kb=${r%%:*} new=${r##*:}
   d=/sys/kernel/mm/hugepages/hugepages-${kb}kB
   echo "$new" >"$d/nr_hugepages" || give_up "could not write $d/nr_hugepages"
-  log blue "hugepages $(label "$kb"): $(echo "$r" | cut -d: -f2) -> $(cat "$d/nr_hugepages")"
+  log blue "hugepages $(label "$kb"): $(echo "$r" | cut -d: -f2) -> $(cat \
+"$d/nr_hugepages")"
 done
 done_ "$said"

@@ -1,14 +1,17 @@
-# Write the /run fallback: the override start script (the durable start script with
-# the wanted parser and variables, 0755) and the drop-in that points ExecStart at it
-# (dropin_text, 0644), each atomically, then daemon-reload, and check the override is
-# what systemd runs. The data settings' sysctls that differ live (items sysctl:K=V) are
-# set first, whatever the override. Not written while the memory gate would refuse the
-# restart that takes it (pending): loaded, it is what the next start runs, by systemd
-# or a person, with no gate. putting_back=yes: a stop request came between the removal
-# of the old override and the switch: it goes back as it was, with no gate.
-# write=no: only the sysctls. lacking: the carried settings live lacks (an override in
-# place without them is written again). Items want:K=V: what the server must have.
-need journal run_id unit parser exports override_script override_dropin dropin_text \
+# Write the /run fallback: the override start script (the durable start script
+# with the wanted parser and variables, 0755) and the drop-in that points
+# ExecStart at it (dropin_text, 0644), each atomically, then daemon-reload, and
+# check the override is what systemd runs. The data settings' sysctls that
+# differ live (items sysctl:K=V) are set first, whatever the override. Not
+# written while the memory gate would refuse the restart that takes it
+# (pending): loaded, it is what the next start runs, by systemd or a person,
+# with no gate. putting_back=yes: a stop request came between the removal of the
+# old override and the switch: it goes back as it was, with no gate. write=no:
+# only the sysctls. lacking: the carried settings live lacks (an override in
+# place without them is written again). Items want:K=V: what the server must
+# have.
+need journal run_id unit parser exports override_script override_dropin \
+    dropin_text \
   min_gb write putting_back lacking
 shift "$nargs"
 # @include-text OVERRIDE_AWK override.awk
@@ -20,10 +23,12 @@ else
     case $i in sysctl:*) ;; *) continue ;; esac
     kv=${i#sysctl:}
     k=${kv%%=*} v=${kv#*=}
-    [ "$(sysctl -n "$k" 2>/dev/null | awk '{ $1 = $1; print }')" != "$v" ] || continue
+    [ "$(sysctl -n "$k" 2>/dev/null | awk '{ $1 = $1; print }')" != "$v" ] ||
+      continue
     would "set $k=$v (sysctl -w), then the /run override"
     if ! out=$(sysctl -w "$k=$v" 2>&1); then
-      said="could not set $k=$v ($(why_of "$out")): the fallback does not carry it"
+      said="could not set $k=$v ($(why_of "$out")): the fallback does not \
+carry it"
       log yellow "$said"
       note "$said"
     fi
@@ -35,38 +40,50 @@ if [ "$write" != yes ]; then
 fi
 store=$(flags_script "$(durable_exec_start "$unit")")
 [ -n "$store" ] && [ -f "$store" ] || {
-  say failed "$unit has no start script in its unit files to derive an override from"
-  give_up "$unit has no start script in its unit files to derive an override from"
+  say failed "$unit has no start script in its unit files to derive an \
+override from"
+  give_up "$unit has no start script in its unit files to derive an override \
+from"
 }
-if [ "$(running_exec_start "$unit")" = "$override_script" ] && [ -z "$lacking" ] &&
+if [ "$(running_exec_start "$unit")" = "$override_script" ] && [ -z "$lacking" \
+    ] &&
   [ -z "$(serving_lacks "$unit" "$@")" ] && [ "$putting_back" != yes ]; then
   noop "the /run override is already in place with $parser"
 fi
 if [ "$putting_back" != yes ]; then
   why=$(refusal "$min_gb" "restarting the server")
   if [ -n "$why" ]; then
-    pending="$why Pending: the /run override ($override_dropin) is not written, so no later start takes it without the gate; run again once MemAvailable is back above the threshold."
+    pending="$why Pending: the /run override ($override_dropin) is not \
+written, so no later start takes it without the gate; run again once \
+MemAvailable is back above the threshold."
     say refused "$pending"
     note "$pending"
     give_up "$pending"
   fi
 fi
-would "write $override_script and $override_dropin (ExecStart with --tool-call-parser $parser), daemon-reload"
+would "write $override_script and $override_dropin (ExecStart with \
+--tool-call-parser $parser), daemon-reload"
 fail() { say failed "$1"; give_up "$1"; }
-out=$(sh -c "$WRITABLE" sh "${override_script%/*}" "${override_dropin%/*}" 2>&1) ||
+out=$(sh -c "$(WRITABLE)" sh "${override_script%/*}" "${override_dropin%/*}" \
+    2>&1) ||
   fail "$(why_of "$out")"
-install -d -m 0755 -o root -g root "${override_script%/*}" "${override_dropin%/*}" ||
+install -d -m 0755 -o root -g root "${override_script%/*}" \
+    "${override_dropin%/*}" ||
   fail "cannot make ${override_script%/*} or ${override_dropin%/*}"
-out=$(sh -c "$ATOMIC_WRITE" sh "$override_script" 0755 root:root \
-  awk -v "parser=$parser" -v "exports=$exports" "$OVERRIDE_AWK" "$store" 2>&1) ||
+out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_script" 0755 root:root \
+  awk -v "parser=$parser" -v "exports=$exports" "$(OVERRIDE_AWK)" "$store" \
+      2>&1) ||
   fail "$(why_of "$out")"
-out=$(sh -c "$ATOMIC_WRITE" sh "$override_dropin" 0644 root:root \
+out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_dropin" 0644 root:root \
   printf %s "$dropin_text" 2>&1) || fail "$(why_of "$out")"
 systemctl daemon-reload || fail "systemctl daemon-reload failed"
 say override_written true
-jset "pid_at_override=$(main_pid "$unit")" || fail "cannot write the run journal $journal"
+jset "pid_at_override=$(main_pid "$unit")" || fail "cannot write the run \
+journal $journal"
 now=$(running_exec_start "$unit")
 if [ "$now" != "$override_script" ]; then
-  fail "the /run override is written but systemd runs ExecStart=$now: another drop-in shadows $override_dropin (drop-ins apply in lexical order of file name; /etc beats /run for the same name)"
+  fail "the /run override is written but systemd runs ExecStart=$now: another \
+drop-in shadows $override_dropin (drop-ins apply in lexical order of file \
+name; /etc beats /run for the same name)"
 fi
 done_ "wrote the /run override ($parser)"

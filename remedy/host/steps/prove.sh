@@ -1,13 +1,15 @@
 # Prove the fix is in before anything durable changes. Ask Nix what the scratch
-# clone's configuration needs (a dry run): derivations that would compile on the host
-# (neither preferLocalBuild nor a text file) give up unless allow_local_build=yes. Then,
-# memory-gated and bounded, build its toplevel and read the built system: it must hold
-# every setting of the items prove:KIND<TAB>LABEL<TAB>VALUE. Then build each flake
-# check (items check:NAME#ATTR; checks_default=yes: an absent one is the default's,
-# said quietly). The proven toplevel goes into the run journal. With a builder, the
-# build and the checks run there, the closure is copied here and checked valid, and
-# the builder clone's commits come back into the scratch clone.
-need journal run_id flake_dir flake_host flake_input unit min_gb nix_memory_max_gb \
+# clone's configuration needs (a dry run): derivations that would compile on the
+# host (neither preferLocalBuild nor a text file) give up unless
+# allow_local_build=yes. Then, memory-gated and bounded, build its toplevel and
+# read the built system: it must hold every setting of the items
+# prove:KIND<TAB>LABEL<TAB>VALUE. Then build each flake check (items
+# check:NAME#ATTR; checks_default=yes: an absent one is the default's, said
+# quietly). The proven toplevel goes into the run journal. With a builder, the
+# build and the checks run there, the closure is copied here and checked valid,
+# and the builder clone's commits come back into the scratch clone.
+need journal run_id flake_dir flake_host flake_input unit min_gb \
+    nix_memory_max_gb \
   nix_timeout_s build_max_jobs build_cores allow_local_build checks_default
 shift "$nargs"
 items=
@@ -32,7 +34,8 @@ would "build and prove the configuration in $there"
 err=$(mktemp) || give_up "cannot make a temporary file"
 trap 'rm -f -- "$err"' EXIT
 attr="$there#nixosConfigurations.\"$flake_host\".config.system.build.toplevel"
-gate() {  # DOING: the memory bound of a nix here, in $bound; gives up below the gate
+# DOING: the memory bound of a nix here, in $bound; gives up below the gate
+gate() {
   why=$(refusal "$min_gb" "$1 on the host")
   if [ -n "$why" ]; then
     log red "$why"
@@ -41,17 +44,21 @@ gate() {  # DOING: the memory bound of a nix here, in $bound; gives up below the
   fi
   bound=$(nix_bound)
 }
-# The output of a nix that failed, for remedy.core.config.options (what host data to fix).
+# The output of a nix that failed, for remedy.core.config.options (what host
+# data to fix).
 said_out() { printf '%s\n' "$1" | tail -n 40 | sed 's/^/@@remedy output /'; }
-heavy_of() {  # DRY_OUTPUT: the derivations it would build that compile here, in $heavy
+# DRY_OUTPUT: the derivations it would build that compile here, in $heavy
+heavy_of() {
   heavy=
   drvs=$(printf '%s\n' "$1" | awk '/will be built/ { b = 1; next }
     /^[[:space:]]+\/nix\/store\// { if (b) print $1; next } { b = 0 }')
   [ -n "$drvs" ] || return 0
-  if nix_at_least 2 15; then set -- derivation show; else set -- show-derivation; fi
+  if nix_at_least 2 15; then set -- derivation show; else set -- \
+      show-derivation; fi
   # shellcheck disable=SC2086  # store paths, one a word
-  found=$(as_owner sh -c "$LOCAL_BUILDS" sh "$LOCAL_BUILDS_NIX" \
-    nix --extra-experimental-features 'nix-command flakes' "$@" $drvs 2>&1 </dev/null) ||
+  found=$(as_owner sh -c "$(LOCAL_BUILDS)" sh "$(LOCAL_BUILDS_NIX)" \
+    nix --extra-experimental-features 'nix-command flakes' "$@" $drvs 2>&1 \
+        </dev/null) ||
     give_up "cannot read the derivations to build: $(why_of "$found")"
   heavy=$(printf '%s\n' "$found" | grep '^/nix/store/' | tr '\n' ' ')
 }
@@ -60,25 +67,35 @@ compile_refused() {  # WHAT
   set -- "$1" $heavy
   _what=$1
   shift
-  _names=$(for _h in "$@"; do echo "${_h##*/}"; done | head -n 5 | paste -sd, - | sed 's/,/, /g')
-  give_up "$_what needs $# derivation(s) compiled on the serving host ($_names): a build competes with the model server for memory; push binaries to a cache the host substitutes from, or set allow_local_build=true (bounded by build_max_jobs/build_cores)"
+  _names=$(for _h in "$@"; do echo "${_h##*/}"; done | head -n 5 | paste -sd, \
+      - | sed 's/,/, /g')
+  give_up "$_what needs $# derivation(s) compiled on the serving host \
+($_names): a build competes with the model server for memory; push binaries to \
+a cache the host substitutes from, or set allow_local_build=true (bounded by \
+build_max_jobs/build_cores)"
 }
 toplevel_of() {  # BUILD_OUTPUT (nix build --json): the out path
   printf '%s\n' "$1" | sed -n 's/.*"out":"\([^"]*\)".*/\1/p' | head -n 1
 }
 if [ -n "${builder_name:-}" ]; then
-  log blue "building the new system on $builder_name (max-jobs $builder_max_jobs, cores $builder_cores)"
-  if ! out=$(builder_nix build nix --extra-experimental-features 'nix-command flakes' \
-    build --no-link --json --max-jobs "$builder_max_jobs" --cores "$builder_cores" \
+  log blue "building the new system on $builder_name (max-jobs \
+$builder_max_jobs, cores $builder_cores)"
+  if ! out=$(builder_nix build nix --extra-experimental-features \
+      'nix-command flakes' \
+    build --no-link --json --max-jobs "$builder_max_jobs" --cores \
+        "$builder_cores" \
     "$attr" 2>"$err" </dev/null); then
     e=$(cat "$err")
     said_out "$e"
-    why=$(bound_hit "$e" "build on the builder $builder_name" 0 "$builder_timeout_s")
-    give_up "${why:-the new configuration does not build on the builder $(builder_label): $(why_of "$e$_nl$out")}"
+    why=$(bound_hit "$e" "build on the builder $builder_name" 0 \
+        "$builder_timeout_s")
+    give_up "${why:-the new configuration does not build on the builder \
+$(builder_label): $(why_of "$e$_nl$out")}"
   fi
 else
   gate evaluating
-  if ! dry=$(owner_nix eval "$bound" nix --extra-experimental-features 'nix-command flakes' \
+  if ! dry=$(owner_nix eval "$bound" nix --extra-experimental-features \
+      'nix-command flakes' \
     build --dry-run --no-link "$attr" 2>&1 </dev/null); then
     said_out "$dry"
     why=$(bound_hit "$dry" evaluation "$bound" "$nix_timeout_s")
@@ -86,33 +103,42 @@ else
   fi
   heavy_of "$dry"
   for h in $heavy; do answer say+ local_builds "$h"; done
-  [ -z "$heavy" ] || [ "$allow_local_build" = yes ] || compile_refused "the bump"
+  [ -z "$heavy" ] || [ "$allow_local_build" = yes ] || compile_refused "the \
+bump"
   gate building
   log blue "building $attr (max-jobs $build_max_jobs, cores $build_cores)"
-  if ! out=$(owner_nix build "$bound" nix --extra-experimental-features 'nix-command flakes' \
-    build --no-link --json --max-jobs "$build_max_jobs" --cores "$build_cores" "$attr" \
+  if ! out=$(owner_nix build "$bound" nix --extra-experimental-features \
+      'nix-command flakes' \
+    build --no-link --json --max-jobs "$build_max_jobs" --cores "$build_cores" \
+        "$attr" \
     2>"$err" </dev/null); then
     e=$(cat "$err")
     said_out "$e"
     why=$(bound_hit "$e" build "$bound" "$nix_timeout_s")
-    give_up "${why:-the new configuration does not build: $(why_of "$e$_nl$out")}"
+    give_up "${why:-the new configuration does not build: $(why_of \
+"$e$_nl$out")}"
   fi
 fi
 toplevel=$(toplevel_of "$out")
-[ -n "$toplevel" ] || give_up "unreadable nix build output: $(printf '%.200s' "$out")"
-# flake checks: each is built for the bumped lock, behind the same dry run and gate
+[ -n "$toplevel" ] || give_up "unreadable nix build output: $(printf '%.200s' \
+"$out")"
+# flake checks: each is built for the bumped lock, behind the same dry run and
+# gate
 results=
 checks=$(printf '%s' "$items" | sed -n 's/^check://p')
 for check in $checks; do
   what="flake check $check"
   set -- env "REMEDY_FLAKE_DIR=$there" "REMEDY_CHECK_INPUT=${check%%#*}" \
-    "REMEDY_CHECK_ATTR=${check#*#}" nix --extra-experimental-features 'nix-command flakes' \
+    "REMEDY_CHECK_ATTR=${check#*#}" nix --extra-experimental-features \
+        'nix-command flakes' \
     build --no-link
   if [ -n "${builder_name:-}" ]; then
-    dry=$(builder_nix eval "$@" --dry-run --impure --expr "$CHECK_EXPR" 2>&1 </dev/null) && ok=yes || ok=
+    dry=$(builder_nix eval "$@" --dry-run --impure --expr "$(CHECK_EXPR)" 2>&1 \
+        </dev/null) && ok=yes || ok=
   else
     gate "evaluating $what"
-    dry=$(owner_nix eval "$bound" "$@" --dry-run --impure --expr "$CHECK_EXPR" 2>&1 </dev/null) &&
+    dry=$(owner_nix eval "$bound" "$@" --dry-run --impure --expr \
+        "$(CHECK_EXPR)" 2>&1 </dev/null) &&
       ok=yes || ok=
   fi
   if [ -z "$ok" ]; then
@@ -122,7 +148,8 @@ for check in $checks; do
     esac
     said_out "$dry"
     if [ -n "${builder_name:-}" ]; then
-      give_up "$what does not evaluate on the builder $(builder_label): $(why_of "$dry")"
+      give_up "$what does not evaluate on the builder $(builder_label): \
+$(why_of "$dry")"
     fi
     why=$(bound_hit "$dry" evaluation "$bound" "$nix_timeout_s")
     give_up "${why:-$what does not evaluate: $(why_of "$dry")}"
@@ -133,12 +160,14 @@ for check in $checks; do
     gate "building $what"
     log blue "building $what"
     built=$(owner_nix check "$bound" "$@" --json --max-jobs "$build_max_jobs" \
-      --cores "$build_cores" --impure --expr "$CHECK_EXPR" 2>&1 </dev/null) && ok=yes || ok=
+      --cores "$build_cores" --impure --expr "$(CHECK_EXPR)" 2>&1 </dev/null) \
+          && ok=yes || ok=
     on='' timeout=$nix_timeout_s
   else
     log blue "building $what on $builder_name"
     built=$(builder_nix check "$@" --json --max-jobs "$builder_max_jobs" \
-      --cores "$builder_cores" --impure --expr "$CHECK_EXPR" 2>&1 </dev/null) && ok=yes || ok=
+      --cores "$builder_cores" --impure --expr "$(CHECK_EXPR)" 2>&1 \
+          </dev/null) && ok=yes || ok=
     on=" on the builder $builder_name" timeout=$builder_timeout_s bound=0
   fi
   if [ -n "$ok" ]; then
@@ -147,13 +176,17 @@ for check in $checks; do
   fi
   why=$(bound_hit "$built" "$what$on" "$bound" "$timeout")
   [ -z "$why" ] || give_up "$why"
-  tail=$(printf '%s\n' "$built" | sed -n 's/^[[:space:]]*> \{0,1\}\(.*[^[:space:]]\)[[:space:]]*$/\1/p' |
+  tail=$(printf '%s\n' "$built" | sed -n \
+      's/^[[:space:]]*> \{0,1\}\(.*[^[:space:]]\)[[:space:]]*$/\1/p' |
     tail -n 3)
-  [ -n "$tail" ] || tail=$(printf '%s\n' "$built" | sed -n 's/^[[:space:]]*\(error:.*\)/\1/p' |
+  [ -n "$tail" ] || tail=$(printf '%s\n' "$built" | sed -n \
+      's/^[[:space:]]*\(error:.*\)/\1/p' |
     tail -n 1)
-  [ -n "$tail" ] || tail=$(printf '%s\n' "$built" | grep -v '^[[:space:]]*$' | tail -n 1)
+  [ -n "$tail" ] || tail=$(printf '%s\n' "$built" | grep -v '^[[:space:]]*$' |
+    tail -n 1)
   last=$(printf '%s\n' "$tail" | tail -n 1)
-  results="$results${_nl}failed $check $(printf '%s\n' "$tail" | paste -sd'|' - | sed 's/|/ \/ /g')"
+  results="$results${_nl}failed $check $(printf '%s\n' "$tail" | paste -sd'|' \
+- | sed 's/|/ \/ /g')"
   break
 done
 printf '%s\n' "$results" | while IFS= read -r r; do
@@ -172,36 +205,45 @@ printf '%s\n' "$results" | while IFS= read -r r; do
   esac
 done
 case $results in *"${_nl}failed "*)
-  give_up "$what failed${on:-} for $flake_input at the bumped rev: ${last:-?} (the switch would deploy what the check rejects)" ;;
+  give_up "$what failed${on:-} for $flake_input at the bumped rev: ${last:-?} \
+(the switch would deploy what the check rejects)" ;;
 esac
 if [ -n "${builder_name:-}" ]; then
   if [ "$(jget commits)" != "" ] && [ "$(jget commits)" != 0 ]; then
-    out=$(on_builder git -C "$there" bundle create - HEAD 2>/dev/null </dev/null |
-      as_owner sh -c "$FETCH" sh "$scratch" 2>&1) ||
-      give_up "cannot bring the proven commits from the builder $(builder_label): $(why_of "$out")"
+    out=$(on_builder git -C "$there" bundle create - HEAD 2>/dev/null \
+        </dev/null |
+      as_owner sh -c "$(FETCH)" sh "$scratch" 2>&1) ||
+      give_up "cannot bring the proven commits from the builder \
+$(builder_label): $(why_of "$out")"
   fi
   log blue "copying $toplevel from $builder_name"
   sigs=--no-check-sigs
   [ "$builder_signed" != yes ] || sigs=
   bound=$(nix_bound)
   # shellcheck disable=SC2086  # $sigs is one flag or none
-  if ! out=$(NIX_SSHOPTS=$(builder_ssh) sh -c "$NIX_BOUNDED" sh \
+  if ! out=$(NIX_SSHOPTS=$(builder_ssh) sh -c "$(NIX_BOUNDED)" sh \
     "remedy-nix-copy-$(scope_id)" "$bound" "${nix_timeout_s}s" \
     nix --extra-experimental-features 'nix-command flakes' copy $sigs \
-    --from "ssh-ng://$builder_user@$builder_address" "$toplevel" 2>&1 </dev/null); then
+    --from "ssh-ng://$builder_user@$builder_address" "$toplevel" 2>&1 \
+        </dev/null); then
     hint=$(bound_hit "$out" copy 0 "$nix_timeout_s")
     if [ -n "$hint" ]; then
       hint=" ($hint)"
     else
       case $out in
-      *"lacks a signature"*) hint=" (copy_signed is true: the builder must sign with secret-key-files and this host trust its key in trusted-public-keys)" ;;
-      *"No space left"*) hint=" (this host's store is full: collect garbage, nix-collect-garbage -d)" ;;
+      *"lacks a signature"*) hint=" (copy_signed is true: the builder must \
+sign with secret-key-files and this host trust its key in \
+trusted-public-keys)" ;;
+      *"No space left"*) hint=" (this host's store is full: collect garbage, \
+nix-collect-garbage -d)" ;;
       esac
     fi
-    give_up "the copy of $toplevel from the builder $(builder_label) failed: $(why_of "$out")$hint"
+    give_up "the copy of $toplevel from the builder $(builder_label) failed: \
+$(why_of "$out")$hint"
   fi
   out=$(nix-store --verify-path "$toplevel" 2>&1) ||
-    give_up "$toplevel is not valid here after the copy from $(builder_label): $(why_of "$out")"
+    give_up "$toplevel is not valid here after the copy from $(builder_label): \
+$(why_of "$out")"
 fi
 # the proof: the built system holds every setting it must
 unit_file=$toplevel/etc/systemd/system/$unit
@@ -214,12 +256,14 @@ while IFS='	' read -r kind label value; do
   case $kind in
   parser) grep -q -- "--tool-call-parser $value" "$script" 2>/dev/null ;;
   env) grep -Fqsw -- "$value" "$script" "$exec_script" "$unit_file" ;;
-  pages) grep -Eq "(^| )hugepagesz=${value%%=*} hugepages=${value#*=}( |\$)" "$toplevel/kernel-params" 2>/dev/null ;;
+  pages) grep -Eq "(^| )hugepagesz=${value%%=*} hugepages=${value#*=}( |\$)" \
+      "$toplevel/kernel-params" 2>/dev/null ;;
   absent) ! grep -Eq -- "$value" "$script" 2>/dev/null ;;
   denv) grep -Fqs -- "$value" "$unit_file" "$unit_file.d"/*.conf ;;
   prop) grep -Fqsx -- "$value" "$unit_file" "$unit_file.d"/*.conf ;;
   sysctl)
-    cat "$toplevel"/etc/sysctl.d/*.conf 2>/dev/null | awk -v k="${value%%=*}" -v v="${value#*=}" '
+    cat "$toplevel"/etc/sysctl.d/*.conf 2>/dev/null | awk -v k="${value%%=*}" \
+        -v v="${value#*=}" '
       { l = $0; sub(/^[ \t]*-?/, "", l); i = index(l, "=")
         if (!i) next
         a = substr(l, 1, i - 1); b = substr(l, i + 1)
@@ -233,14 +277,17 @@ done <<PROOFS
 $proofs
 PROOFS
 [ -z "$lacks" ] ||
-  give_up "$flake_input at $short builds a system without $lacks (the fix is not in)"
+  give_up "$flake_input at $short builds a system without $lacks (the fix is \
+not in)"
 log green "proven: $toplevel holds every setting it must"
 # what the switch changes beyond the settings (for the report)
 current=$(readlink -f /run/current-system)
 if [ -n "$current" ]; then
-  sh -c "$SYSTEM_BOOT" sh "$current" "$toplevel" 2>/dev/null | sed 's/^/@@remedy changes /'
+  sh -c "$(SYSTEM_BOOT)" sh "$current" "$toplevel" 2>/dev/null | sed \
+      's/^/@@remedy changes /'
   if [ -n "${builder_name:-}" ]; then
-    answer changes "unread not read: built on the builder $builder_name, and no nix runs here"
+    answer changes "unread not read: built on the builder $builder_name, and \
+no nix runs here"
   elif diff=$(nix_ store diff-closures "$current" "$toplevel" 2>&1); then
     printf '%s\n' "$diff" | sed 's/^/@@remedy changes diff /'
   else
@@ -250,5 +297,6 @@ fi
 say toplevel "$toplevel"
 [ -z "${builder_name:-}" ] || say built_on "$builder_name"
 head=$(as_owner git -C "$scratch" rev-parse HEAD 2>/dev/null </dev/null)
-jset "toplevel=$toplevel" "proven_head=$head" || give_up "cannot write the run journal $journal"
+jset "toplevel=$toplevel" "proven_head=$head" || give_up "cannot write the run \
+journal $journal"
 done_ "proven: $toplevel"

@@ -1,7 +1,7 @@
-# Remove the /run drop-ins of the unit (items) that carry only data settings (what
-# `remedy adopt` made a setting of) the next boot now holds, and daemon-reload: after
-# the verify, so a durable path that fails leaves them holding live right. The
-# running server keeps what it started with: no restart.
+# Remove the /run drop-ins of the unit (items) that carry only data settings
+# (what `remedy adopt` made a setting of) the next boot now holds, and
+# daemon-reload: after the verify, so a durable path that fails leaves them
+# holding live right. The running server keeps what it started with: no restart.
 need unit
 shift "$nargs"
 gone=

@@ -1,9 +1,10 @@
 # Remove the stale /run override before the switch, so the durable configuration
-# takes over with one restart: the managed drop-in, every /run drop-in of the unit
-# that sets ExecStart (never another runtime drop-in: a `set-property --runtime`
-# limit stays), and the /run start scripts they ran (the managed one, script, and
-# the one systemd runs now if it is under /run); then daemon-reload. Not when the
-# drain postponed the restart: the override keeps live right until then.
+# takes over with one restart: the managed drop-in, every /run drop-in of the
+# unit that sets ExecStart (never another runtime drop-in: a `set-property
+# --runtime` limit stays), and the /run start scripts they ran (the managed one,
+# script, and the one systemd runs now if it is under /run); then daemon-reload.
+# Not when the drain postponed the restart: the override keeps live right until
+# then.
 need journal run_id unit dropin script
 postponed=$(jget restart_postponed)
 [ -z "$postponed" ] || noop "kept: $postponed"

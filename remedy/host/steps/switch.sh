@@ -1,13 +1,15 @@
 # Switch to the proven toplevel (toplevel, or the one the run journal holds), as
-# `nixos-rebuild switch` ends: wait up to lock_wait_s for a switch that another holds
-# (a person's nixos-rebuild), set the system profile (set_profile=yes), then run its
-# switch-to-configuration in nixos-rebuild-ng's transient unit. What was proven is what
-# runs. action boot (the restart policy allows no restart now, or the drain postponed
-# it): the proven system becomes the boot default and nothing is activated. Its exit
-# code decides (remedy.core.readings.switch): 0 is done; 4 is done if the serving unit
-# is active, else the fallback takes over; 100 made it the boot default and activated
-# nothing; the switch inhibitors (NixOS 26.05) turn a switch into a boot; a switch
-# another holds changes nothing durable; anything else is rolled back.
+# `nixos-rebuild switch` ends: wait up to lock_wait_s for a switch that another
+# holds (a person's nixos-rebuild), set the system profile (set_profile=yes),
+# then run its switch-to-configuration in nixos-rebuild-ng's transient unit.
+# What was proven is what runs. action boot (the restart policy allows no
+# restart now, or the drain postponed it): the proven system becomes the boot
+# default and nothing is activated. Its exit code decides
+# (remedy.core.readings.switch): 0 is done; 4 is done if the serving unit is
+# active, else the fallback takes over; 100 made it the boot default and
+# activated nothing; the switch inhibitors (NixOS 26.05) turn a switch into a
+# boot; a switch another holds changes nothing durable; anything else is rolled
+# back.
 need journal run_id toplevel set_profile action unit lock_wait_s server_url
 toplevel=${toplevel:-$(jget toplevel)}
 [ -n "$toplevel" ] || give_up "no proven toplevel to switch to"
@@ -29,42 +31,52 @@ if [ "$set_profile" = yes ]; then
   out=$(nix-env -p "$profile" --set "$toplevel" 2>&1 </dev/null) ||
     give_up "setting the system profile to $toplevel failed: $(why_of "$out")"
 fi
-[ -z "$postponed" ] || log yellow "$postponed: making $toplevel the boot default only"
+[ -z "$postponed" ] || log yellow "$postponed: making $toplevel the boot \
+default only"
 [ "$action" != switch ] || cut_by_restart
 switch_to "$toplevel" "$action" "$lock_wait_s"
 code=$switch_exit
 [ "$switch_outcome" != locked ] || code=locked
 jset "switching=$toplevel" "switch_exit=$code"
 say switch_exit "${switch_exit:-none}"
-[ "$switch_outcome" != units-failed ] || say_items switch_failed_units ", " "$(failed_units)"
+[ "$switch_outcome" != units-failed ] || say_items switch_failed_units ", " \
+    "$(failed_units)"
 case $switch_outcome in
 inhibited)
   if [ "$action" = switch ]; then
-    refused="switch-to-configuration switch exited 1: Pre-switch check 'switchInhibitors' failed (the new generation changes a package NixOS will not switch live)"
+    refused="switch-to-configuration switch exited 1: Pre-switch check \
+'switchInhibitors' failed (the new generation changes a package NixOS will not \
+switch live)"
     log yellow "$refused; making $toplevel the boot default"
     switch_to "$toplevel" boot "$lock_wait_s"
     if [ "$switch_exit" != 0 ]; then
-      why="$refused; switch-to-configuration boot ${switch_exit:+exited $switch_exit}${switch_exit:-did not report}: $(why_of "$switch_said")"
+      why="$refused; switch-to-configuration boot ${switch_exit:+exited \
+$switch_exit}${switch_exit:-did not report}: $(why_of "$switch_said")"
       log red "$why; the /run override goes back, then the rollback"
       give_up "$why"
     fi
     jset "boot_pending=$toplevel"
     say boot_pending "$toplevel"
     say boot_pending_reason "switch inhibitors"
-    why="$refused; switch-to-configuration boot made it the boot default and nothing was activated (a reboot activates it); the /run override keeps live right until then"
-    log yellow "$why; the /run override goes back; the new generation stays the boot default"
+    why="$refused; switch-to-configuration boot made it the boot default and \
+nothing was activated (a reboot activates it); the /run override keeps live \
+right until then"
+    log yellow "$why; the /run override goes back; the new generation stays \
+the boot default"
     give_up "$why"
   fi
   ;;
 locked)
   holders=$(lock_holders)
-  [ -z "$before" ] || nix-env -p "$profile" --set "$before" >/dev/null 2>&1 </dev/null
+  [ -z "$before" ] || nix-env -p "$profile" --set "$before" >/dev/null 2>&1 \
+      </dev/null
   say_items switch_locked "; " "${holders:-another switch}"
   give_up "$(locked_why "${holders:-another switch}" 0)"
   ;;
 done)
   if [ "$action" = boot ]; then
-    log green "durable at next boot: $toplevel is the boot default; running the old generation until a reboot or a restart window"
+    log green "durable at next boot: $toplevel is the boot default; running \
+the old generation until a reboot or a restart window"
     say boot_pending "$toplevel"
     say boot_pending_reason "restart policy"
   fi
@@ -73,21 +85,28 @@ done)
 units-failed)
   failed=$(failed_units)
   if [ "$(systemctl is-active -- "$unit" 2>/dev/null)" = active ] &&
-    ! printf '%s\n' "$failed" | tr ',' '\n' | sed 's/^ *//' | grep -qxF -- "$unit"; then
+    ! printf '%s\n' "$failed" | tr ',' '\n' | sed 's/^ *//' | grep -qxF -- \
+        "$unit"; then
     log yellow "switch exit 4: $failed failed"
-    done_ "switch-to-configuration $action of $toplevel (exit 4: $failed failed)"
+    done_ "switch-to-configuration $action of $toplevel (exit 4: $failed \
+failed)"
   fi
-  why="switch-to-configuration exited 4: $unit is not active (failed: ${failed:-not named}); the fallback takes over"
+  why="switch-to-configuration exited 4: $unit is not active (failed: \
+${failed:-not named}); the fallback takes over"
   ;;
 boot-pending)
   say boot_pending "$toplevel"
-  why="switch-to-configuration exited 100: the init interface changed, so the new generation is the boot default and nothing was activated (a reboot activates it); the /run override keeps live right until then"
+  why="switch-to-configuration exited 100: the init interface changed, so the \
+new generation is the boot default and nothing was activated (a reboot \
+activates it); the /run override keeps live right until then"
   ;;
 *)
   if [ -z "$switch_exit" ]; then
-    why="switch-to-configuration switch did not report: $(why_of "$switch_said")"
+    why="switch-to-configuration switch did not report: $(why_of \
+"$switch_said")"
   else
-    why="switch-to-configuration switch exited $switch_exit: $(why_of "$switch_said" "$switch_exit")"
+    why="switch-to-configuration switch exited $switch_exit: $(why_of \
+"$switch_said" "$switch_exit")"
   fi
   ;;
 esac

@@ -1,12 +1,14 @@
-# Verify tool calling: wait (up to ready_timeout_s) for the server, then require the
-# tool-call probe to be parsed and the serving process to have the wanted parser and
-# variables (items want:KEY=VALUE; later:KEY is left out when the drain postponed the
-# restart). A check: it changes nothing. stage durable: a failure gives up the durable
-# path; fallback: the run fails. Three unparsed answers in a row end the wait; the
-# model answering in prose three rounds running, with the configuration right, is
-# "not verified", never a reason to roll back. probe_head and probe_tail: the probe's
-# request body before and after the model id.
-need journal run_id unit stage server_url model probe_timeout_s ready_timeout_s \
+# Verify tool calling: wait (up to ready_timeout_s) for the server, then require
+# the tool-call probe to be parsed and the serving process to have the wanted
+# parser and variables (items want:KEY=VALUE; later:KEY is left out when the
+# drain postponed the restart). A check: it changes nothing. stage durable: a
+# failure gives up the durable path; fallback: the run fails. Three unparsed
+# answers in a row end the wait; the model answering in prose three rounds
+# running, with the configuration right, is "not verified", never a reason to
+# roll back. probe_head and probe_tail: the probe's request body before and
+# after the model id.
+need journal run_id unit stage server_url model probe_timeout_s \
+    ready_timeout_s \
   parsed_before probe_head probe_tail
 shift "$nargs"
 # @include-text PROBE probe.sh
@@ -32,10 +34,12 @@ fi
 out=$(mktemp) || give_up "cannot make a temporary file"
 trap 'rm -f -- "$out"' EXIT
 probe() {  # one probe: its outcome in $outcome, its reason in $reason
-  sh -c "$PROBE" sh "$server_url" "$model" "$probe_timeout_s" 3 "$probe_head" "$probe_tail" \
+  sh -c "$(PROBE)" sh "$server_url" "$model" "$probe_timeout_s" 3 \
+      "$probe_head" "$probe_tail" \
     >"$out" 2>&1
-  if said=$(REMEDY_PROBE_OUT=$out nix --extra-experimental-features nix-command \
-    eval --impure --raw --expr "$PROBE_NIX" 2>/dev/null); then
+  if said=$(REMEDY_PROBE_OUT=$out nix --extra-experimental-features \
+      nix-command \
+    eval --impure --raw --expr "$(PROBE_NIX)" 2>/dev/null); then
     outcome=${said%%"	"*} reason=${said#*"	"}
   elif grep -q '^@@remedy-http-status=200' "$out"; then
     outcome=http_error reason="HTTP 200 but not a chat completion"
@@ -65,9 +69,11 @@ while :; do
     if [ -n "$lacking" ]; then
       why="the probe is parsed but systemd runs without $lacking (pid $pid)"
     elif [ "$outcome" = inconclusive ]; then
-      unverified="the serving process (pid $pid) has the wanted parser and variables, but the model answered in prose 9 times: $reason"
+      unverified="the serving process (pid $pid) has the wanted parser and \
+variables, but the model answered in prose 9 times: $reason"
     else
-      log green "verified after ${elapsed}s: the serving process (pid $pid) has the wanted parser and variables; probe parsed"
+      log green "verified after ${elapsed}s: the serving process (pid $pid) \
+has the wanted parser and variables; probe parsed"
     fi
     break
   fi
@@ -81,11 +87,13 @@ while :; do
   fi
   if [ "$(date +%s)" -gt "$deadline" ]; then
     say probe_after "$outcome"
-    why="not ready after ${ready_timeout_s}s (ready_timeout_s): $outcome: $reason"
+    why="not ready after ${ready_timeout_s}s (ready_timeout_s): $outcome: \
+$reason"
     break
   fi
   if [ $((elapsed - noted)) -ge 5 ]; then
-    log blue "waiting for the server ($outcome, ${elapsed}s of ${ready_timeout_s}s)"
+    log blue "waiting for the server ($outcome, ${elapsed}s of \
+${ready_timeout_s}s)"
     noted=$elapsed
   fi
   sleep 1
