@@ -1,9 +1,7 @@
 # The first model id that /v1/models ($1) lists, into $model, with shell
-# builtins only (issue 34: the probe runs in every read of every host). It is
-# what this printed:   printf '%s' "$1" | tr ',{' '\n\n' | sed -n PROGRAM | head
-# -n 1, where PROGRAM is
-# 's/^[[:space:]]*"id"[[:space:]]*:[[:space:]]*"\([A-Za-z0-9_.\/:-]*\)".*/\1/p'
-# (tests/unit/test_probe_model_id.py runs both on the same answers).
+# builtins only (issue 34: the probe runs in every read of every host). It reads
+# what the pipeline tests/unit/test_probe_model_id.py keeps as PIPELINE read
+# (tr, then sed, then head), and that test runs both on the same answers.
 first_model_id() {
   model=
   set -f; IFS=',{

@@ -416,10 +416,11 @@ nix_() { nix --extra-experimental-features 'nix-command flakes' "$@"; }
 # at most nix_memory_max_gb: nix_bound) where the host has systemd-run. WHAT
 # names the scope.
 # @include-text NIX_BOUNDED nix_bounded.sh
+# In bytes (meminfo: another file than /proc/meminfo, for a test).
 nix_bound() {
   awk -v floor="$min_gb" -v cap="${nix_memory_max_gb:-0}" '/^MemAvailable:/ {
     b = $2 * 1024 - floor * 1e9; if (cap > 0 && cap * 1e9 < b) b = cap * 1e9
-    if (b < 1) b = 1; printf "%.0f", b }' /proc/meminfo
+    if (b < 1) b = 1; printf "%.0f", b }' "${meminfo:-/proc/meminfo}"
 }
 scope_id() { printf '%s' "$run_id" | tr -cs 'A-Za-z0-9' '-' | sed \
     's/^-*//; s/-*$//'; }

@@ -63,7 +63,7 @@ start() {
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   durable_failed='' stopped='' failed='' removed='' switched='' \
       override_failed=''
-  restarts=0 lock_commit='' toplevel='' ops='' rc=0 \
+  restarts=0 lock_commit='' toplevel='' ops='' \
       current='(before the first step)'
   trap 'finish_record $?' EXIT
   trap 'on_signal INT' INT

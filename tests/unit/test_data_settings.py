@@ -24,11 +24,10 @@ from remedy.cli.settings import settings as settings_cli
 from remedy.core.config import adopt, desired, volatile
 from remedy.core.config import data_settings as data
 from remedy.core.config.host_data import from_host_data
-from remedy.core.programs import commands
 from remedy.core.readings import sections
 from remedy.core.readings.runtime import ServingProcess
 from remedy.core.readings.snapshot import SettingReadings, read_readings
-from remedy.core.render import manual_flow, report
+from remedy.core.render import report
 from remedy.core.run import plan, steps
 from remedy.errors import ConfigError
 
@@ -478,10 +477,14 @@ def test_restart_urgency_names_a_data_setting_too(tmp_path, managed):
 # ----------------------------------------------------------------------- the fallback
 
 
-def fallback_step(snap, s, name: str = "Write the /run fallback override") -> dict:
+def fallback_step(snap, s, name: str = "Write the /run fallback override"):
     p = plan.plan_restore(snap, s, desired.ALL)
     (step,) = [x for x in steps.plan_steps(p, snap, s, "t").steps if x.template.name == name]
-    return step.args
+    return step.values
+
+
+def sysctls_of(values) -> dict[str, str]:
+    return dict(i[7:].split("=", 1) for i in values.items if i.startswith("sysctl:"))
 
 
 def test_the_fallback_carries_a_drifted_variable_and_sets_a_sysctl(tmp_path, managed):
@@ -493,21 +496,18 @@ def test_the_fallback_carries_a_drifted_variable_and_sets_a_sysctl(tmp_path, man
     assert "the /run override carries VLLM_LOGGING_LEVEL (volatile: a reboot reverts it)" in (
         p.reasons
     )
-    args = fallback_step(snap, s)
-    assert args["skip"] is None and args["write"]
-    assert args["carried_env"] == {"VLLM_LOGGING_LEVEL": "DEBUG"}
-    assert args["carried_lacking"] == ["VLLM_LOGGING_LEVEL"]
-    assert args["sysctls"] == {"vm.max_map_count": "2097152"}
-    assert commands.sysctl_written("vm.max_map_count", "2097152") == [
-        "sysctl", "-w", "vm.max_map_count=2097152"]  # fmt: skip
-    text = commands.dropin_text(s.override_script, {**args["carried_env"], **s.required_env})
-    assert "\nEnvironment=VLLM_LOGGING_LEVEL=DEBUG\n" in text
+    values = fallback_step(snap, s)
+    assert values.skip is None and values.write
+    assert "\nEnvironment=VLLM_LOGGING_LEVEL=DEBUG\n" in values.dropin_text
+    assert values.lacking == "VLLM_LOGGING_LEVEL"
+    assert sysctls_of(values) == {"vm.max_map_count": "2097152"}
     # the restart onto it is not skipped as "the override it ran before"
-    assert not fallback_step(snap, s, "Restart onto the /run override")["override_ran_before"]
-    # the manual script writes the same drop-in lines and sets the sysctl where it differs
-    script = "\n".join(manual_flow._write_override(s, desired.ALL))
-    assert "Environment=VLLM_LOGGING_LEVEL=DEBUG\n" in script
-    assert "|| sysctl -w vm.max_map_count=2097152 </dev/null" in script
+    assert not fallback_step(snap, s, "Restart onto the /run override").override_ran_before
+    # the manual script runs the same program with the same values
+    words = values.words()
+    assert "sysctl:vm.max_map_count=2097152" in words and f"dropin_text={values.dropin_text}" in (
+        words
+    )
 
 
 def test_a_sysctl_alone_is_set_without_an_override_or_a_restart(tmp_path, managed):
@@ -517,14 +517,14 @@ def test_a_sysctl_alone_is_set_without_an_override_or_a_restart(tmp_path, manage
     p = plan.plan_restore(snap, s, desired.ALL)
     assert p.path == plan.FALLBACK and not p.restart_expected
     assert "sysctl -w vm.max_map_count=2097152 (volatile: a reboot reverts it)" in p.reasons
-    args = fallback_step(snap, s)
-    assert (args["skip"], args["write"], args["sysctls"]) == (
+    values = fallback_step(snap, s)
+    assert (values.skip, values.write, sysctls_of(values)) == (
         None, False, {"vm.max_map_count": "2097152"})  # fmt: skip
-    assert args["carried_env"] == {} and args["problem"] is None
-    assert not fallback_step(snap, s, "Restart onto the /run override")["may_restart"]
+    assert "VLLM_LOGGING_LEVEL" not in values.dropin_text
+    assert not fallback_step(snap, s, "Restart onto the /run override").may_restart
     # live holds it: nothing differs, the step says so and does nothing
     held = with_sysctl(snapshot("durable"), "2097152")
-    args = fallback_step(held, s)
-    assert args["sysctls"] == {} and args["skip"] == (
+    values = fallback_step(held, s)
+    assert sysctls_of(values) == {} and values.skip == (
         "the server runs the wanted parser and environment; no override needed"
     )

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+
+import pytest
 
 from remedy.core.programs import journal
 
@@ -66,30 +70,46 @@ def test_no_journal_and_a_torn_one():
     assert not torn.present and "unreadable" in torn.problem
 
 
-def test_the_manual_scripts_journal_is_the_deploys(tmp_path):
-    """What the shell writes, the deploy reads (a killed script is finished by either),
-    and the shell reads the keys back itself."""
-    import subprocess
+SHELLS = [sh for sh in (["dash"], ["bash", "--posix"]) if shutil.which(sh[0])]
 
-    from remedy.core.config.host_data import from_host_data
-    from remedy.core.render import manual_flow
 
+def lib_run(shell: list[str], body: str, *args: str) -> subprocess.CompletedProcess:
+    """BODY after the host library (remedy/host/lib.sh), as a step program runs."""
+    from remedy import host
+
+    return subprocess.run([*shell, "-c", host.text("lib.sh") + body, "test", "apply", *args],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0])
+def test_the_step_programs_journal_is_what_remedy_reads(tmp_path, shell):
+    """What the host library writes (every step program's jset, the deploy's and the
+    manual script's alike), remedy reads; and the library reads the keys back."""
     path = tmp_path / "run.json"
-    shell = "\n".join(
-        [
-            *manual_flow._journal(from_host_data("cfx-llm2", {})),
-            f"journal={path}",
-            *(f"{k}={v}" for k, v in VALUES.items()),
-            "lock_commit= new_rev= pid_at_override=",
-            "journal_write",
-            'printf "%s %s\\n" "$(jget scratch)" "$(jget commits)"',
-        ]
-    )
-    ran = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, check=True)
+    values = [f"{k}={v}" for k, v in VALUES.items() if k != "run_id"]
+    body = 'jset "$@"\nprintf "%s %s\\n" "$(jget scratch)" "$(jget commits)"'
+    ran = lib_run(shell, 'shift "$nargs"\n' + body, f"journal={path}",
+                  f"run_id={VALUES['run_id']}", "--", *values)  # fmt: skip
     assert ran.stdout.split() == [VALUES["scratch"], "2"]
     written = json.loads(path.read_text())
-    assert {k: written[k] for k in VALUES} == VALUES
-    assert written["pid_at_override"] == 0 and written["lock_commit"] == ""
+    assert written == VALUES
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     j = journal.parse(answer(written))
     assert j.resumable("a" * 40)
+    # another run's journal starts over; a key set empty goes
+    lib_run(shell, "jset toplevel=", f"journal={path}", f"run_id={VALUES['run_id']}")
+    assert "toplevel" not in json.loads(path.read_text())
+    lib_run(shell, "jset scratch=/tmp/x", f"journal={path}", "run_id=other")
+    assert json.loads(path.read_text()) == {"run_id": "other", "scratch": "/tmp/x"}
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0])
+def test_a_journal_remedy_did_not_write_is_set_aside_never_read(tmp_path, shell):
+    path = tmp_path / "run.json"
+    path.write_text('{\n "run_id": "r",\n "toplevel": "/nix/store/evil"\n}\n')
+    path.chmod(0o644)  # not remedy's mode
+    ran = lib_run(shell, 'printf "[%s]" "$(jget toplevel)"; jset scratch=/tmp/y',
+                  f"journal={path}", "run_id=r")  # fmt: skip
+    assert ran.stdout.startswith("[]") and "aside" in ran.stdout
+    assert json.loads(path.read_text()) == {"run_id": "r", "scratch": "/tmp/y"}
+    assert list(tmp_path.glob("run.json.untrusted-*"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from remedy.core.run import steps as steps_core
 from remedy.core.run.plan import DURABLE, FALLBACK
 from remedy.core.run.stop import StopRequest
@@ -27,7 +29,7 @@ def flow(results: dict[str, Meta], path: str = DURABLE, stop: StopRequest | None
     done, out = [], []
     stop = stop or StopRequest()
     for t in steps_core.TEMPLATES:
-        step = steps_core.Step(t, {})
+        step = steps_core.Step(t, SimpleNamespace(skip=None))
         out.append((t.name, condition(step, list(done), path, stop)))
         done.append((step, results.get(t.name, Meta())))
     return dict(out)
@@ -93,17 +95,17 @@ def test_a_signal_stops_every_step_but_putting_a_removed_override_back():
 
 def _noop_steps(carriers: list[str]) -> list:
     """The steps of a plan with nothing to do, as plan_steps gives them their skips: a
-    reason for every durable and fallback step but the removal of /run drop-ins the next
-    boot carries (none: a reason too)."""
+    reason for every step but the outcome, a scratch clone a killed run left, and the
+    removal of /run drop-ins the next boot carries (none: a reason too)."""
     out = []
     for t in steps_core.TEMPLATES:
-        if t.stage == steps_core.ALWAYS:
-            args = {}
+        if t.key in ("outcome", "scratch_removed"):
+            skip = None
         elif t.key == "remove_carriers":
-            args = {"paths": carriers, "skip": None if carriers else "no /run drop-in carries"}
+            skip = None if carriers else "no /run drop-in carries"
         else:
-            args = {"skip": "nothing to do: every setting holds"}
-        out.append(steps_core.Step(t, args))
+            skip = "nothing to do: every setting holds"
+        out.append(steps_core.Step(t, SimpleNamespace(skip=skip)))
     return out
 
 

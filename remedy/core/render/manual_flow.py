@@ -16,6 +16,7 @@ plan's: each program decides on the host, as it does for the deploy.
 
 from __future__ import annotations
 
+import re
 import shlex
 import textwrap
 from dataclasses import dataclass
@@ -84,9 +85,9 @@ def _values_function(n: int, values: sv.StepValues, title: str) -> list[str]:
     args: list[str] = []
     for i, word in enumerate(values.words()):
         key, eq, value = word.partition("=")
-        if word == "--" or not eq:
-            args.append(shlex.quote(word))
-        elif values.PROGRAM == "override" and key == "putting_back":
+        if not (eq and re.fullmatch(r"[a-z0-9_]+", key)):
+            key, value = "", word
+        if values.PROGRAM == "override" and key == "putting_back":
             args.append('"putting_back=${putting_back:-no}"')  # set when stopped
         elif key == "run_id" and value == MANUAL_RUN_ID:
             args.append('"run_id=$run_id"')  # the script's own (the runner makes it)
@@ -95,7 +96,7 @@ def _values_function(n: int, values: sv.StepValues, title: str) -> list[str]:
         else:
             body.append(f"  v{i}={_sq(pieces[0])}")
             body += [f"  v{i}=$v{i}{_sq(p)}" for p in pieces[1:]]
-            args.append(f'"{key}=$v{i}"')
+            args.append(f'"{key}=$v{i}"' if key else f'"$v{i}"')
     line = f'  program {values.PROGRAM} "$1"'
     for a in args:
         if len(line) + 1 + len(a) + 2 > WIDTH:
@@ -192,6 +193,7 @@ def render(plan: RestorePlan, steps: Steps, r: Rendering) -> str:
         "# Each step runs a host program, remedy/host/steps/NAME.sh, defined after",
         "# the steps: the same text the deploy runs. It decides on the host, when it",
         "# runs, whether there is anything to do, and says why when there is not.",
+        "# shellcheck disable=SC2317  # the helpers come after main, which calls them",
         "set -eu",
         "",
         "main() {",
@@ -262,6 +264,7 @@ def render_standalone(steps: list[tuple[str, object]], r: Rendering, unit: str) 
         *_comment(f"Issues: {', '.join(r.issues)}. Rendered for host {r.host}."),
         "#   ssh root@HOST sh -s -- plan < FILE   the steps; changes nothing",
         "#   ssh root@HOST sh -s < FILE           carry them out",
+        "# shellcheck disable=SC2317  # the helpers come after main, which calls them",
         "set -eu",
         "",
         "main() {",
