@@ -19,6 +19,7 @@ for i in "$@"; do items="$items$i$_nl"; done
 # @include-text CHECK_EXPR flake_check.nix
 # @include-text SYSTEM_BOOT system_boot.sh
 # @include-text FETCH builder_fetch.sh
+# @include system_lacks.sh
 owner_of "$flake_dir"
 scratch=$(jget scratch) there=$scratch
 if [ -n "${builder_name:-}" ]; then
@@ -246,36 +247,8 @@ $(why_of "$out")$hint"
 $(why_of "$out")"
 fi
 # the proof: the built system holds every setting it must
-unit_file=$toplevel/etc/systemd/system/$unit
-exec_script=$(exec_path "$unit_file" "$unit_file.d"/*.conf)
-script=$(flags_script "$exec_script")
-lacks=
-proofs=$(printf '%s' "$items" | sed -n 's/^prove://p')
-while IFS='	' read -r kind label value; do
-  [ -n "$kind" ] || continue
-  case $kind in
-  parser) grep -q -- "--tool-call-parser $value" "$script" 2>/dev/null ;;
-  env) grep -Fqsw -- "$value" "$script" "$exec_script" "$unit_file" ;;
-  pages) grep -Eq "(^| )hugepagesz=${value%%=*} hugepages=${value#*=}( |\$)" \
-      "$toplevel/kernel-params" 2>/dev/null ;;
-  absent) ! grep -Eq -- "$value" "$script" 2>/dev/null ;;
-  denv) grep -Fqs -- "$value" "$unit_file" "$unit_file.d"/*.conf ;;
-  prop) grep -Fqsx -- "$value" "$unit_file" "$unit_file.d"/*.conf ;;
-  sysctl)
-    cat "$toplevel"/etc/sysctl.d/*.conf 2>/dev/null | awk -v k="${value%%=*}" \
-        -v v="${value#*=}" '
-      { l = $0; sub(/^[ \t]*-?/, "", l); i = index(l, "=")
-        if (!i) next
-        a = substr(l, 1, i - 1); b = substr(l, i + 1)
-        gsub(/^[ \t]+|[ \t]+$/, "", a); gsub(/^[ \t]+|[ \t]+$/, "", b)
-        if (a == k && b == v) f = 1 }
-      END { exit !f }' ;;
-  flag) grep -Fqs -- "$value" "$script" ;;
-  *) false ;;
-  esac || lacks="${lacks:+$lacks; }$label"
-done <<PROOFS
-$proofs
-PROOFS
+lacks=$(system_lacks "$toplevel" "$unit" "$(printf '%s' "$items" |
+  sed -n 's/^prove://p')")
 [ -z "$lacks" ] ||
   give_up "$flake_input at $short builds a system without $lacks (the fix is \
 not in)"

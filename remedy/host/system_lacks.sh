@@ -1,0 +1,40 @@
+# system_lacks TOPLEVEL UNIT PROOFS: the settings the built system TOPLEVEL
+# lacks, "; " between (nothing: it holds every one). PROOFS: one a line,
+# KIND<TAB>LABEL <TAB>VALUE (remedy.core.config.desired.proof_items): the start
+# script's parser, a variable its start chain sets, a hugepage pool of its
+# kernel parameters, flags that must be absent, and a data setting's variable,
+# property, sysctl or flag. The start script is the one UNIT's ExecStart leads
+# to (through a `script =` wrapper).
+system_lacks() {
+  _top=$1 _lacks=''
+  _unit_file=$_top/etc/systemd/system/$2
+  _exec=$(exec_path "$_unit_file" "$_unit_file.d"/*.conf)
+  _script=$(flags_script "$_exec")
+  while IFS='	' read -r _kind _label _value; do
+    [ -n "$_kind" ] || continue
+    case $_kind in
+    parser) grep -q -- "--tool-call-parser $_value" "$_script" 2>/dev/null ;;
+    env) grep -Fqsw -- "$_value" "$_script" "$_exec" "$_unit_file" ;;
+    pages) grep -Eq "(^| )hugepagesz=${_value%%=*} hugepages=${_value#*=}( \
+|\$)" \
+        "$_top/kernel-params" 2>/dev/null ;;
+    absent) ! grep -Eq -- "$_value" "$_script" 2>/dev/null ;;
+    denv) grep -Fqs -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
+    prop) grep -Fqsx -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
+    sysctl)
+      cat "$_top"/etc/sysctl.d/*.conf 2>/dev/null | awk -v k="${_value%%=*}" \
+          -v v="${_value#*=}" '
+        { l = $0; sub(/^[ \t]*-?/, "", l); i = index(l, "=")
+          if (!i) next
+          a = substr(l, 1, i - 1); b = substr(l, i + 1)
+          gsub(/^[ \t]+|[ \t]+$/, "", a); gsub(/^[ \t]+|[ \t]+$/, "", b)
+          if (a == k && b == v) f = 1 }
+        END { exit !f }' ;;
+    flag) grep -Fqs -- "$_value" "$_script" ;;
+    *) false ;;
+    esac || _lacks="${_lacks:+$_lacks; }$_label"
+  done <<PROOFS
+$3
+PROOFS
+  printf '%s' "$_lacks"
+}
