@@ -310,6 +310,18 @@ durable_exec_start() {
   exec_path $_files
   set +f
 }
+# The file of UNIT's that sets the ExecStart systemd runs: the last of its fragment
+# and drop-ins, in the order systemd applies them, with an ExecStart= of a command.
+exec_start_via() {
+  _via=''
+  set -f
+  for _f in $(systemctl show -P FragmentPath -- "$1" 2>/dev/null) \
+    $(systemctl show -P DropInPaths -- "$1" 2>/dev/null); do
+    grep -q '^[[:space:]]*ExecStart=[^[:space:]]' "$_f" 2>/dev/null && _via=$_f
+  done
+  set +f
+  printf '%s' "$_via"
+}
 # The path of the ExecStart systemd runs UNIT with now (its effective one).
 running_exec_start() {
   systemctl show -P ExecStart -- "$1" 2>/dev/null | sed -n \

@@ -32,22 +32,33 @@ program() {
 }
 
 # start MODE: plan prints the plan and changes nothing; run takes the host lock
-# (one remedy run per host, as the deploy's) and records the run when it ends.
+# (one remedy run per host, as the deploy's) and records the run when it ends;
+# fallback runs it with the /run fallback only (no bump, no build, no switch).
 start() {
   mode=${1:-run}
   case $mode in
   run | plan) ;;
-  *) say_ "usage: sh -s -- [plan]  (plan: print the plan; change nothing)"; \
-      exit 2 ;;
+  fallback) mode=run path=fallback ;;
+  *)
+    say_ "usage: sh -s -- [plan|fallback]  (plan: print the plan; change" \
+      "nothing; fallback: the /run fallback only)"
+    exit 2
+    ;;
   esac
   run_id="manual:$(hostname):$$:$(date +%s)" putting_back=no
+  if [ "$mode" = run ]; then
+    say_ "The plan (remedy's planner, from what it read of the host):"
+    plan_text >&2
+  fi
   if [ "$mode" = plan ]; then
     plan_text
     printf '\nThe commands, in order (each runs only if its stage is on):\n'
     return 0
   fi
-  [ "$(id -u)" = 0 ] || { say_ "run it as root (ssh root@HOST sh -s < FILE)"; \
-      exit 2; }
+  if [ "$(id -u)" != 0 ]; then
+    say_ "run it as root (ssh root@HOST sh -s < FILE)"
+    exit 2
+  fi
   lock=/run/lock/remedy-$unit.lock holder=/run/lock/remedy-$unit.holder
   exec 9>>"$lock"
   if ! flock -n 9; then
@@ -61,10 +72,9 @@ start() {
   printf 'pid %s on %s since %s: the manual script of runbook %s\n' "$$" \
     "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runbook" >"$holder"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  durable_failed='' stopped='' failed='' removed='' switched='' \
-      override_failed=''
-  restarts=0 lock_commit='' toplevel='' ops='' \
-      current='(before the first step)'
+  durable_failed='' stopped='' failed='' removed='' switched=''
+  override_failed='' new_rev='' boot_pending='' restarts=0 lock_commit=''
+  toplevel='' ops='' current='(before the first step)'
   trap 'finish_record $?' EXIT
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
@@ -116,6 +126,9 @@ step() {
     "@@remedy say lock_commit "*) lock_commit=${line#@@remedy say lock_commit \
         } ;;
     "@@remedy say toplevel "*) toplevel=${line#@@remedy say toplevel } ;;
+    "@@remedy say new_rev "*) new_rev=${line#@@remedy say new_rev } ;;
+    "@@remedy say boot_pending "*)
+      boot_pending=${line#@@remedy say boot_pending } ;;
     "@@remedy say restarts "*) restarts=$((restarts + 1)) ;;
     "@@remedy done "* | "@@remedy noop "* | "@@remedy give-up "*)
       l=${line#@@remedy }
@@ -154,25 +167,29 @@ finish() {
   [ "$mode" = plan ] && exit 0
   p=$path
   [ -z "$durable_failed" ] || p=durable+fallback
-  line="outcome: path $p; restarts $restarts"
-  [ -z "$lock_commit" ] || line="$line; the checkout is at $lock_commit"
+  line="outcome: path $p"
   [ "$path" != fallback ] || [ -n "$failed$override_failed" ] ||
     line="$line; VOLATILE: tool calling rests on the /run override until the \
 durable fix is deployed; a reboot reverts it"
+  [ -z "$lock_commit" ] || line="$line; the checkout takes $new_rev"
+  [ -z "$boot_pending" ] || line="$line; durable at next boot: $boot_pending \
+is the boot default (a reboot activates it)"
+  line="$line; restarts $restarts"
   say_ ""
   say_ "$line"
   if [ -n "$failed" ]; then
     say_ "FAILED: $failed"
     exit 1
   fi
-  [ "$path" = fallback ] && exit 3
+  [ "$path" = fallback ] && [ -z "$boot_pending" ] && exit 3
+  [ -n "$boot_pending" ] && exit 6
   exit 0
 }
 js() { printf '%s' "$1" | sed 's/[\\"]/\\&/g' | tr '\t\n' '  '; }
 finish_record() {
   st=$1
   trap - EXIT INT TERM
-  case $st in 0) result=ok ;; 3) result=ok ;; 5) result=locked ;;
+  case $st in 0 | 3 | 6) result=ok ;; 5) result=locked ;;
   130 | 143) result=interrupted ;; *) result=failed ;; esac
   [ -z "$stopped" ] || result=interrupted
   p=$path
@@ -182,28 +199,26 @@ finish_record() {
   o=$(printf '%s' "$ops" | while IFS='	' read -r n t r w; do
     [ -n "$n" ] || continue
     printf '{"name": "%s", "changed": %s, "succeeded": %s, "why": "%s"}, ' \
-        "$(js "$t")" \
-      "$([ "$r" = changed ] && echo true || echo false)" \
+      "$(js "$t")" "$([ "$r" = changed ] && echo true || echo false)" \
       "$([ "$r" = error ] && echo false || echo true)" "$(js "$w")"
   done)
-  mkdir -p "${record%/*}" && (
-    umask 077
+  line=$(
     printf '{"host": "%s", "result": "%s", "time": "%s", "operator": "%s", ' \
       "$(js "$host_name")" "$result" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
       "$(js "manual script, $(id -un)@$(hostname)")"
-    printf \
-        '"runbook": "%s", "issues": [%s], "path": "%s", "operations": [%s], ' \
-      "$runbook" "$issues" "$p" "${o%, }"
-    printf '"details": {"run_id": "%s", "started": "%s", "exit": %s, ' "$(js \
-"$run_id")" \
+    printf '"runbook": "%s", "issues": [%s], "path": "%s", ' \
+      "$runbook" "$issues" "$p"
+    printf '"operations": [%s], "details": {"run_id": "%s", ' "${o%, }" \
+      "$(js "$run_id")"
+    printf '"started": "%s", "exit": %s, "manual_script": true, ' \
       "$started" "$st"
-    printf '"manual_script": true, "restarts": %s, "lock_commit": "%s", ' \
-        "$restarts" \
-      "$(js "$lock_commit")"
-    printf '"toplevel": "%s", "failed": "%s", "interrupted": "%s"}}\n' "$(js \
-"$toplevel")" \
+    printf '"restarts": %s, "lock_commit": "%s", "toplevel": "%s", ' \
+      "$restarts" "$(js "$lock_commit")" "$(js "$toplevel")"
+    printf '"failed": "%s", "interrupted": "%s"}}' \
       "$(js "${failed:-$durable_failed}")" "$(js "$stopped")"
-  ) >>"$record"
+  )
+  # root's, mode 0600: the snapshot reads it as it reads remedy's own files
+  mkdir -p "${record%/*}" && (umask 077 && printf '%s\n' "$line" >>"$record")
   rm -f -- "$holder" "$journal"
   exit "$st"
 }

@@ -14,7 +14,8 @@ system_lacks() {
     [ -n "$_kind" ] || continue
     case $_kind in
     parser) grep -q -- "--tool-call-parser $_value" "$_script" 2>/dev/null ;;
-    env) grep -Fqsw -- "$_value" "$_script" "$_exec" "$_unit_file" ;;
+    env) grep -Fqsw -- "$_value" "$_script" "$_exec" "$_unit_file" \
+        "$_unit_file.d"/*.conf ;;
     pages) grep -Eq "(^| )hugepagesz=${_value%%=*} hugepages=${_value#*=}( \
 |\$)" \
         "$_top/kernel-params" 2>/dev/null ;;

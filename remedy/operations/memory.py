@@ -28,10 +28,11 @@ def hugepages_reduced(values: sv.Hugepages):
     if values.skip:
         host.noop(values.skip)
         return
+    if values.contingent and not state.is_executing:
+        host.noop(CONTINGENT)
+        return
     if not state.is_executing:
-        host.noop(
-            CONTINGENT if values.contingent else "will release the free pages above the target"
-        )
+        yield from program.preview(values)
         return
     yield from program.step(values)
 

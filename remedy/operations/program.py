@@ -120,11 +120,17 @@ def check(values: sv.StepValues) -> Generator[StringCommand]:
 
 def preview(values: sv.StepValues) -> Generator[StringCommand]:
     """At prepare (``--dry``, the confirmation): the step as it will run, its program
-    named by its file, never run then (pyinfra runs a body at execution)."""
+    named by its file, never run then (pyinfra runs a body at execution); with ``-v``
+    each of its values is said."""
+    from pyinfra import state
     from pyinfra.api import QuoteString
 
     name = values.PROGRAM
-    words = [f"<remedy/host/steps/{name}.sh>", f"remedy-{name}", sv.APPLY]
-    shown = [w if "\n" not in w.strip() else f"<{len(w.splitlines())} lines>" for w in
-             values.words()]  # fmt: skip
-    yield StringCommand("sh", "-c", *(QuoteString(w) for w in [*words, *shown]))
+    shown = [w if "\n" not in w.strip() else f"{w.split('=', 1)[0]}=<{len(w.splitlines())} "
+             "lines>" for w in values.words()]  # fmt: skip
+    if getattr(state, "print_noop_info", False):  # -v
+        host.log_styled(f"will run remedy/host/steps/{name}.sh apply, with:", fg="blue")
+        for word in shown:
+            host.log_styled(f"  {word}"[:200], fg="blue")
+    words = [f"<remedy/host/steps/{name}.sh>", f"remedy-{name}", sv.APPLY, *shown]
+    yield StringCommand("sh", "-c", *(QuoteString(w) for w in words))

@@ -39,7 +39,7 @@ def runtime_override_removed(values: sv.RemoveOverride):
         host.noop(values.skip)
         return
     if not state.is_executing:
-        host.noop(f"will remove {values.dropin} and the /run drop-ins that set ExecStart")
+        yield from program.preview(values)
         return
     yield from program.step(values)
 
@@ -57,7 +57,7 @@ def runtime_carriers_removed(values: sv.RemoveCarriers):
         host.noop(values.skip)
         return
     if not state.is_executing:
-        host.noop(f"will remove {', '.join(values.items)}: the next boot holds what they carry")
+        yield from program.preview(values)
         return
     yield from program.step(values)
 
@@ -131,7 +131,7 @@ def runtime_override_written(values: sv.Override, stop: StopRequest = NOT_STOPPE
         host.noop(CONTINGENT)
         return
     if not state.is_executing:
-        host.noop(f"will write the /run override ({values.override_dropin})")
+        yield from program.preview(values)
         return
     if stop.why:
         # Stopped between removing the old override and switching: put it back (no
@@ -157,7 +157,7 @@ def restarted(values: sv.Restart):
         host.noop(CONTINGENT)
         return
     if not state.is_executing:
-        host.noop(f"will restart {values.unit} ({values.reason or values.stage})")
+        yield from program.preview(values)
         return
     yield from program.step(values)
 
@@ -242,4 +242,4 @@ def run_begun(values: sv.Begin):
     if not state.is_executing:
         host.noop("will record where the run begins (the run journal)")
         return
-    yield from program.step(values)
+    yield from program.check(values)

@@ -89,6 +89,7 @@ class Begin(RunValues):
     expect_profile: str = ""
     expect_current: str = ""
     expect_exec_start: str = ""
+    plan_id: str = ""  # the plan's own id: a run of it finishes an earlier one it killed
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,8 +30,7 @@ from remedy.core.run.plan import plan_restore, unhealthy
 # runs it), said at its top when set.
 NOT_CARRIED = {
     "unattended": "a person runs this script; unattended runs are the schedule's",
-    "restart_window": "the person who runs this script is the restart policy: the "
-    "restart is now",
+    "restart_window": "the person who runs this script is the restart policy: the restart is now",
     "restart_urgency": "the person who runs this script is the restart policy",
     "restart": "the person who runs this script is the restart policy",
     "build_host": "this script builds on the host, memory-gated and bounded; run the "
@@ -40,6 +39,21 @@ NOT_CARRIED = {
     "copy_signed": "this script builds on the host: nothing is copied",
 }
 MANUAL_RUN_ID = "manual"  # the run id of a plan made for the script (it makes its own)
+
+
+def approval(s) -> str:
+    """What the bump may take, said in the plan (host data bump_to, trusted_signers,
+    required_fix_rev; the bump's program decides on the host)."""
+    if s.pinned_rev:
+        what = f"exactly bump_to {s.pinned_rev} (it must be on the input's branch)"
+    elif s.trusted_signers:
+        what = f"the branch's head, if a key of trusted_signers {s.trusted_signers} signed it"
+    else:
+        what = "the branch's head (no bump_to, no trusted_signers: not verified)"
+    fix = ""
+    if s.required_fix_rev:
+        fix = f"; it must contain required_fix_rev {s.required_fix_rev[:12]}"
+    return f"the bump of {s.flake_input} takes {what}{fix}"
 
 
 def as_person(s):
@@ -79,7 +93,7 @@ def render(
     scope = desired.ALL if rb.get("deploy") == "deploys/converge.py" else desired.TOOL_CALLING
     r = flow.Rendering(
         host, rb["id"], rb["title"], tuple(rb["issues"]),
-        read or "the host was not read", inventory,
+        read or "the host was not read", inventory, approval(s),
     )  # fmt: skip
     if s.trusted_signers and allowed_signers is None:
         raise ValueError("trusted_signers is set: render with its text (allowed_signers)")

@@ -46,6 +46,7 @@ class Rendering:
     issues: tuple[str, ...]
     read: str  # how the plan knows the host: "read at …", or why it was not read
     inventory: str = ""
+    approval: str = ""  # what the bump may take (host data bump_to, trusted_signers)
 
 
 def stage_of(t: StepTemplate) -> str:
@@ -154,6 +155,8 @@ def plan_lines(plan: RestorePlan, steps: Steps, r: Rendering) -> list[str]:
         n += 1
         when = WHEN.get(stage_of(step.template), "")
         say(f"{step.template.title}{when}", f"{n:2}. ", "      ")
+        if step.op == "nix.flake_input_updated" and r.approval:
+            say(r.approval, "      ", "      ")
     if skipped:
         out += ["", "left out by the plan:"]
         for x in skipped:
@@ -184,6 +187,7 @@ def render(plan: RestorePlan, steps: Steps, r: Rendering) -> str:
         "#   ssh root@HOST sh -s -- plan < FILE   the plan and its commands;",
         "#                                        changes nothing",
         "#   ssh root@HOST sh -s < FILE           carry out the plan",
+        "#   ssh root@HOST sh -s -- fallback < FILE   the /run fallback only",
         "# Exit: 0 done (durable); 3 the /run fallback holds (a reboot reverts it);",
         "# 1 failed or refused; 5 another remedy run holds the host; 130/143 stopped.",
         "#",

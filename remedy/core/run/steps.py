@@ -23,6 +23,7 @@ override cannot take effect, and no restart follows an override that did not.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 
 from remedy.core.config import desired, volatile
@@ -215,6 +216,8 @@ class _Values:
                 "expect_profile": snap.generations.profile or "",
                 "expect_current": snap.generations.current_system or "",
             }
+            said = "\0".join([*expect.values(), *self.plan.reasons])
+            expect["plan_id"] = hashlib.sha256(said.encode()).hexdigest()[:16]
         return sv.Begin(
             **self.run, unit=s.unit, flake_dir=s.flake_dir, host=self.host_name,
             **expect, skip=skip,

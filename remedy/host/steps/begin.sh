@@ -4,7 +4,8 @@
 # (a later step knows whether something restarted it). A run that finishes an
 # earlier one keeps that run's records. With expect_* values (the host as the
 # plan read it), it stops, naming what changed, when the host is no longer in
-# that state: the plan was made for another.
+# that state: the plan was made for another; unless an earlier run of the same
+# plan (plan_id) changed it: then this run finishes that one.
 need journal run_id unit flake_dir host
 owner_of "$flake_dir"
 system=/nix/var/nix/profiles/system
@@ -27,20 +28,41 @@ expect "/run/current-system" "${expect_current:-}" "$(readlink -f \
 /run/current-system)"
 expect "the ExecStart systemd runs" "${expect_exec_start:-}" \
     "$(running_exec_start "$unit")"
-[ -z "$changed" ] ||
-  give_up "the host changed since the plan was made ($changed): nothing \
-changed; make the plan again"
+journal_trust "$journal"
+if [ -n "$changed" ]; then
+  # An earlier run of this very plan (the manual script, stopped or killed after
+  # it changed the host) is finished by this one: its journal holds the plan's
+  # id and the state the plan read, and this run goes on with it.
+  if [ -n "${plan_id:-}" ] && [ -z "$_why" ] && [ -f "$journal" ] &&
+    [ "$(jraw plan_id)" = "$plan_id" ] &&
+    [ "$(jraw base_head)" = "${expect_head:-}" ] &&
+    [ "$(jraw recorded_profile)" = "${expect_profile:-}" ]; then
+    earlier=$(jraw run_id)
+    sed "s/^ *\"run_id\": \".*\"\(,\{0,1\}\)\$/ \"run_id\": \"$run_id\"\1/" \
+      "$journal" >"$journal.remedy-tmp" && chmod 0600 "$journal.remedy-tmp" &&
+      mv -f -T "$journal.remedy-tmp" "$journal" ||
+      give_up "cannot write the run journal $journal"
+    jset "pid_at_start=$(main_pid "$unit")" ||
+      give_up "cannot write the run journal $journal"
+    log yellow "the host changed since the plan was made ($changed), by an" \
+      "earlier run of this plan ($earlier): this run finishes it"
+    noop "finishing the earlier run $earlier of this plan"
+  fi
+  give_up "the host changed since the plan was made ($changed): nothing" \
+    "changed; make the plan again"
+fi
+# The run journal is remedy's own memory of this run (removed when the run
+# ends): recording it changes nothing of the host, so it is recorded in either
+# mode and the answer is noop.
 pid=$(main_pid "$unit")
 if [ -n "$(jget recorded_profile)" ]; then
-  would "finish the earlier run $run_id"
-  jset "pid_at_start=${pid:-0}" || give_up "cannot write the run journal \
-$journal"
-  done_ "finishing the earlier run $run_id (started $(jget started))"
+  jset "pid_at_start=${pid:-0}" ||
+    give_up "cannot write the run journal $journal"
+  noop "finishing the earlier run $run_id (started $(jget started))"
 fi
-would "record where the run begins"
 jset "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "base_head=$head" \
   "recorded_profile=$(readlink -f "$system")" \
   "recorded_current=$(readlink -f /run/current-system)" \
-      "pid_at_start=${pid:-0}" ||
+  "pid_at_start=${pid:-0}" "plan_id=${plan_id:-}" ||
   give_up "cannot write the run journal $journal"
-done_ "recorded where the run begins"
+noop "recorded where the run begins (the run journal)"

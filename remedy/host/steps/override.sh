@@ -82,8 +82,8 @@ jset "pid_at_override=$(main_pid "$unit")" || fail "cannot write the run \
 journal $journal"
 now=$(running_exec_start "$unit")
 if [ "$now" != "$override_script" ]; then
-  fail "the /run override is written but systemd runs ExecStart=$now: another \
-drop-in shadows $override_dropin (drop-ins apply in lexical order of file \
-name; /etc beats /run for the same name)"
+  fail "the /run override is written but systemd runs ExecStart=$now set by \
+$(exec_start_via "$unit"): that file shadows $override_dropin (drop-ins apply \
+in lexical order of file name; /etc beats /run for the same name)"
 fi
 done_ "wrote the /run override ($parser)"

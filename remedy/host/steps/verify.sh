@@ -12,7 +12,7 @@ need journal run_id unit stage server_url model probe_timeout_s \
   parsed_before probe_head probe_tail
 shift "$nargs"
 # @include-text PROBE probe.sh
-# @include-text PROBE_NIX probe.nix
+# @include probe_outcome.sh
 postponed=$(jget restart_postponed)
 if [ -n "$postponed" ]; then  # live waits for the postponed restart
   wanted=
@@ -35,18 +35,8 @@ out=$(mktemp) || give_up "cannot make a temporary file"
 trap 'rm -f -- "$out"' EXIT
 probe() {  # one probe: its outcome in $outcome, its reason in $reason
   sh -c "$(PROBE)" sh "$server_url" "$model" "$probe_timeout_s" 3 \
-      "$probe_head" "$probe_tail" \
-    >"$out" 2>&1
-  if said=$(REMEDY_PROBE_OUT=$out nix --extra-experimental-features \
-      nix-command \
-    eval --impure --raw --expr "$(PROBE_NIX)" 2>/dev/null); then
-    outcome=${said%%"	"*} reason=${said#*"	"}
-  elif grep -q '^@@remedy-http-status=200' "$out"; then
-    outcome=http_error reason="HTTP 200 but not a chat completion"
-  else
-    outcome=http_error
-    reason="HTTP $(sed -n 's/^@@remedy-http-status=//p' "$out" | tail -n 1)"
-  fi
+    "$probe_head" "$probe_tail" >"$out" 2>&1
+  probe_outcome "$out"
 }
 pid=$(main_pid "$unit")
 if [ "$parsed_before" = yes ] && [ "$pid" = "$(jget pid_at_start)" ] &&
