@@ -10,7 +10,7 @@ remedy's guards are installed here, so that none depends on the inventory file:
 """
 
 from remedy.connect import guard as _guard
-from remedy.operations.run import stop_on_signals as _stop_on_signals
+from remedy.lifecycle import process_run as _process_run
 
 _guard()
-_stop_on_signals()
+_process_run()  # the process's run: SIGINT and SIGTERM are its own from now on

@@ -144,12 +144,12 @@ def converge_hosts(
     now, from the run's own read or one read after a change."""
     from pyinfra_cli.util import parse_cli_arg
 
-    from remedy import connect
+    from remedy import connect, lifecycle
     from remedy.core.run import rollout as rollout_core
     from remedy.operations import run as run_mod
 
     connect.guard()  # what the project's config.py installs for pyinfra's CLI
-    run_mod.stop_on_signals()
+    the_run = lifecycle.process_run()
     data = {key: parse_cli_arg(value) for key, value in data.items()}  # as --data gives them
     began = time.time()
     runs = {name: HostRun(name, started=began) for name in hosts}
@@ -162,10 +162,11 @@ def converge_hosts(
         for name, why in failed.items():
             runs[name].returncode, runs[name].why = 1, f"could not connect over SSH: {why}"
         _prepare(state, connected, deploy, runs, progress)
-        restores = {h.name: r for h in connected if (r := run_mod.restore_of(h.name))}
+        restores = {h.name: r for h in connected if (r := run_mod.restore_of(the_run, h.name))}
         rollout = rollout_core.Rollout.of(policy, [_turn(n, restores, runs) for n in hosts])
-        _execute(state, [h for h in connected if h.name in restores], restores, rollout, watch)
-        run_mod.record_runs()
+        live = [h for h in connected if h.name in restores]
+        _execute(the_run, state, live, restores, rollout, watch)
+        run_mod.record_runs(the_run)
         reads = _reads_after(state, connected, restores, progress)
     reads += [HostRead(name, error=runs[name].why) for name in failed]
     return FleetRun(runs, sorted(reads, key=lambda r: r.name), rollout)
@@ -234,30 +235,32 @@ def _prepare(state, hosts: list, deploy: str, runs: dict[str, HostRun], progress
     _fail(state, stopped)
 
 
-def _execute(state, hosts: list, restores: dict, rollout, watch: _Watch) -> None:
+def _execute(the_run, state, hosts: list, restores: dict, rollout, watch: _Watch) -> None:
     """Each host's steps in a greenlet of its own (pyinfra's --no-wait), through the
     rollout's gates; a failing step fails that host only."""
     import gevent
     from pyinfra.api.state import StateStage
 
     from remedy import rollout as rollout_mod
-    from remedy.operations import run as run_mod
 
     state.set_stage(StateStage.Execute)
     state.is_executing = True
-    gates = rollout_mod.Gates(rollout, restores, run_mod.STOP, watch.progress)
+    gates = rollout_mod.Gates(rollout, restores, the_run.stop, watch.progress)
     # not pyinfra's pool: a host that waits for its turn must not keep another from its own
-    greenlets = [gevent.spawn(_run_host, state, h, restores[h.name], gates, watch) for h in hosts]
+    greenlets = [
+        gevent.spawn(_run_host, the_run, state, h, restores[h.name], gates, watch) for h in hosts
+    ]
     gevent.joinall(greenlets)
 
 
-def _run_host(state, host, restore, gates, watch: _Watch) -> None:
+def _run_host(the_run, state, host, restore, gates, watch: _Watch) -> None:
     from pyinfra.api.operations import run_host_op
     from pyinfra.context import ctx_host
 
+    from remedy.operations import pyinfra_private
     from remedy.operations import run as run_mod
 
-    keys = {meta._hash: step.template.key for step, meta in restore.flow}
+    keys = {pyinfra_private.op_hash(meta): step.template.key for step, meta in restore.flow}
     started = time.monotonic()
     try:
         for op_hash in state.get_op_order():
@@ -280,7 +283,7 @@ def _run_host(state, host, restore, gates, watch: _Watch) -> None:
         run.seconds = time.monotonic() - started
         if host.name in gates.held_back:
             run.why = gates.held_back[host.name]
-            run_mod.not_started(host, run.why)
+            run_mod.not_started(the_run, host, run.why)
         elif host in state.failed_hosts or failed:
             run.returncode, run.why = 1, failed or "a step failed"
 

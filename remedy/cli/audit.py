@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from remedy import audit as audit_log
 from remedy.console import console, err_console
@@ -123,7 +124,7 @@ def _print_one(record) -> None:
     grid.add_column(overflow="fold")
     for label, value in rows:
         if value:
-            grid.add_row(label, str(value))
+            grid.add_row(label, Text(str(value)))
     console.print(grid, width=80, markup=False, highlight=False)
     console.print("steps:", width=80)
     steps = Table.grid(padding=(0, 1))
@@ -133,8 +134,8 @@ def _print_one(record) -> None:
         mark = "changed" if op.get("changed") else "error" if not op.get("succeeded", True) else "-"
         if op.get("executed") is False:
             mark = "not run"
-        text = op.get("name", "?") + (f": {op['why']}" if op.get("why") else "")
-        steps.add_row(f"  {mark:<7}", text)
+        text = str(op.get("name", "?")) + (f": {op['why']}" if op.get("why") else "")
+        steps.add_row(f"  {mark:<7}", Text(text))
     console.print(steps, width=80, markup=False, highlight=False)
 
 
@@ -159,18 +160,19 @@ def _print(records) -> None:
     for record in records:
         changed = sum(1 for op in record.operations if op.get("changed"))
         probe = f"{record.probe_before or '-'} → {record.probe_after or '-'}"
-        result = f"[{RESULT_STYLE.get(record.result, '')}]{escape(record.result)}[/]"
+        # every field is text, never markup: a record may hold any string (issue 42)
+        result = Text(str(record.result), style=RESULT_STYLE.get(str(record.result), ""))
         if record.dirty_override:
-            result += " [bold yellow]dirty[/]"
-        when = record.time.replace("T", " ")[:16]
+            result.append(" dirty", style="bold yellow")
+        when = str(record.time).replace("T", " ")[:16]
         table.add_row(
-            escape(when),
-            escape(record.host),
-            escape(record.runbook or "-"),
-            escape(record.path),
-            f"{changed}/{len(record.operations)}",
-            str((record.details or {}).get("restarts") or 0),
-            escape(probe),
+            Text(when),
+            Text(str(record.host)),
+            Text(str(record.runbook or "-")),
+            Text(str(record.path)),
+            Text(f"{changed}/{len(record.operations)}"),
+            Text(str((record.details or {}).get("restarts") or 0)),
+            Text(probe),
             result,
         )
         issues.setdefault(record.runbook or "-", record.issues)
@@ -183,7 +185,7 @@ def _print(records) -> None:
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
     for runbook, names in sorted(issues.items()):
-        grid.add_row(f"  runbook {runbook}:", ", ".join(names) or "-")
+        grid.add_row(Text(f"  runbook {runbook}:"), Text(", ".join(map(str, names)) or "-"))
     console.print("issues:", width=80)
     console.print(grid, width=80, markup=False, highlight=False)
     if reasons:
@@ -193,5 +195,5 @@ def _print(records) -> None:
             text = Table.grid()
             text.add_column(width=4)
             text.add_column(overflow="fold")
-            text.add_row("", why)
+            text.add_row("", Text(str(why)))
             console.print(text, width=80, markup=False, highlight=False)

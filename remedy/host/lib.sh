@@ -310,8 +310,9 @@ durable_exec_start() {
   exec_path $_files
   set +f
 }
-# The file of UNIT's that sets the ExecStart systemd runs: the last of its fragment
-# and drop-ins, in the order systemd applies them, with an ExecStart= of a command.
+# The file of UNIT's that sets the ExecStart systemd runs: the last of its
+# fragment and drop-ins, in the order systemd applies them, with an ExecStart=
+# of a command.
 exec_start_via() {
   _via=''
   set -f

@@ -20,14 +20,14 @@ get as arguments.
 
 from __future__ import annotations
 
-import inspect
 from types import MappingProxyType
 
+from remedy import lifecycle
 from remedy.core.config import desired
 from remedy.core.run.plan import FALLBACK, NOOP
 from remedy.core.run.steps import ALWAYS, DURABLE, Step
 from remedy.core.run.stop import StopRequest
-from remedy.operations import memory, nix, run, serving
+from remedy.operations import memory, nix, pyinfra_private, run, serving
 
 MODULES = MappingProxyType({"memory": memory, "nix": nix, "serving": serving})
 
@@ -46,7 +46,7 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
     if host.data.get("remedy_role") == "builder":
         logger.info(f"{host.name}: a builder (remedy_role builder): nothing to converge")
         return None
-    restore = run.begin_restore(scope, runbook)
+    restore = run.begin_restore(lifecycle.process_run(), scope, runbook)
     done = restore.flow  # (step, its pyinfra result), in order: what the outcome reads
     for step in restore.steps.steps:
         if not may_act(step, restore.plan.path):
@@ -76,9 +76,8 @@ def may_act(step: Step, path: str) -> bool:
 def run_values(op, restore) -> dict:
     """The run's own values that OP takes: its stop request, and its steps' results so
     far (the outcome's step reads them at execution, when all are complete)."""
-    takes = inspect.signature(op._inner).parameters
     values = {"stop": restore.stop, "flow": restore.flow}
-    return {k: v for k, v in values.items() if k in takes}
+    return {k: v for k, v in values.items() if pyinfra_private.takes(op, k)}
 
 
 def condition(step: Step, done: list[tuple[Step, object]], path: str, stop: StopRequest):

@@ -1,20 +1,19 @@
 """Starting a restore on a host and recording it when pyinfra is done.
 
-``begin_restore`` is called from a deploy file, once per host, at prepare time:
-one ``HostSnapshot`` read, the pure plan, and the decision printed (this is
-what ``--dry`` shows). The audit line is written when the process exits, from
-pyinfra's own record of which operations changed something, so recording does
-not itself count as a change.
+``begin_restore`` is called from a deploy file, once per host, at prepare time, with
+the process's run (``remedy.lifecycle.Run``, passed explicitly): one ``HostSnapshot``
+read, the pure plan, and the decision printed (this is what ``--dry`` shows). The
+audit lines are written by the run when it ends (its ``writer`` is ``write_records``),
+from pyinfra's own record of which operations changed something, so recording does
+not itself count as a change. Nothing here is module state: the run holds the hosts'
+entries, the locks, the stop request and the recording.
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import functools
 import os
-import signal
-import socket
 import sys
 import textwrap
 import time
@@ -41,12 +40,11 @@ from remedy.core.run import steps as steps_core
 from remedy.core.run.plan import RestorePlan, plan_restore, unhealthy
 from remedy.core.run.stop import StopRequest
 from remedy.errors import ConfigError
+from remedy.lifecycle import Run
+from remedy.operations import pyinfra_private
 from remedy.operations.results import step_results
 
 DEFAULT_RUNBOOK = "001"  # the runbook this deploy carries out when not run by `apply`
-# This run, in the journals it keeps on its hosts and in its audit lines: a run that
-# dies is recorded once, by the next run, under this id.
-RUN_ID = f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
 EXIT_LOCKED = 5  # another run holds the host lock
 
 
@@ -60,11 +58,6 @@ class HostStopped(SystemExit):
         self.why = why
 
 
-# The process's stop request: its signal handlers set it (one per process, as they
-# are); every run's conditions and the steps that read it get it as an argument.
-STOP = StopRequest()
-
-
 @dataclasses.dataclass(frozen=True)
 class Restore:
     """One host's run as planned: read once, decided, then carried out by its steps."""
@@ -74,7 +67,7 @@ class Restore:
     before: Snapshot
     plan: RestorePlan
     steps: steps_core.Steps
-    stop: StopRequest = STOP
+    stop: StopRequest
     # each step with its pyinfra result (an OperationMeta), as the deploy adds them:
     # what the outcome reads (``remedy.operations.results``)
     flow: list = dataclasses.field(default_factory=list)
@@ -84,47 +77,42 @@ class Restore:
         return commands.as_owner(checkout.owner, checkout.home, argv)
 
 
-_runs: dict[str, Restore] = {}
-_locks: dict[str, host_lock.HostLock] = {}
-_recording: list[dict] = []  # the project's commits, once the exit hook is registered
-
-
 def begin_restore(
-    scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
+    run: Run, scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
 ) -> Restore:
     project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
-    if why := STOP.why:  # stopped while pyinfra loaded and connected
-        _record_early(project, runbook, "interrupted", f"{why} before the run began")
+    if why := run.stop.why:  # stopped while pyinfra loaded and connected
+        _record_early(run, project, runbook, "interrupted", f"{why} before the run began")
         raise SystemExit(f"remedy: {host.name}: {why} before the run began; nothing changed")
     try:
         s = settings_mod.from_host_data(host.name, host.data)
     except ConfigError as exc:
-        _record_early(project, runbook, "failed", f"bad host data: {exc}")
+        _record_early(run, project, runbook, "failed", f"bad host data: {exc}")
         raise SystemExit(f"remedy: {exc}") from None
     if not _dry_run():
         # One run per host, whatever starts it: taken before the host is read, so the
         # plan sees what the other run left. Its session keeps this run's journal on the
         # host; a journal left there is a run that died, recorded now.
-        header = host_lock.journal_header(RUN_ID, _runbook_of(project, runbook)[0])
+        header = host_lock.journal_header(run.run_id, _runbook_of(project, runbook)[0])
         try:
             lock = host_lock.acquire(
                 host, s.unit, s.lock_wait_s, host_lock.holder_text(), logger.warning, header
             )
-            _locks[host.name] = lock
+            run.locks[host.name] = lock
             if lock.dead is not None:
                 _record_dead(lock.dead)
         except host_lock.LockHeld as exc:
             logger.error(f"remedy: {exc}")
-            _record_early(project, runbook, "locked", str(exc))
+            _record_early(run, project, runbook, "locked", str(exc))
             raise HostStopped(EXIT_LOCKED, str(exc)) from None
         except host_lock.LockError as exc:
             logger.warning(f"remedy: {exc}; going on without the host lock")
     snap = host.get_fact(HostSnapshot, **s.snapshot_kwargs())
     if snap is None:
-        _record_early(project, runbook, "failed", "could not read the host")
+        _record_early(run, project, runbook, "failed", "could not read the host")
         raise SystemExit(f"remedy: {host.name}: could not read the host (see above)")
     if blocked := volatile.unshowable(snap, s):  # every step would lose sight of the unit
-        _record_early(project, runbook, "failed", blocked[0])
+        _record_early(run, project, runbook, "failed", blocked[0])
         raise SystemExit(f"remedy: {host.name}: {blocked[0]}")
     if snap.journal.problem:
         logger.warning(f"{host.name}: {snap.journal.problem}")
@@ -135,8 +123,8 @@ def begin_restore(
             logger.info(f"{host.name}: audited the manual run {run_id} (from the host)")
     snap = _wait_while_starting(s, snap)
     plan = plan_restore(snap, s, scope)
-    builder = _builder(project, runbook, s)
-    if builder is not None and (lock := _locks.get(host.name)) is not None:
+    builder = _builder(run, project, runbook, s)
+    if builder is not None and (lock := run.locks.get(host.name)) is not None:
         lock.builds_also_on(builder_core.builds_stopped(builder))
     if plan.managed_text is not None:
         # The run writes remedy's file: name what its forced values win over, from one
@@ -145,16 +133,16 @@ def begin_restore(
         snap = dataclasses.replace(snap, definitions=defs)
         plan = plan_restore(snap, s, scope)
     if (plan.rebuild or plan.finish_switch) and snap.tools.systemd_run:
-        _wait_for_other_switch(project, runbook, s)
+        _wait_for_other_switch(run, project, runbook, s)
     allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
-        allowed = _allowed_signers(project, runbook, s.trusted_signers)
+        allowed = _allowed_signers(run, project, runbook, s.trusted_signers)
     planned = steps_core.plan_steps(
-        plan, snap, s, RUN_ID, unhealthy(plan, snap), builder, host.name
+        plan, snap, s, run.run_id, unhealthy(plan, snap), builder, host.name
     )
     if allowed is not None:
         planned = steps_core.with_allowed_signers(planned, allowed)
-    r = Restore(host.name, s, snap, plan, planned)
+    r = Restore(host.name, s, snap, plan, planned, run.stop)
     if _dry_run() and plan.update_input and not planned.resuming:
         _preview_bump(r, allowed)
     logger.info(plan.summary(host.name))
@@ -165,24 +153,22 @@ def begin_restore(
         )  # fmt: skip
     if planned.resuming:
         logger.info(f"{host.name}: {planned.resuming}")
-    _runs[host.name] = r
-    _start_recording(state, project, runbook)
+    run.entries[host.name] = r
+    start_recording(run, state, project, runbook)
     return r
 
 
-def _start_recording(state, project: Path, runbook: str) -> None:
-    """Once a run: the exit hook that writes the audit lines, the signal handlers, the step
-    journal, and the project's commits, read now (at exit pyinfra's gevent hub is already
-    winding down). The run is claimed before the read, which yields to the other hosts'
-    greenlets (a fleet prepares its hosts at once): it ran git for every host before."""
-    if _recording:
+def start_recording(run: Run, state, project: Path, runbook: str) -> None:
+    """Once a run: its writer of the audit lines, the step journal, and the project's
+    commits, read now (at exit pyinfra's gevent hub is already winding down). The run
+    is claimed before the read, which yields to the other hosts' greenlets (a fleet
+    prepares its hosts at once): it ran git for every host before."""
+    if run.recording is not None:
         return
     commits: dict = {}
-    _recording.append(commits)
-    _record_args.append((state, commits, _runbook_of(project, runbook)))
-    atexit.register(_record_all, *_record_args[0])
-    _watch_signals()
-    state.add_callback_handler(_StepJournal())
+    run.recording = {"state": state, "commits": commits, "runbook": _runbook_of(project, runbook)}
+    run.writer = write_records
+    state.add_callback_handler(_StepJournal(run))
     commits.update(audit.commits_of(project))
 
 
@@ -196,7 +182,7 @@ def _built_on(b) -> str:
     )
 
 
-def _builder(project: Path, runbook: str, s: HostData):
+def _builder(run: Run, project: Path, runbook: str, s: HostData):
     """The builder that host data build_host names, from its data in the inventory (the
     inventory's check made sure it is a builder there), or None: this host builds."""
     if s.build_host == "serving":
@@ -204,17 +190,17 @@ def _builder(project: Path, runbook: str, s: HostData):
     other = state.inventory.get_host(s.build_host)
     if other is None:  # checked when the inventory loaded; a --data override may differ
         why = f"build_host names {s.build_host!r}, which is not a host of the inventory"
-        _record_early(project, runbook, "failed", why)
+        _record_early(run, project, runbook, "failed", why)
         raise SystemExit(f"remedy: {host.name}: {why}")
     try:
         where = f"{host.data.get('ssh_hostname') or host.name}:{host.data.get('ssh_port') or 22}"
         return settings_mod.builder_of(s, other.name, dict(other.data.dict()), host.name, where)
     except ConfigError as exc:
-        _record_early(project, runbook, "failed", f"bad builder data: {exc}")
+        _record_early(run, project, runbook, "failed", f"bad builder data: {exc}")
         raise SystemExit(f"remedy: {exc}") from None
 
 
-def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
+def _wait_for_other_switch(run: Run, project: Path, runbook: str, s) -> None:
     """A switch that another holds (a person's nixos-rebuild, its transient unit): wait
     up to lock_wait_s, then stop before anything changes (exit 5, naming it)."""
     from remedy.core.readings import switch as switch_core
@@ -233,7 +219,7 @@ def _wait_for_other_switch(project: Path, runbook: str, s) -> None:
     if holders:
         why = switch_core.locked(holders, s.lock_wait_s)
         logger.error(f"remedy: {host.name}: {why}")
-        _record_early(project, runbook, "locked", why)
+        _record_early(run, project, runbook, "locked", why)
         raise HostStopped(EXIT_LOCKED, f"{host.name}: {why}")
 
 
@@ -266,7 +252,7 @@ def _preview_bump(r: Restore, allowed: str | None) -> None:
     logger.info(f"{host.name}: the bump would take {s.flake_input} {rev}: {state}")
 
 
-def _allowed_signers(project: Path, runbook: str, path: str) -> str:
+def _allowed_signers(run: Run, project: Path, runbook: str, path: str) -> str:
     from remedy.core.programs.signers import check_allowed_signers
 
     try:
@@ -274,7 +260,7 @@ def _allowed_signers(project: Path, runbook: str, path: str) -> str:
         check_allowed_signers(text, path)
     except (OSError, UnicodeDecodeError, ConfigError) as exc:
         why = f"trusted_signers {path}: {exc.strerror if isinstance(exc, OSError) else exc}"
-        _record_early(project, runbook, "failed", why)
+        _record_early(run, project, runbook, "failed", why)
         raise SystemExit(f"remedy: {host.name}: {why}") from None
     return text
 
@@ -312,7 +298,7 @@ def _wait_while_starting(s, snap):
     return host.get_fact(HostSnapshot, **s.snapshot_kwargs()) or snap
 
 
-def _record_early(project: Path, runbook: str, result: str, why: str) -> None:
+def _record_early(run: Run, project: Path, runbook: str, result: str, why: str) -> None:
     """A run that stops before its operations (bad data, the host lock, an unreadable
     host) is audited too, with the reason. A dry run records nothing."""
     if _dry_run():
@@ -325,43 +311,40 @@ def _record_early(project: Path, runbook: str, result: str, why: str) -> None:
         commits=audit.commits_of(project),
         issues=rb[1],
         path="none",
-        details={"failed": why, "run_id": RUN_ID},
+        details={"failed": why, "run_id": run.run_id},
     )
     try:
         audit.append(audit.log_path_for(dict(host.data.dict())), record)
     except Exception as exc:
         print(f"remedy: could not write the audit line for {host.name}: {exc!r}", file=sys.stderr)
-    lock = _locks.pop(host.name, None)
+    lock = run.locks.pop(host.name, None)
     if lock is not None:  # recorded: this run's journal goes with the lock
         lock.release(result)
 
 
-def not_started(h, why: str) -> None:
+def not_started(run: Run, h, why: str) -> None:
     """Host H's run was held back before any step that changes it (a fleet's rollout
     stopped, or its rotation_out failed): audited now as "not started", with WHY, and
     its lock released; the records written at the end leave it out."""
-    _runs.pop(h.name, None)
-    if not _record_args:
+    run.entries.pop(h.name, None)
+    if run.recording is None:
         return
-    _state, _commits, (runbook, _issues) = _record_args[0]
+    runbook = run.recording["runbook"][0]
     project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
     with ctx_host.use(h):
-        _record_early(project, runbook, "not started", why)
+        _record_early(run, project, runbook, "not started", why)
 
 
-def restore_of(name: str) -> Restore | None:
+def restore_of(run: Run, name: str) -> Restore | None:
     """Host NAME's run as this process planned it (None: it stopped before its plan)."""
-    return _runs.get(name)
+    return run.entries.get(name)
 
 
-def record_runs() -> None:
+def record_runs(run: Run) -> None:
     """Write every run's audit line now, not at exit: a fleet run (``remedy.fleet``)
     reports from them while this process goes on. Once only."""
-    if not _record_args:
-        return
-    atexit.unregister(_record_all)
-    _record_all(*_record_args[0])
-    _runs.clear()
+    run.write()
+    run.entries.clear()
 
 
 def _record_dead(dead: host_lock.DeadRun) -> None:
@@ -396,19 +379,22 @@ def _record_dead(dead: host_lock.DeadRun) -> None:
 
 class _StepJournal(BaseStateCallback):
     """Each operation's result goes into the run's step journal on its host (the host
-    lock's session), so a run that dies is recorded by the next one."""
+    lock's session), so a run that dies is recorded by the next one; and the step in
+    progress is the run's (for a run killed during it)."""
 
-    @staticmethod
-    def _journal(st, h, op_hash, failed: bool) -> None:
+    def __init__(self, run: Run):
+        self.run = run
+
+    def _journal(self, st, h, op_hash, failed: bool) -> None:
         """pyinfra completes the operation's meta right after this callback returns: the
         journal line is sent from a greenlet that runs once it has (the next switch)."""
-        lock = _locks.get(h.name)
+        lock = self.run.locks.get(h.name)
         if lock is None:
             return
         name = ", ".join(st.get_op_meta(op_hash).names)
 
         def send() -> None:
-            meta = st.ops.get(h, {}).get(op_hash)
+            meta = pyinfra_private.meta_in(st, h, op_hash)
             for _ in range(100):
                 if meta is None or meta.operation_meta.is_complete():
                     break
@@ -420,81 +406,13 @@ class _StepJournal(BaseStateCallback):
         gevent.spawn(send)
 
     def operation_start(self, st, op_hash) -> None:
-        _in_progress[:] = [", ".join(st.get_op_meta(op_hash).names)]
+        self.run.in_progress = ", ".join(st.get_op_meta(op_hash).names)
 
     def operation_host_success(self, st, h, op_hash, retry_count: int = 0) -> None:
         self._journal(st, h, op_hash, False)
 
     def operation_host_error(self, st, h, op_hash, retry_count: int = 0, max_retries: int = 0):
         self._journal(st, h, op_hash, True)
-
-
-_exit_guard: list[bool] = []
-_in_progress: list[str] = []  # the step pyinfra runs now (for a run killed during it)
-
-
-def stop_on_signals() -> None:
-    """Installed by the project's config.py, which pyinfra runs before it loads the
-    inventory or connects: from then on Ctrl-C and SIGTERM stop the run (see
-    _watch_signals), and a run that was stopped never exits 0, whatever phase it was in
-    (pyinfra's own handler exits 0 while it prepares)."""
-    _watch_signals()
-    if not _exit_guard:
-        _exit_guard.append(True)
-        atexit.register(_never_0_when_stopped)  # registered first: runs last
-
-
-def _never_0_when_stopped() -> None:
-    why = STOP.why
-    if why:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(143 if "SIGTERM" in why else 130)
-
-
-def _watch_signals() -> None:
-    """SIGINT (Ctrl-C) and SIGTERM stop the run after the step in progress: no further
-    durable step, no restart; an override removed for the switch is put back. The run
-    then fails and is audited as interrupted. A second signal kills it outright.
-
-    It replaces pyinfra's own SIGINT handler, which exits 0 ("Exiting upon user
-    request!") wherever the run is, and leaves no record of why."""
-
-    def stop(signum, _frame) -> None:
-        signame = signal.Signals(signum).name
-        first = STOP.why
-        if not STOP.request(signum):
-            if _writing:  # the run is writing its lines: they end it (see _record_all)
-                _writing[-1] = 128 + signum
-                return
-            _record_killed(f"{first}, then killed by a second {signame}")
-            os._exit(128 + signum)
-        print(
-            f"remedy: {signame}: stopping after the step in progress (again to kill); "
-            "a Nix build or evaluation in progress is stopped now",
-            file=sys.stderr,
-        )
-        for lock in list(_locks.values()):  # a hung build must not hold the step
-            lock.stop_builds()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, stop)
-
-
-def _record_killed(why: str) -> None:
-    """The audit line of a run killed by a second signal, written before it exits: the
-    next run would otherwise record it as a run that died (SIGKILL, a lost connection)
-    after the last step it finished, not during the one it was in."""
-    if not _recording or not _record_args:
-        return
-    step = _in_progress[0] if _in_progress else "?"
-    try:
-        _record_all(*_record_args[0], killed=f"{why} during '{step}'")
-    except Exception as exc:  # dying anyway: say what could not be recorded
-        print(f"remedy: could not record the killed run: {exc!r}", file=sys.stderr)
-
-
-_record_args: list[tuple] = []
 
 
 def _runbook_of(project: Path, default: str = DEFAULT_RUNBOOK) -> tuple[str, list[str]]:
@@ -522,41 +440,16 @@ def _runbook_file(path: Path, _mtime_ns: int, _size: int) -> tuple[str, tuple[st
     return str(data["id"]), tuple(str(i) for i in data.get("issues") or [])
 
 
-# Set while the run writes its own audit lines (at exit): a second signal then lets them
-# finish (they say interrupted) and its exit code waits here. Recording again from the
-# handler would block on the audit log's flock, held by the same process, for ever.
-_writing: list[int] = []
-# Set once the run's lines are written: a signal after that (the interpreter still
-# winding down) ends the run without a second line.
-_recorded: list[bool] = []
-
-
-def _record_all(
-    st, commits: dict, runbook: tuple[str, list[str]], killed: str | None = None
-) -> None:
-    if killed is not None:
-        if not _recorded:
-            _write_records(st, commits, runbook, killed)
-        return
-    _writing.append(0)
-    try:
-        _write_records(st, commits, runbook)
-        _recorded.append(True)
-    finally:
-        code = _writing.pop()
-        if code:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-
-
-def _write_records(
-    st, commits: dict, runbook: tuple[str, list[str]], killed: str | None = None
-) -> None:
+def write_records(run: Run, killed: str | None = None) -> None:
+    """The run's audit lines, one a host that planned (the run's writer), from pyinfra's
+    results of its steps; KILLED: why a second signal ended it (then no lock is
+    released: exiting closes their sessions)."""
+    st, commits = run.recording["state"], run.recording["commits"]
+    runbook = run.recording["runbook"]
     if st.current_stage < StateStage.Execute:
         return  # a dry run records nothing
     for h in st.inventory.iter_activated_hosts():
-        r = _runs.get(h.name)
+        r = run.entries.get(h.name)
         if r is None:
             continue
         results = step_results(r.flow)
@@ -566,7 +459,7 @@ def _write_records(
             results,
             old_rev=r.before.flake_input.rev if r.before.flake_input else None,
             flake_input=r.host_data.flake_input,
-            interrupted=killed or STOP.why,
+            interrupted=killed or run.stop.why,
             host_failed=h in st.failed_hosts,
             unhealthy=unhealthy(r.plan, r.before),
         )
@@ -588,7 +481,7 @@ def _write_records(
             "bump_blocked": r.plan.bump_blocked,
             # why the durable path was not taken (e.g. Nix's version unreadable)
             "durable_blockers": list(r.plan.durable_blockers),
-            "run_id": RUN_ID,
+            "run_id": run.run_id,
             # the line the deploy printed: `remedy converge` shows it to the person
             "outcome": done.line,
         }
@@ -620,7 +513,7 @@ def _write_records(
             audit.append(audit.log_path_for(dict(h.data.dict())), record)
         except Exception as exc:  # never hide the run's own outcome behind the log
             print(f"remedy: could not write the audit line for {h.name}: {exc!r}", file=sys.stderr)
-        lock = _locks.pop(h.name, None)
+        lock = run.locks.pop(h.name, None)
         if lock is not None and killed is None:  # ended and recorded: its journal goes
             lock.release(done.result)
         # killed (a signal handler): no round trip; exiting closes the lock's session

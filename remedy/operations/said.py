@@ -13,19 +13,14 @@ from __future__ import annotations
 from pyinfra import host, state
 
 from remedy.core.run import report_keys
+from remedy.operations import pyinfra_private
 from remedy.operations.argv import Failure
-
-ATTRIBUTE = "remedy_said"  # what a step said, on its OperationMeta
 
 
 def _said_now() -> dict | None:
     """What the operation being executed said so far (None at prepare)."""
-    if not state.is_executing or host.current_op_hash is None:
-        return None
-    meta = state.get_op_data_for_host(host, host.current_op_hash).operation_meta
-    if not hasattr(meta, ATTRIBUTE):
-        setattr(meta, ATTRIBUTE, {})
-    return getattr(meta, ATTRIBUTE)
+    meta = pyinfra_private.current_meta(state, host)
+    return None if meta is None else pyinfra_private.said_on(meta)
 
 
 def say(**values) -> None:
@@ -44,7 +39,7 @@ def note(text: str) -> None:
 
 def said_by(meta) -> dict:
     """What the step whose pyinfra result is META said (a copy)."""
-    return dict(getattr(meta, ATTRIBUTE, None) or {})
+    return pyinfra_private.said_by(meta)
 
 
 def gave_up(why: str, fg: str = "red", **values):

@@ -340,3 +340,21 @@ def test_a_mark_inside_a_torn_line_starts_at_the_next_whole_one(tmp_path):
         everything = audit.read(log)
     assert [r.host for r in everything] == ["a", "b"] and len(seen) == 1
     assert [r.host for r in audit.read(log, after=at)] == ["b"]
+
+
+def test_a_record_with_an_unknown_result_and_brackets_is_printed_as_text(tmp_path):
+    """Issue 42: a record of a result the table did not know ("not started") and fields
+    with a stray [ or ] made `remedy audit` crash with rich's MarkupError (exit 1)."""
+    path = tmp_path / "audit.jsonl"
+    odd = record(
+        host="[bold]h[/]", result="not started", runbook="[/]", path="durable [x]",
+        details={"failed": "a [red]why[/] with ] and [", "outcome": "[/bold] out"},
+        operations=[{"name": "[Step] ]", "changed": True, "succeeded": True, "why": "[/]"}],
+    )  # fmt: skip
+    audit.append(path, odd)
+    for argv in (["--log", str(path)], ["--log", str(path), "--last"]):
+        result = CliRunner().invoke(audit_cli, argv)
+        assert result.exit_code == 0, (argv, result.output, result.exception)
+        out = result.stdout
+        assert "[bold]h[/]" in out.replace("\n", "") or "[bold]h" in out, out
+        assert "not started" in out and "a [red]why[/] with ] and [" in " ".join(out.split())

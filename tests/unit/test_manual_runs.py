@@ -31,7 +31,7 @@ def test_the_snapshot_finds_the_manual_runs_file_where_the_script_writes_it(tmp_
         f"journal={j} runbook=001 host_name=h issues='\"tt-stack#49\"' path=fallback\n"
         f"run_id=manual:h:1:2 started=2026-12-05T00:00:00Z holder={tmp_path}/holder restarts=1\n"
         "durable_failed='the bump: \"no\" fetch' stopped='' failed='' lock_commit=''\n"
-        "toplevel='' ops=\"1\tBump it\terror\tno \\\"fetch\\\"$_nl\"\n"
+        'toplevel=\'\' ops="1\tBump it\terror\tno \\"fetch\\"$_nl"\n'
         "finish_record 3\n"
     )
     ran = subprocess.run(["sh", "-c", runner], capture_output=True, text=True)

@@ -26,13 +26,16 @@ class State:
     def add_callback_handler(self, h):
         self.handlers.append(h)
 
+from remedy import lifecycle
+
 audit.commits_of = commits_of
-run.atexit.register = lambda *a, **k: None
-run._watch_signals = lambda: None
 run._runbook_of = lambda project, runbook: (runbook, [])
 state = State()
-gevent.joinall([gevent.spawn(run._start_recording, state, Path("."), "006") for _ in range(8)])
-print("reads", len(reads), "handlers", len(state.handlers), "commits", run._record_args[0][1])
+the_run = lifecycle.Run("test:1:1")  # not installed: no signal handler, no exit hook
+gevent.joinall([gevent.spawn(run.start_recording, the_run, state, Path("."), "006")
+                for _ in range(8)])
+print("reads", len(reads), "handlers", len(state.handlers), "commits",
+      the_run.recording["commits"])
 """
 
 

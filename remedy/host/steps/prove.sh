@@ -25,7 +25,7 @@ scratch=$(jget scratch) there=$scratch
 if [ -n "${builder_name:-}" ]; then
   there=$(jget builder_scratch)
   [ -n "$there" ] && [ -n "$scratch" ] ||
-    give_up "no scratch clone on the builder $builder_name to build"
+    give_up "no scratch clone on the builder $(builder_label) to build"
 else
   [ -n "$scratch" ] || give_up "no scratch clone to build"
 fi
@@ -88,7 +88,7 @@ $builder_max_jobs, cores $builder_cores)"
     "$attr" 2>"$err" </dev/null); then
     e=$(cat "$err")
     said_out "$e"
-    why=$(bound_hit "$e" "build on the builder $builder_name" 0 \
+    why=$(bound_hit "$e" "build on the builder $(builder_label)" 0 \
         "$builder_timeout_s")
     give_up "${why:-the new configuration does not build on the builder \
 $(builder_label): $(why_of "$e$_nl$out")}"
@@ -169,7 +169,7 @@ $(why_of "$dry")"
     built=$(builder_nix check "$@" --json --max-jobs "$builder_max_jobs" \
       --cores "$builder_cores" --impure --expr "$(CHECK_EXPR)" 2>&1 \
           </dev/null) && ok=yes || ok=
-    on=" on the builder $builder_name" timeout=$builder_timeout_s bound=0
+    on=" on the builder $(builder_label)" timeout=$builder_timeout_s bound=0
   fi
   if [ -n "$ok" ]; then
     results="$results${_nl}passed $check"

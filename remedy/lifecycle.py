@@ -1,0 +1,162 @@
+"""One process's run of remedy over its hosts, as a value, and where it ends.
+
+A ``Run`` holds what a process knows of its run: its id, the stop request, each host's
+planned run (``entries``), the host locks, the recording (the project's commits and
+the runbook, read once), the step pyinfra runs now, and how far the audit lines are
+written. It is made once a process (``process_run``: pyinfra's config.py, or
+``remedy converge``'s fleet) and passed explicitly to what needs it.
+
+Signals and the audit's writing meet here, and nowhere else:
+
+* the first SIGINT or SIGTERM is the run's stop request: no further step starts (the
+  conditions read ``stop``), a build in progress is stopped on the hosts;
+* a second, before the audit lines are written, writes them as killed (during the
+  step in progress) and exits 128+N at once;
+* a second while the lines are being written lets them finish, then exits 128+N
+  (recording from the handler would wait for ever on the audit log's lock, which the
+  same process holds);
+* a second after they are written exits 128+N without a second line;
+* at exit, the lines are written once, and a stopped run never exits 0 (pyinfra's own
+  handler exits 0, "Exiting upon user request!").
+
+The decisions are ``Run.on_signal`` and ``Run.exit_code``: pure, tested without pyinfra
+(tests/unit/test_lifecycle.py). What writes the lines is the run's ``writer``, given by
+who records the run (remedy.operations.run); the host locks' ``stop_builds`` is the
+stop's reach to the hosts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from remedy.core.run.stop import StopRequest
+
+RUNNING, WRITING, WRITTEN = "running", "writing", "written"
+STOP, KILL, DEFER, EXIT = "stop", "kill", "defer", "exit"
+
+
+@dataclass
+class Run:
+    """One process's run (see the module's doc)."""
+
+    run_id: str
+    stop: StopRequest = field(default_factory=StopRequest)
+    entries: dict = field(default_factory=dict)  # host name -> its planned run (Restore)
+    locks: dict = field(default_factory=dict)  # host name -> its host lock
+    # the recording, claimed once (a fleet prepares its hosts in greenlets at once)
+    recording: dict | None = None  # {"state", "commits", "runbook"}
+    writer: Callable[[Run, str | None], None] | None = None  # writes the audit lines
+    in_progress: str | None = None  # the step pyinfra runs now (for one killed in it)
+    phase: str = RUNNING
+    pending_exit: int = 0  # a signal that came while the lines were written
+    installed: bool = False
+
+    # -- pure ---------------------------------------------------------------------
+    def on_signal(self, signum: int) -> str:
+        """What SIGNUM means now: STOP (the first: the run's stop request), KILL (a
+        second before the lines are written: write them as killed, exit), DEFER (a
+        second while they are written: exit once they are), EXIT (after: exit)."""
+        if self.stop.request(signum):
+            return STOP
+        if self.phase == WRITING:
+            self.pending_exit = 128 + signum
+            return DEFER
+        if self.phase == WRITTEN:
+            return EXIT
+        return KILL
+
+    def exit_code(self) -> int | None:
+        """The code a run that was stopped exits with (None: it was not stopped)."""
+        why = self.stop.why
+        if not why:
+            return None
+        return 143 if "SIGTERM" in why else 130
+
+    def killed_why(self, signum: int) -> str:
+        step = self.in_progress or "?"
+        return f"{self.stop.why}, then killed by a second {signal.Signals(signum).name} " + (
+            f"during '{step}'"
+        )
+
+    # -- the audit lines -----------------------------------------------------------
+    def write(self, killed: str | None = None) -> None:
+        """Write the run's audit lines, once: at exit, when a fleet reports, or, KILLED
+        (why), from a second signal. A signal while they are written waits for them."""
+        if self.writer is None or self.phase != RUNNING:
+            return
+        if killed is not None:
+            self.writer(self, killed)
+            self.phase = WRITTEN
+            return
+        self.phase = WRITING
+        try:
+            self.writer(self, None)
+        finally:
+            self.phase = WRITTEN
+            if self.pending_exit:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(self.pending_exit)
+
+    # -- signals and exit ----------------------------------------------------------
+    def install(self) -> None:
+        """Take over SIGINT and SIGTERM, and the exit, for this run (once)."""
+        if self.installed:
+            return
+        self.installed = True
+        atexit.register(self._never_0_when_stopped)  # registered first: runs last
+        atexit.register(self.write)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum, _frame) -> None:
+        said = self.on_signal(signum)
+        if said == STOP:
+            print(
+                f"remedy: {signal.Signals(signum).name}: stopping after the step in "
+                "progress (again to kill); a Nix build or evaluation in progress is "
+                "stopped now",
+                file=sys.stderr,
+            )
+            for lock in list(self.locks.values()):  # a hung build must not hold the step
+                lock.stop_builds()
+        elif said == KILL:
+            try:
+                self.write(killed=self.killed_why(signum))
+            except Exception as exc:  # dying anyway: say what could not be recorded
+                print(f"remedy: could not record the killed run: {exc!r}", file=sys.stderr)
+            os._exit(128 + signum)
+        elif said == EXIT:
+            os._exit(128 + signum)
+
+    def _never_0_when_stopped(self) -> None:
+        code = self.exit_code()
+        if code is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+
+def new_run_id() -> str:
+    """This run, in the journals it keeps on its hosts and in its audit lines: a run
+    that dies is recorded once, by the next run, under this id."""
+    return f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
+
+
+_PROCESS: list[Run] = []  # the one run of this process (see process_run)
+
+
+def process_run() -> Run:
+    """The run of this process, made on first use: signals and the exit are its own from
+    then on. pyinfra's config.py asks first, before the inventory loads or connects."""
+    if not _PROCESS:
+        _PROCESS.append(Run(new_run_id()))
+        _PROCESS[0].install()
+    return _PROCESS[0]
