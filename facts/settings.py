@@ -18,31 +18,14 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
 
+from remedy import host
 from remedy.core.config import options
 from remedy.core.programs import commands
 from remedy.core.readings import sections
 
-# Constant: everything that varies comes from the environment (--impure).
-EXPR = r"""
-let
-  given = builtins.getEnv;
-  flake = builtins.getFlake (given "REMEDY_DIR");
-  ours = [
-    { disabledModules = [ "${flake.outPath}/${given "REMEDY_FILE"}" ]; }
-    (builtins.toFile "remedy.nix" (given "REMEDY_TEXT"))
-  ];
-in (flake.nixosConfigurations.${given "REMEDY_HOST"}.extendModules { modules = ours; })
-  .config.system.build.toplevel.drvPath
-"""
+EXPR = host.text("facts/settings.nix")
 
-EVAL_SH = r"""
-echo "@@remedy:section settings.eval"
-out=$("$@" 2>&1)
-rc=$?
-printf '%s\n' "$out"
-echo "@@remedy:exit $rc"
-echo '@END@'
-""".replace("@END@", sections.END)
+EVAL_SH = host.text("facts/settings_eval.sh").replace("@END@", sections.END)
 
 
 @dataclass(frozen=True)

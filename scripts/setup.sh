@@ -16,6 +16,10 @@ fi
 command -v nsenter >/dev/null || need_apt+=(util-linux)
 command -v git >/dev/null || need_apt+=(git)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# the host programs' lint (tests/unit/test_one_engine.py), and the two shells they
+# are run under
+command -v shellcheck >/dev/null || need_apt+=(shellcheck)
+command -v dash >/dev/null || need_apt+=(dash)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -64,6 +64,16 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_configure(config):
+    # The operation cases' expectations are written by hand (tests/operations): no mode
+    # rewrites them to pass, and a run that asks for one is refused.
+    if os.environ.get("REMEDY_UPDATE_CASES"):
+        raise pytest.UsageError(
+            "REMEDY_UPDATE_CASES is set: the operation cases have no update mode; edit the "
+            "case's expect by hand (tests/operations/test_operations.py says how)"
+        )
+
+
 def _shard(config) -> tuple[int, int] | None:
     value = config.getoption("--shard")
     if not value:

@@ -11,6 +11,7 @@ if ! err=$("$@" 2>&1 >"$tmp") || [ ! -s "$tmp" ]; then
   # itself
   free=$(df -Pk -- "${dest%/*}" 2>/dev/null | awk \
       'NR == 2 { print $4 " " $2 " " $6 }')
+  # shellcheck disable=SC2086  # df's three numbers and its mount point
   set -- $free
   case $err in *"No space left"*|*"Disk quota"*) full=yes ;; *) full= ;; esac
   if [ -n "$full" ] || { [ -n "$free" ] && [ "$1" -lt 64 ]; }; then

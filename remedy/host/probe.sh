@@ -6,7 +6,7 @@
 # curl's output (body, status line) of the last answer. The facts' read and the
 # verify step run it alike.
 # @include first_model_id.sh
-base=${1%/} model=$2 timeout=$3 tries=$4 out= i=0
+base=${1%/} model=$2 timeout=$3 tries=$4 out='' i=0
 if [ -z "$model" ]; then
   if models=$(curl -sS --connect-timeout 3 --max-time "$timeout" \
       "$base/v1/models" 2>&1); then

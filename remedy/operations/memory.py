@@ -8,13 +8,10 @@ decides from the pools and memory as they are when it runs.
 
 from __future__ import annotations
 
-from pyinfra import host, state
 from pyinfra.api import operation
 
 from remedy.core.programs import step_values as sv
 from remedy.operations import program
-
-CONTINGENT = "runs only if the durable path fails"
 
 
 @operation()
@@ -25,16 +22,7 @@ def hugepages_reduced(values: sv.Hugepages):
 
     + values: the step's values (``remedy.core.programs.step_values.Hugepages``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if values.contingent and not state.is_executing:
-        host.noop(CONTINGENT)
-        return
-    if not state.is_executing:
-        yield from program.preview(values)
-        return
-    yield from program.step(values)
+    yield from program.operate(values)
 
 
 @operation()
@@ -44,16 +32,9 @@ def headroom_gated(values: sv.Gate):
 
     + values: the step's values (``remedy.core.programs.step_values.Gate``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        now = values.now_gb if values.now_gb is not None else "?"
-        host.noop(
-            CONTINGENT
-            if values.contingent
-            else f"will require MemAvailable >= {values.min_gb:g} GB right before "
-            f"{values.doing} (now {now} GB)"
-        )
-        return
-    yield from program.check(values)
+    now = values.now_gb if values.now_gb is not None else "?"
+    will = (
+        f"will require MemAvailable >= {values.min_gb:g} GB right before {values.doing} "
+        f"(now {now} GB)"
+    )
+    yield from program.operate(values, prepare=will, act=program.check)

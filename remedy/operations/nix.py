@@ -12,7 +12,7 @@ run goes on to the fallback); it never leaves production half-changed.
 
 from __future__ import annotations
 
-from pyinfra import host, state
+from pyinfra import host
 from pyinfra.api import operation
 
 from remedy.core.config import options
@@ -21,16 +21,8 @@ from remedy.operations import program
 
 
 def _run(values: sv.RunValues, reason=None, said: str | None = None):
-    """The step: skipped, previewed at prepare, or run (``program.step``)."""
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        if said:
-            host.log_styled(said, fg="blue")
-        yield from program.preview(values)
-        return
-    yield from program.step(values, reason)
+    """The step (``program.operate``), REASON saying a give-up better."""
+    yield from program.operate(values, said=said, reason=reason)
 
 
 @operation(is_idempotent=False)
@@ -126,13 +118,7 @@ def system_rolled_back(values: sv.Rollback):
 
     + values: the step's values (``step_values.Rollback``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        host.noop("runs only if the switch or its verification fails")
-        return
-    yield from program.step(values)
+    yield from program.operate(values, prepare="runs only if the switch or its verification fails")
 
 
 @operation(is_idempotent=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import StringCommand
 
 from remedy.core.programs import checks as checks_core
@@ -118,11 +118,35 @@ def check(values: sv.StepValues) -> Generator[StringCommand]:
     yield from give_up(a)
 
 
+CONTINGENT = "runs only if the durable path fails"
+
+
+def operate(values: sv.StepValues, *, prepare: str | None = None, said: str | None = None,
+            act=None, **act_with) -> Generator[StringCommand]:  # fmt: skip
+    """An operation's body. Skipped: the planner's why. At prepare (``--dry``, the
+    confirmation): a contingent step says so, PREPARE is what a step that only reads
+    says it will do, any other step previews its program (SAID before it). At
+    execution: ACT with ACT_WITH (default ``step``: check, then apply when it acts)."""
+    if values.skip:
+        host.noop(values.skip)
+        return
+    if not state.is_executing:
+        if values.contingent:
+            host.noop(CONTINGENT)
+        elif prepare is not None:
+            host.noop(prepare)
+        else:
+            if said:
+                host.log_styled(said, fg="blue")
+            yield from preview(values)
+        return
+    yield from (act or step)(values, **act_with)
+
+
 def preview(values: sv.StepValues) -> Generator[StringCommand]:
     """At prepare (``--dry``, the confirmation): the step as it will run, its program
     named by its file, never run then (pyinfra runs a body at execution); with ``-v``
     each of its values is said."""
-    from pyinfra import state
     from pyinfra.api import QuoteString
 
     name = values.PROGRAM

@@ -20,7 +20,6 @@ from remedy.core.programs import step_values as sv
 from remedy.core.readings import answer as answer_core
 from remedy.core.run.stop import NOT_STOPPED, StopRequest
 from remedy.operations import program
-from remedy.operations.memory import CONTINGENT
 from remedy.operations.said import gave_up
 
 DRAIN_SLICE_S = 5  # one call of the drain's program waits at most this long
@@ -35,13 +34,7 @@ def runtime_override_removed(values: sv.RemoveOverride):
 
     + values: the step's values (``step_values.RemoveOverride``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        yield from program.preview(values)
-        return
-    yield from program.step(values)
+    yield from program.operate(values)
 
 
 @operation(is_idempotent=False)
@@ -53,13 +46,7 @@ def runtime_carriers_removed(values: sv.RemoveCarriers):
 
     + values: the step's values (``step_values.RemoveCarriers``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        yield from program.preview(values)
-        return
-    yield from program.step(values)
+    yield from program.operate(values)
 
 
 @operation()
@@ -75,17 +62,16 @@ def drained(values: sv.Drain, stop: StopRequest = NOT_STOPPED):
     + values: the step's values (``step_values.Drain``)
     + stop: the run's stop request (SIGINT, SIGTERM) ends the wait
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        host.noop(
-            CONTINGENT
-            if values.contingent
-            else f"will wait up to {values.timeout_s}s for no request in flight "
-            f"({values.server_url}/metrics)"
-        )
-        return
+    will = (
+        f"will wait up to {values.timeout_s}s for no request in flight "
+        f"({values.server_url}/metrics)"
+    )
+    yield from program.operate(values, prepare=will, act=_drain, stop=stop)
+
+
+def _drain(values: sv.Drain, stop: StopRequest):
+    """The drain at execution: the program waits a slice a call; a stop request ends
+    the wait between two."""
     host.log_styled(
         f"waiting up to {values.timeout_s}s for an idle server ({values.server_url}/metrics)",
         fg="blue",
@@ -124,15 +110,10 @@ def runtime_override_written(values: sv.Override, stop: StopRequest = NOT_STOPPE
     + values: the step's values (``step_values.Override``)
     + stop: the run's stop request: then the override is put back, with no gate
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if values.contingent and not state.is_executing:
-        host.noop(CONTINGENT)
-        return
-    if not state.is_executing:
-        yield from program.preview(values)
-        return
+    yield from program.operate(values, act=_override, stop=stop)
+
+
+def _override(values: sv.Override, stop: StopRequest):
     if stop.why:
         # Stopped between removing the old override and switching: put it back (no
         # restart), so the host is as before: never hermes on disk with no override.
@@ -150,16 +131,7 @@ def restarted(values: sv.Restart):
 
     + values: the step's values (``step_values.Restart``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if values.contingent and not state.is_executing:
-        host.noop(CONTINGENT)
-        return
-    if not state.is_executing:
-        yield from program.preview(values)
-        return
-    yield from program.step(values)
+    yield from program.operate(values)
 
 
 @operation()
@@ -171,15 +143,8 @@ def toolcalling_verified(values: sv.Verify):
 
     + values: the step's values (``step_values.Verify``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        host.noop(
-            CONTINGENT if values.contingent else "will wait for the server, then send a tool call"
-        )
-        return
-    yield from program.check(values)
+    will = "will wait for the server, then send a tool call"
+    yield from program.operate(values, prepare=will, act=program.check)
 
 
 @operation(is_idempotent=False)
@@ -236,10 +201,5 @@ def run_begun(values: sv.Begin):
 
     + values: the step's values (``step_values.Begin``)
     """
-    if values.skip:
-        host.noop(values.skip)
-        return
-    if not state.is_executing:
-        host.noop("will record where the run begins (the run journal)")
-        return
-    yield from program.check(values)
+    will = "will record where the run begins (the run journal)"
+    yield from program.operate(values, prepare=will, act=program.check)

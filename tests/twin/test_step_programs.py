@@ -283,7 +283,7 @@ def test_the_verify_fails_on_hermes_and_passes_once_the_override_runs(twin):
     assert passed.verdict == "noop" and passed.text == "verified: the tool-call probe is parsed"
     assert passed.said["probe_after"] == "parsed"
     fallback = run(twin, verify(twin, stage="fallback", ready_timeout_s=20,
-                                items=("want:tool_call_parser=qwen3_coder",)))  # fmt: skip
+                                items=("want:tool_call_parser=qwen3_coder",)), "check")  # fmt: skip
     assert fallback.verdict == "give-up" and fallback.said["failed"].startswith(
         "fallback verification failed: the probe is parsed but systemd runs without "
         "tool-call parser qwen3_coder (it has qwen3_xml)"
@@ -307,11 +307,11 @@ def test_the_drain_lets_an_idle_server_restart_and_postpones_a_busy_window_resta
     assert waiting.verdict == "wait" and waiting.text == "1 running, 0 waiting"
     urgent = run(twin, drain(twin, urgent=True), "check", "urgent")
     assert urgent.verdict == "noop" and "cutting 1 request(s)" in urgent.text
-    checked, applied = step(twin, drain(twin), "postponed")
+    checked = run(twin, drain(twin), "check", "postponed")
     why = "1 request(s) still in flight after drain_timeout_s=2: the window restart is postponed"
     assert checked.verdict == "act" and checked.text.startswith(why)
     # the deploy records the check's decision without waiting again
-    recorded = step(twin, drain(twin, decided=checked.text))[1]
+    recorded = step(twin, drain(twin, decided=checked.text), "decided")[1]
     assert recorded.verdict == "done" and recorded.said["restart_postponed"] == checked.text
     assert journal_of(twin)["restart_postponed"] == checked.text
     again = run(twin, drain(twin), "check")
@@ -345,7 +345,8 @@ def prove(**over) -> sv.Prove:
             "flake_input": "tt-stack", "unit": UNIT, "min_gb": 4.0, "nix_memory_max_gb": None,
             "nix_timeout_s": 1800, "build_max_jobs": 1, "build_cores": 2,
             "allow_local_build": False, "checks_default": True,
-            "items": steps_core.desired.proof_items(S, scope)}  # fmt: skip
+            "items": (*(f"check:{c}" for c in S.checks[0]),
+                      *steps_core.desired.proof_items(S, scope))}  # fmt: skip
     return sv.Prove(**RUN, **{**base, **over})
 
 
@@ -372,6 +373,58 @@ def test_the_bump_refuses_a_dirty_checkout_and_a_rev_off_the_branch(twin):
     as_owner(twin, "git", "-C", fixtures.NIXOS_DIR, "checkout", "--", "flake.nix")
     off = step(twin, bump(pinned_rev="9" * 40), "off_the_branch")[1]
     assert off.verdict == "give-up" and f"bump_to {'9' * 40} is not on" in off.text
+
+
+def test_the_managed_file_is_written_in_the_scratch_clone_and_the_clones_go(twin):
+    begun(twin)
+    text = "{ ... }:\n{\n  # remedy's managed settings (a test)\n}\n"
+    managed = sv.Managed(**RUN, flake_dir=fixtures.NIXOS_DIR, managed_file=S.managed_file,
+                         text=text, message="remedy: managed settings (tt-stack#52)",
+                         flake_host=fixtures.FLAKE_HOST)  # fmt: skip
+    nothing = run(twin, managed, "check", "no_scratch")
+    assert nothing.verdict == "give-up"
+    assert nothing.text == "no scratch clone to write the managed file in"
+    step(twin, bump())
+    scratch = journal_of(twin)["scratch"]
+    checked, written = step(twin, managed, "writes")
+    assert checked.verdict == "act" and written.verdict == "done", written
+    held = as_owner(twin, "cat", f"{scratch}/{S.managed_file}").stdout
+    assert held == text
+    subject = as_owner(twin, "git", "-C", scratch, "log", "-1", "--format=%s").stdout.strip()
+    assert subject == "remedy: managed settings (tt-stack#52)"
+    assert twin.exec(["test", "-e", f"{fixtures.NIXOS_DIR}/{S.managed_file}"],
+                     check=False).returncode != 0  # the checkout is not touched  # fmt: skip
+    again = run(twin, managed, "check", "holds")
+    assert again.verdict == "noop" and again.text.endswith("already holds the host data's values")
+
+    # a clone a killed run left goes with the run's own
+    left = twin.exec(["mktemp", "-d", "/tmp/remedy-bump.XXXXXXXX"], user=fixtures.OWNER)
+    removed = sv.ScratchRemoved(**RUN, flake_dir=fixtures.NIXOS_DIR)
+    checked, done = step(twin, removed, "removes")
+    assert checked.verdict == "act" and done.verdict == "done", done
+    assert "removed 1 scratch clone(s) that a killed run left" in done.notes
+    for path in (scratch, left.stdout.strip()):
+        assert twin.exec(["test", "-e", path], check=False).returncode != 0, path
+    none = run(twin, removed, "check", "none")
+    assert none.verdict == "noop" and none.text == "no scratch clone"
+
+
+def test_the_run_drop_ins_the_next_boot_carries_go_without_a_restart(twin):
+    pid = unit_props(twin)["MainPID"]
+    carrier = f"/run/systemd/system/{UNIT}.d/zz-carrier.conf"
+    twin.exec(["mkdir", "-p", f"/run/systemd/system/{UNIT}.d"])
+    twin.exec(["sh", "-c", f"printf '[Service]\\nEnvironment=X=1\\n' > {carrier}"])
+    twin.exec(["systemctl", "daemon-reload"])
+    values = sv.RemoveCarriers(**RUN, unit=UNIT, items=(carrier,))
+    checked, done = step(twin, values, "removes")
+    assert checked.verdict == "act" and done.verdict == "done", done
+    assert twin.exec(["test", "-e", carrier], check=False).returncode != 0
+    dropins = twin.exec(["systemctl", "show", "-P", "DropInPaths", UNIT]).stdout
+    assert carrier not in dropins  # systemd reloaded
+    assert unit_props(twin)["MainPID"] == pid  # no restart
+    none = run(twin, values, "check", "none")
+    assert none.verdict == "noop"
+    assert none.text == "no /run drop-in carries what the next boot holds"
 
 
 def test_fast_forward_proves_first_and_publishes_what_was_proven(twin):

@@ -1,5 +1,5 @@
-"""The approved bump's host-side program (remedy.core.programs.bump): its shell judgements agree
-with the Python ones they replace, run by a real POSIX shell here; its answer parses."""
+"""The approved bump's host-side program (remedy/host/approved_bump.sh): its shell
+judgements agree with the Python ones they replace, run by a real POSIX shell here."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from remedy import host
 from remedy.core.programs import bump, signers
 from remedy.core.readings import nix as nix_core
 
@@ -87,45 +88,9 @@ def test_why_of_picks_the_line_that_says_what_went_wrong(said, expected):
     assert shell('why_of "$1"', said).stdout == expected
 
 
-def test_parse_reads_every_line_of_the_answer():
-    rev = "c" * 40
-    out = bump.parse(
-        "\n".join([
-            "old-rev " + "a" * 40,
-            "new-rev " + rev,
-            "new-url git+file:///srv/git/tt-stack",
-            "signature G|SHA256:k|maintainers@tt-stack|ops <ops@h>",
-            "said tt-stack at ccc: signed by a trusted key as maintainers@tt-stack",
-        ])
-    )  # fmt: skip
-    assert (out.old_rev, out.new_rev, out.new_url) == (
-        "a" * 40,
-        rev,
-        "git+file:///srv/git/tt-stack",
-    )
-    assert out.signature.trusted and out.signature.rev == rev
-    assert out.said and out.refused is None and not out.unchanged
-
-
-def test_a_refusal_or_no_answer_is_a_reason_to_give_up():
-    assert bump.parse("old-rev x\nrefused bump_to y is not on master").refused == (
-        "bump_to y is not on master"
-    )
-    assert bump.parse("", "error: the connection was lost").refused == (
-        "the bump did not answer: error: the connection was lost"
-    )
-    assert bump.parse("old-rev a\nnew-rev a\nnew-url u\nunchanged").unchanged
-
-
-def test_the_signature_check_runs_only_with_allowed_signers():
-    plain = bump.argv("/tmp/s", "tt-stack", ["nix", "flake", "update"])
-    checked = bump.argv("/tmp/s", "tt-stack", ["nix"], None, "ops ssh-ed25519 AAAA", "/a")
-    assert plain[4:10] == ["/tmp/s", "tt-stack", "", "", "", ""]
-    assert checked[7:9] == ["ops ssh-ed25519 AAAA", "/a"]
-
-
 def test_the_program_has_no_placeholder_left_and_is_valid_shell():
     import re
 
-    assert re.findall(r"@[A-Z_]+@", bump.PROGRAM) == []
-    assert subprocess.run(["sh", "-n", "-c", bump.PROGRAM]).returncode == 0
+    program = host.text("approved_bump.sh")
+    assert re.findall(r"@[A-Z_]+@", program) == []
+    assert subprocess.run(["sh", "-n", "-c", program]).returncode == 0

@@ -1,5 +1,6 @@
-"""Issue 32 item 3: the drain's reading of vLLM's /metrics, run by this machine's real
-sh, curl and awk against a local HTTP server that answers as the cases say."""
+"""Issue 32 item 3: the drain's reading of vLLM's /metrics (server_load, in
+remedy/host/server_load.sh, which the drain step's program runs), run by this machine's
+real sh, curl and awk against a local HTTP server that answers as the cases say."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import threading
 
 import pytest
 
-from remedy.core.config import restarts
-from remedy.core.programs import commands
+from remedy import host
 
 GAUGES = (
     "# TYPE vllm:num_requests_running gauge\n"
@@ -46,11 +46,30 @@ def server():
     httpd.shutdown()
 
 
-def drain(httpd, status: int, body: str) -> restarts.Drain:
+def server_load(url: str) -> tuple[str, str]:
+    """server_load's one line, as (its first word, the rest): ``idle``, ``busy R W``,
+    ``no-metrics CODE``, ``unreachable CODE`` or ``unknown WHY``."""
+    program = host.text("server_load.sh") + 'server_load "$1"'
+    proc = subprocess.run(
+        ["sh", "-c", program, "sh", url], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc
+    word, _, rest = proc.stdout.strip().partition(" ")
+    return word, rest
+
+
+def drain(httpd, status: int, body: str) -> tuple[str, str]:
     httpd.answer = (status, body)
-    url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    proc = subprocess.run(commands.drain(url, 0), capture_output=True, text=True, timeout=30)
-    return restarts.parse_drain(proc.stdout)
+    return server_load(f"http://127.0.0.1:{httpd.server_address[1]}")
+
+
+def in_flight(found: tuple[str, str]) -> tuple[int, int]:
+    """(running, waiting) of a ``busy`` line; none when idle."""
+    if found[0] == "idle":
+        return 0, 0
+    assert found[0] == "busy", found
+    running, waiting = found[1].split()
+    return int(running), int(waiting)
 
 
 @pytest.mark.parametrize(
@@ -68,19 +87,16 @@ def drain(httpd, status: int, body: str) -> restarts.Drain:
     ],
 )  # fmt: skip
 def test_an_unreadable_load_is_unknown_never_idle(server, status, body, outcome, detail):
-    found = drain(server, status, body)
-    assert (found.outcome, found.detail) == (outcome, detail)
+    assert drain(server, status, body) == (outcome, detail)
 
 
 def test_requests_in_flight_are_summed_over_every_engine_and_state(server):
     found = drain(server, 200, GAUGES.format(r="2.0", w="1.0"))
-    assert (found.outcome, found.running, found.waiting, found.in_flight) == ("busy", 2, 1, 3)
+    assert found == ("busy", "2 1") and in_flight(found) == (2, 1)
 
 
 def test_a_server_that_does_not_answer_is_unreachable():
-    proc = subprocess.run(commands.drain("http://127.0.0.1:9", 0), capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
-    assert restarts.parse_drain(proc.stdout).outcome == "unreachable"
+    assert server_load("http://127.0.0.1:9")[0] == "unreachable"
 
 
 # Prometheus' text format allows what a column-counting reader gets wrong: a sample
@@ -112,5 +128,5 @@ def by_the_real_parser(page: str) -> tuple[int, int]:
 @pytest.mark.parametrize("page", ODD_PAGES)
 def test_the_host_side_reading_sums_as_prometheus_client_parses(server, page):
     found = drain(server, 200, page)
-    assert (found.running, found.waiting) == by_the_real_parser(page), found
-    assert found.outcome == ("busy" if found.in_flight else "idle")
+    assert in_flight(found) == by_the_real_parser(page), found
+    assert found[0] == ("busy" if sum(in_flight(found)) else "idle")

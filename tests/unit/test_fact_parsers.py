@@ -137,15 +137,9 @@ def test_flake_input_errors_name_the_file_and_input(case, words):
 
 def test_nix_2_8_uses_update_input():
     info = fact("nix.NixInfo", "nix_2_8", facts.nix.NixInfo)
-    assert nix.update_input_argv(info, "tt-stack") == [
-        "nix",
-        "flake",
-        "lock",
-        "--update-input",
-        "tt-stack",
-    ]
+    assert info.update_input_argv == ["nix", "flake", "lock", "--update-input"]
     newer = nix.parse_nix_version(["nix (Nix) 2.24.10"])
-    assert nix.update_input_argv(newer, "tt-stack") == ["nix", "flake", "update", "tt-stack"]
+    assert newer.update_input_argv == ["nix", "flake", "update"]
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""The flake check gate's readings of Nix, replayed from both twin bases (tests/facts/raw/)
-and its host data."""
+"""The flake check gate: an absent output told from a failure in what Nix printed on both
+twin bases (tests/facts/raw/), and its host data."""
 
 from __future__ import annotations
 
@@ -7,32 +7,26 @@ from pathlib import Path
 
 import pytest
 
+from remedy import host
 from remedy.core.config.host_data import from_host_data
-from remedy.core.programs import checks, commands
+from remedy.core.programs import commands
 from remedy.errors import ConfigError
 
 RAW = Path(__file__).parent.parent / "facts" / "raw"
 NIXES = ["nix_2_26", "nix_2_8"]
 
 
+# The words the check expression throws for an output that does not exist, and the
+# prove step's program reads.
+CHECK_ABSENT = "remedy: no such flake output"
+
+
 @pytest.mark.parametrize("nix", NIXES)
 def test_an_absent_output_is_told_from_a_failure(nix):
-    assert checks.absent((RAW / f"{nix}.check_absent.txt").read_text())
-    assert not checks.absent((RAW / f"{nix}.check_failed.txt").read_text())
-
-
-@pytest.mark.parametrize("nix", NIXES)
-def test_the_failed_checks_log_tail_is_the_builders_own_lines(nix):
-    tail = checks.log_tail((RAW / f"{nix}.check_failed.txt").read_text())
-    assert tail == [
-        "checking the defaults of tenstorrent-serving and tenstorrent-host",
-        "FAIL: deviceResident is on by default: the Phase 2a options must stay off (#52)",
-    ]
-
-
-def test_without_a_builder_log_the_tail_is_nixs_last_error():
-    said = "warning: Git tree is dirty\nerror: attribute 'x' missing\n"
-    assert checks.log_tail(said) == ["error: attribute 'x' missing"]
+    assert CHECK_ABSENT in commands.CHECK_EXPR
+    assert f'*"{CHECK_ABSENT}"*)' in host.text("steps/prove.sh")
+    assert CHECK_ABSENT in (RAW / f"{nix}.check_absent.txt").read_text()
+    assert CHECK_ABSENT not in (RAW / f"{nix}.check_failed.txt").read_text()
 
 
 def test_the_default_check_is_tt_stacks_own_and_optional():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 from remedy import audit
@@ -18,14 +19,11 @@ RECORD = {
 
 
 def test_the_snapshot_finds_the_manual_runs_file_where_the_script_writes_it(tmp_path):
-    """The remote read derives the file from the journal's path in shell; the manual
-    script's runner writes its record there, a JSON line the read takes in."""
+    """The manual script's runner writes its record, a JSON line, beside the run journal;
+    the remote read (journal.SNIPPET) derives that file from the journal's path in shell
+    and takes the line in."""
     from remedy import host
 
-    shell = 'j=$1\nm=${j%/run-*}/manual-runs-${j##*/run-}\nm=${m%.json}.jsonl\nprintf %s "$m"'
-    proc = subprocess.run(["sh", "-c", shell, "sh", journal.path(UNIT)], capture_output=True,
-                          text=True, check=True)  # fmt: skip
-    assert proc.stdout == journal.manual_runs_path(UNIT)
     j = tmp_path / f"run-{UNIT}.json"
     runner = host.text("manual_runner.sh") + (
         f"journal={j} runbook=001 host_name=h issues='\"tt-stack#49\"' path=fallback\n"
@@ -36,8 +34,14 @@ def test_the_snapshot_finds_the_manual_runs_file_where_the_script_writes_it(tmp_
     )
     ran = subprocess.run(["sh", "-c", runner], capture_output=True, text=True)
     assert ran.returncode == 3, ran.stderr
-    (line,) = (tmp_path / f"manual-runs-{UNIT}.jsonl").read_text().splitlines()
-    (record,) = journal.parse(["manual_run " + line]).manual_runs
+    assert len((tmp_path / f"manual-runs-{UNIT}.jsonl").read_text().splitlines()) == 1
+    env = {**os.environ, "REMEDY_JOURNAL": str(j)}
+    read = subprocess.run(
+        ["sh", "-c", journal.SNIPPET], env=env, capture_output=True, text=True, check=True
+    )
+    section, *lines = read.stdout.splitlines()
+    assert section == "@@remedy:section run.journal"
+    (record,) = journal.parse(lines).manual_runs
     assert record["path"] == "durable+fallback" and record["result"] == "ok"
     assert record["operations"] == [
         {"name": "Bump it", "changed": False, "succeeded": False, "why": 'no "fetch"'}

@@ -17,6 +17,7 @@ import pytest
 from pyinfra.api.exceptions import FactProcessError
 
 import facts.serving
+from remedy import host
 from remedy.core.programs import bump, commands
 from remedy.core.readings import memory, nix, systemd
 from remedy.core.readings.serving import next_boot_dropins
@@ -286,7 +287,9 @@ def test_the_bounded_command_is_a_scope_with_memory_max_and_a_time_bound():
     ]  # fmt: skip
     assert 'systemd-run --scope --quiet --unit="$u" -p MemoryMax="$max"' in argv[2]
     assert '-- timeout -k 10 "$t" "$@"' in argv[2]
-    assert commands.MEMORY_BOUND_HIT in argv[2] and commands.TIME_BOUND_HIT in argv[2]
+    # the words of a stop at either bound, which the host library's bound_hit reads
+    for words in ("killed at its memory bound", "stopped at its time bound"):
+        assert words in argv[2] and f'*"{words}"*)' in host.text("lib.sh")
 
 
 def test_a_command_that_hangs_is_stopped_at_its_time_bound_and_says_so():

@@ -1,6 +1,6 @@
-"""The probe's model id, read in the shell (``probe.MODEL_ID_SH``), against the pipeline
-it replaced (tr, sed, head): the same id for the same /v1/models answer, under every
-shell a host runs it with (dash: Debian's /bin/sh; bash --posix: NixOS's)."""
+"""The probe's model id, read in the shell (remedy/host/first_model_id.sh), against the
+pipeline it replaced (tr, sed, head): the same id for the same /v1/models answer, under
+every shell a host runs it with (dash: Debian's /bin/sh; bash --posix: NixOS's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import subprocess
 
 import pytest
 
+from remedy import host
 from remedy.core.readings import probe
+
+MODEL_ID_SH = host.text("first_model_id.sh")
 
 # What the probe ran before: its answer is the reference.
 PIPELINE = r"""printf '%s' "$1" | tr ',{' '\n\n' \
@@ -64,13 +67,13 @@ def run(shell: list[str], program: str, answer: str) -> str:
 def test_the_shell_reads_the_id_the_pipeline_read(answer):
     before = run(["sh"], f'model=$({PIPELINE}); printf "%s" "$model"', answer)
     for shell in SHELLS:
-        now = run(shell, probe.MODEL_ID_SH + 'first_model_id "$1"; printf "%s" "$model"', answer)
+        now = run(shell, MODEL_ID_SH + 'first_model_id "$1"; printf "%s" "$model"', answer)
         assert now == before, (shell, answer[:80])
 
 
 def test_the_probe_uses_it():
     """PROBE_SH reads the id with the function, and starts no tr, sed or head for it."""
-    assert probe.MODEL_ID_SH in probe.PROBE_SH
+    assert MODEL_ID_SH in probe.PROBE_SH
     assert 'first_model_id "$models"' in probe.PROBE_SH
     assert "| tr " not in probe.PROBE_SH
 
@@ -78,7 +81,7 @@ def test_the_probe_uses_it():
 def test_the_function_leaves_the_shell_as_it_found_it():
     """IFS and globbing are restored: the snapshot's next sections split and glob."""
     program = (
-        probe.MODEL_ID_SH
+        MODEL_ID_SH
         + 'first_model_id "$1"; set -- a\\ b; for w in $1; do echo "[$w]"; done; echo /et[c]'
     )
     for shell in SHELLS:

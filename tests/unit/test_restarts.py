@@ -93,18 +93,3 @@ def test_outside_the_window_the_next_start_is_named_and_restart_now_overrides_it
 def test_reboot_settings_never_restart_the_server():
     d = restarts.decide({"hugepages": "reboot"}, parse_window("always"), "now", None)
     assert not d.allowed and d.pending == ["hugepages"] and d.when == "at next boot"
-
-
-@pytest.mark.parametrize(
-    "stdout, outcome, in_flight",
-    [
-        ("idle\n", "idle", 0),
-        ("waiting: 1 running, 0 waiting\nbusy 1 2\n", "busy", 3),
-        ("no-metrics 404\n", "no-metrics", 0),
-        ("unreachable 000\n", "unreachable", 0),
-        ("", "unreachable", 0),
-    ],
-)
-def test_the_drain_loops_last_line(stdout, outcome, in_flight):
-    d = restarts.parse_drain(stdout)
-    assert (d.outcome, d.in_flight) == (outcome, in_flight)

@@ -1,15 +1,47 @@
 """switch-to-configuration's outcomes, read from output recorded on a twin
 (python -m tests.facts.record): the switch's own words and systemd's journal of
-nixos-rebuild-ng's transient unit."""
+nixos-rebuild-ng's transient unit. The switch is the host library's switch_to
+(remedy/host/lib.sh), run here with the recorded output in place of the switch."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+from remedy import host
 from remedy.core.programs import commands
 from remedy.core.readings import switch
 
 RAW = Path(__file__).parents[1] / "facts" / "raw"
+
+
+def switch_to(run: str, action: str = "switch", wait_s: str = "30", transient: bool = True):
+    """lib.sh's switch_to with its switch (SWITCH_RUN: remedy/host/switch_run.sh and the
+    arguments it is given) replaced by the program RUN, on a host with systemd-run or
+    (TRANSIENT false) without: (switch_exit, switch_outcome, switch_said)."""
+    script = host.text("lib.sh") + (
+        'SWITCH_RUN() { printf "%s" "$run"; }\n'
+        f"transient() {{ {'true' if transient else 'false'}; }}\n"
+        'switch_to /nix/store/x-system "$action" "$wait_s"\n'
+        'printf "%s\\n" "$switch_exit" "$switch_outcome" "$switch_said"\n'
+    )
+    ran = subprocess.run(
+        ["sh", "-c", script, "remedy-t", "apply", f"run={run}", f"action={action}",
+         f"wait_s={wait_s}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    code, outcome, said = ran.stdout.split("\n", 2)
+    return code, outcome, said
+
+
+def recorded(name: str) -> tuple[int | None, switch.Outcome]:
+    """The exit code switch_to reads from the recorded switch NAME, and the outcome it
+    decides, which is the Python model's (remedy.core.readings.switch)."""
+    said = (RAW / name).read_text()
+    code, outcome, _ = switch_to(f"cat {RAW / name}")
+    found = switch.outcome(int(code) if code else None, said)
+    assert outcome.replace("-", " ") == found.kind, (outcome, found.kind)
+    return found.code, found
 
 
 def section(name: str) -> list[str]:
@@ -22,10 +54,8 @@ def section_of(path: Path) -> list[str]:
 
 
 def test_exit_4_names_the_units_that_failed():
-    said = (RAW / "switch.exit_4.txt").read_text()
-    code = commands.switch_exit(said)
+    code, found = recorded("switch.exit_4.txt")
     assert code == 4
-    found = switch.outcome(code, said)
     assert found.kind == switch.UNITS_FAILED
     assert found.failed_units == ("tenstorrent-serving.service",)
 
@@ -51,22 +81,26 @@ def test_the_other_outcomes():
     assert switch.outcome(None, "").kind == switch.FAILED
 
 
+# A switch that prints the arguments switch_to gives switch_run.sh, one a line.
+ITS_ARGUMENTS = 'printf "%s\\n" "$@"'
+
+
 def test_the_switch_runs_in_nixos_rebuild_ngs_transient_unit():
-    argv = commands.switch("/nix/store/x-system", "switch", transient=True, wait_s=30)
-    assert argv[4:9] == [
+    argv = switch_to(ITS_ARGUMENTS, "switch", "30")[2].splitlines()
+    assert argv[:5] == [
         "nixos-rebuild-switch-to-configuration", "30", "env", "NIXOS_INSTALL_BOOTLOADER=0",
         "systemd-run",
     ]  # fmt: skip
-    assert "--unit=nixos-rebuild-switch-to-configuration" in argv
+    assert f"--unit={commands.SWITCH_UNIT}" in argv
     assert argv[-2:] == ["/nix/store/x-system/bin/switch-to-configuration", "switch"]
-    plain = commands.switch("/nix/store/x-system", "boot", transient=False)
-    assert "systemd-run" not in plain and plain[-1] == "boot" and plain[4] == ""
+    plain = switch_to(ITS_ARGUMENTS, "boot", "0", transient=False)[2].splitlines()
+    assert "systemd-run" not in plain and plain[-1] == "boot" and plain[0] == ""
 
 
 def test_the_switchs_output_is_the_journal_not_the_ssh_session():
     # switch-to-configuration-ng panics (exit 101) writing to a closed pipe
     # (nixpkgs#462179): with --pipe its stderr would be remedy's SSH channel
-    argv = commands.switch("/nix/store/x-system", "switch", transient=True)
+    argv = switch_to(ITS_ARGUMENTS)[2].splitlines()
     assert "--pipe" not in argv and "--pty" not in argv
     assert "--wait" in argv  # systemd-run waits for the unit, its words come from the journal
     said = (RAW / "switch.exit_4.txt").read_text()  # recorded: the journal's lines, in order
@@ -77,18 +111,16 @@ def test_the_switchs_output_is_the_journal_not_the_ssh_session():
 
 
 def test_the_switch_inhibitors_are_not_a_failed_switch():
-    said = (RAW / "switch.inhibited.txt").read_text()
-    code = commands.switch_exit(said)
-    assert (code, switch.outcome(code, said).kind) == (1, switch.INHIBITED)
-    boot = (RAW / "switch.inhibited_boot.txt").read_text()  # `boot` skips that check
-    assert switch.outcome(commands.switch_exit(boot), boot).kind == switch.DONE
+    code, found = recorded("switch.inhibited.txt")
+    assert (code, found.kind) == (1, switch.INHIBITED)
+    # `boot` skips that check
+    assert recorded("switch.inhibited_boot.txt")[1].kind == switch.DONE
     failed = "Pre-switch check 'firmwareUnchanged' failed\nPre-switch checks failed\n"
     assert switch.outcome(1, failed).kind == switch.FAILED  # another check: a failed switch
 
 
 def test_a_held_lock_names_what_blocked_the_switch():
-    said = (RAW / "switch.lock_held.txt").read_text()
-    found = switch.outcome(commands.switch_exit(said), said)
+    found = recorded("switch.lock_held.txt")[1]
     assert found.kind == switch.LOCKED and found.holders == ("Could not acquire lock",)
 
 

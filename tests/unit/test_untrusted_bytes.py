@@ -3,11 +3,13 @@ transport of the remote read, each run by this machine's real sh, sed and stat."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
 import pytest
 
+from remedy import host
 from remedy.core.programs import journal
 from remedy.core.readings import sections
 
@@ -63,15 +65,25 @@ def test_the_snapshot_names_an_untrusted_journal_and_reads_nothing_of_it():
 
 
 def test_setting_aside_renames_what_is_not_remedys_and_leaves_remedys_alone(tmp_path):
-    script = journal.TRUST_SH + "j=$1\n" + journal.SET_ASIDE_SH
+    """A step's write of the run journal (jset, remedy/host/lib.sh) sets aside a journal
+    remedy did not write before it writes its own."""
+
+    def write(path):
+        program = host.text("lib.sh") + "jset step=written\n"
+        return subprocess.run(
+            ["sh", "-c", program, "remedy-t", "apply", f"journal={path}", "run_id=laptop:2:2"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+
     link = tmp_path / "run.json"
     link.symlink_to("/etc/shadow")
-    proc = subprocess.run(["sh", "-c", script, "sh", str(link)], capture_output=True, text=True)
-    assert "set the run journal" in proc.stderr and not link.is_symlink()
+    proc = write(link)
+    assert "set the run journal" in proc.stdout and not link.is_symlink()
     (aside,) = tmp_path.glob("run.json.untrusted-*")
     assert aside.is_symlink()  # moved, not followed: /etc/shadow untouched
+    assert json.loads(link.read_text()) == {"run_id": "laptop:2:2", "step": "written"}
     good = remedys_journal(tmp_path / "good.json")
-    subprocess.run(["sh", "-c", script, "sh", str(good)], check=True)
+    assert "set the run journal" not in write(good).stdout
     assert good.exists() and not list(tmp_path.glob("good.json.untrusted-*"))
 
 

@@ -516,7 +516,7 @@ def test_a_short_hold_answers_and_the_gauge_returns_to_zero(start_double):
 
 def test_disable_log_stats_serves_metrics_without_the_request_gauges(start_double):
     """vLLM with --disable-log-stats: /metrics is 200 and carries no vllm: gauge, so a
-    drain cannot tell the load (remedy.core.programs.commands.DRAIN_SH says 'unknown')."""
+    drain cannot tell the load (remedy/host/server_load.sh says 'unknown')."""
     double = start_double(
         "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml", "--disable-log-stats"
     )

@@ -1,4 +1,6 @@
-"""What a serving host runs to build on a builder (issue 29), as argv.
+"""A builder (issue 29) as the serving host reaches it, and the argv a run sends there
+outside the step programs (a stop request). The building itself is the step programs'
+(remedy/host/steps/bump.sh and prove.sh, with builder_receive.sh and builder_fetch.sh).
 
 The serving host's root reaches the builder over SSH, as an unprivileged user there,
 and nothing goes the other way: the builder holds no key to the serving host. The
@@ -19,7 +21,6 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from remedy import host
 from remedy.core.programs import commands
 
 
@@ -50,10 +51,6 @@ class Builder:
     def store(self) -> str:
         return f"ssh-ng://{self.user}@{self.address}"
 
-    def to_json(self) -> dict:
-        return {"name": self.name, "user": self.user, "address": self.address,
-                "port": self.port, "signed": self.signed}  # fmt: skip
-
 
 # No prompt (a run has no one to answer it), the builder's host key already known to
 # root of the serving host (no trust on first use), only the named key.
@@ -72,11 +69,6 @@ def on_builder(b: Builder, argv: list[str]) -> list[str]:
     return ["ssh", *ssh_options(b), "--", f"{b.user}@{b.address}", shlex.join(argv)]
 
 
-def reachable(b: Builder) -> list[str]:
-    """The builder answers over SSH and has Nix (prints its version)."""
-    return on_builder(b, ["nix", "--version"])
-
-
 def tag_of(host_name: str, where: str = "") -> str:
     """A serving host's inventory name as a plain word for its scratch clones' names on
     the builder, distinct per host (each holds its own host lock): the hash also covers
@@ -92,72 +84,7 @@ def scratch_pattern(tag: str) -> str:
     return f"{commands.SCRATCH_PREFIX[5:]}{tag}.*"
 
 
-def stale_scratch_removed(b: Builder, tag: str) -> list[str]:
-    """The scratch clones that a killed run of the serving host TAG left on the builder:
-    that host's lock says no run of it uses them."""
-    return on_builder(
-        b, ["sh", "-c", commands.SCRATCH_REMOVED_SH, "sh", scratch_pattern(tag), b.user]
-    )
-
-
 def builds_stopped(b: Builder) -> list[str]:
     """Stop this serving host's nix on the builder (a stop request): every process of
     the builder's user whose command line names this host's scratch clones."""
     return on_builder(b, ["pkill", "-u", b.user, "-f", f"/tmp/{scratch_pattern(b.tag)[:-1]}"])
-
-
-# On the builder: a scratch directory, the bundle from stdin, a clone of it; prints
-# the clone's path. A failure leaves nothing behind.
-RECEIVE_SH = host.text("builder_receive.sh")
-
-# As the checkout's owner on the serving host: the bundle from stdin into the scratch
-# clone $1, only as a fast-forward.
-FETCH_SH = host.text("builder_fetch.sh")
-
-# Two commands of one pipe, each an argv quoted once ($1 | $2): the bundle never lands
-# in a file that root owns on the serving host.
-PIPE_SH = 'sh -c "$1" | sh -c "$2"'
-
-
-def piped(left: list[str], right: list[str]) -> list[str]:
-    return ["sh", "-c", PIPE_SH, "sh", shlex.join(left), shlex.join(right)]
-
-
-def clone_sent(
-    b: Builder, tag: str, owner: str | None, home: str | None, scratch: str
-) -> list[str]:
-    """The serving host's scratch clone at its HEAD, bundled as its owner and cloned
-    on the builder (prints the builder's clone)."""
-    bundle = commands.as_owner(owner, home, commands.git(scratch, "bundle", "create", "-", "HEAD"))
-    return piped(bundle, on_builder(b, ["sh", "-c", RECEIVE_SH, "sh", tag]))
-
-
-def commits_fetched(
-    b: Builder, remote_scratch: str, owner: str | None, home: str | None, scratch: str
-) -> list[str]:
-    """The builder clone's commits into the serving host's scratch clone, as its
-    owner, by a fast-forward."""
-    bundle = on_builder(b, commands.git(remote_scratch, "bundle", "create", "-", "HEAD"))
-    fetch = commands.as_owner(owner, home, ["sh", "-c", FETCH_SH, "sh", scratch])
-    return piped(bundle, fetch)
-
-
-def closure_copied(b: Builder, toplevel: str) -> list[str]:
-    """Pull TOPLEVEL's closure from the builder into this host's store (as root): the
-    signatures are checked when the builder signs (copy_signed), else not."""
-    sigs = [] if b.signed else ["--no-check-sigs"]
-    return [
-        "env", "NIX_SSHOPTS=" + " ".join(ssh_options(b)),
-        *commands.nix("copy", *sigs, "--from", b.store, toplevel),
-    ]  # fmt: skip
-
-
-def path_valid(toplevel: str) -> list[str]:
-    """TOPLEVEL is valid in this host's store, with its closure (exits 0)."""
-    return ["nix-store", "--verify-path", toplevel]
-
-
-def bounded(b: Builder, argv: list[str], name: str) -> list[str]:
-    """ARGV (a nix build) on the builder, bounded in time by the builder's own
-    nix_timeout_s (its memory is its own: no scope there)."""
-    return on_builder(b, commands.nix_bounded(argv, None, name, b.timeout_s))

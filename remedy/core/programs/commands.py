@@ -1,20 +1,13 @@
-"""The remote commands of every remediation step, as argv lists.
-
-One definition, two users: the pyinfra operations quote these with
-``QuoteString`` (see ``remedy.operations.argv``), and ``remedy runbooks show
---manual`` prints them with ``shlex.join`` for a person with only SSH. Host data
-only ever appears as separate argv elements, never inside a shell program.
+"""Remote commands as argv lists, for what runs outside the step programs
+(remedy/host): the facts' nix calls, the dry run's preview of a bump, who holds
+the switch, and the commands the bench, the fixture recorder (tests/facts/record.py)
+and the twin tests run. Host data only ever appears as separate argv elements,
+never inside a shell program.
 """
 
 from __future__ import annotations
 
 from remedy import host
-
-# Rewrites a start script for the fallback: the one --tool-call-parser value is
-# replaced and the environment exported after the shebang. Exits 3 (writing
-# nothing useful) unless the flag occurs exactly once.
-OVERRIDE_AWK = host.text("override.awk")
-
 
 # sed programs shared by the facts' remote snippets and the manual script.
 # The command path an ExecStart= line names (prefixes - @ : + ! dropped; NixOS writes a
@@ -83,7 +76,6 @@ def dry_run_toplevel(flake_dir: str, flake_host: str) -> list[str]:
 # A flake output of host data flake_checks, for the bumped lock: NAME#ATTR is the output
 # ATTR of the host flake's input NAME (as its flake.lock locks it), or of the host flake
 # itself for self#ATTR. Constant text: the names come from the environment (--impure).
-CHECK_ABSENT = "remedy: no such flake output"
 CHECK_EXPR = host.text("flake_check.nix")
 
 
@@ -123,59 +115,7 @@ def local_builds(new_cli: bool, drvs: list[str]) -> list[str]:
     return ["sh", "-c", LOCAL_BUILDS_SH, "sh", LOCAL_BUILDS_NIX, *show_derivations(new_cli, drvs)]
 
 
-def git(flake_dir: str, *args: str) -> list[str]:
-    return ["git", "-C", flake_dir, *args]
-
-
 SCRATCH_PREFIX = "/tmp/remedy-bump."
-
-
-def scratch_dir() -> list[str]:
-    """A private directory for the bump's scratch clone (prints its path)."""
-    return ["mktemp", "-d", SCRATCH_PREFIX + "XXXXXXXX"]
-
-
-# A nix that a stop request ends may still write into a clone for a moment (its scope is
-# stopped with --no-block), and rm -rf then says "Directory not empty": remove, look
-# again, up to five times a second apart; the last try says why it failed.
-SCRATCH_REMOVED_SH = host.text("scratch_removed.sh")
-
-
-def stale_scratch_removed(owner: str) -> list[str]:
-    """Scratch clones that a killed or stopped run left behind. Every run that makes one
-    holds the host lock (remedy.lock), so any clone found now belongs to no running run."""
-    return ["sh", "-c", SCRATCH_REMOVED_SH, "sh", SCRATCH_PREFIX[5:] + "*", owner]
-
-
-def stale_scratch_listed(owner: str) -> list[str]:
-    """The scratch clones OWNER has under /tmp (one path a line)."""
-    return ["find", "/tmp", "-maxdepth", "1", "-name", SCRATCH_PREFIX[5:] + "*", "-user", owner]
-
-
-def scratch_clone(flake_dir: str, scratch: str) -> list[str]:
-    return ["git", "clone", "-q", flake_dir, scratch]
-
-
-def remove_tree(path: str) -> list[str]:
-    return ["rm", "-rf", "--", path]
-
-
-def fast_forward(flake_dir: str, source: str) -> list[str]:
-    """Bring SOURCE's HEAD into the checkout, only as a fast-forward: one short step that
-    moves HEAD and writes flake.lock, and refuses if someone committed meanwhile."""
-    return [
-        "sh", "-c", 'git -C "$1" fetch -q "$2" HEAD && git -C "$1" merge -q --ff-only FETCH_HEAD',
-        "sh", flake_dir, source,
-    ]  # fmt: skip
-
-
-def lock_changed(flake_dir: str) -> list[str]:
-    """Exits 1 when flake.lock differs from HEAD."""
-    return git(flake_dir, "diff", "--quiet", "--", "flake.lock")
-
-
-def lock_revert(flake_dir: str) -> list[str]:
-    return git(flake_dir, "checkout", "--", "flake.lock")
 
 
 def _git_as_remedy(flake_dir: str, flake_host: str) -> list[str]:
@@ -203,61 +143,6 @@ def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
     ]
 
 
-def lock_commit_revert(
-    flake_dir: str, commit: str, flake_host: str, base: str | None = None
-) -> list[str]:
-    """Revert COMMIT, or every commit in BASE..COMMIT (newest first) when BASE is given."""
-    target = f"{base}..{commit}" if base else commit
-    return [*_git_as_remedy(flake_dir, flake_host), "revert", "--no-edit", target]
-
-
-def file_written(repo: str, rel: str, text: str) -> list[str]:
-    """Write TEXT to REPO/REL atomically (written_atomically, mode 0644, the running user's
-    file: it runs as the checkout's owner), making its directory first."""
-    return [
-        "sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && shift && exec "$@"', "sh",
-        f"{repo}/{rel}", *written_atomically(f"{repo}/{rel}", "0644", text_argv(text)),
-    ]  # fmt: skip
-
-
-def file_commit(repo: str, rel: str, message: str, flake_host: str) -> list[str]:
-    """git add REL and commit only it."""
-    return [
-        "sh", "-c", 'git -C "$1" add -- "$2" && shift 2 && "$@"', "sh", repo, rel,
-        *_git_as_remedy(repo, flake_host), "commit", "-q", "-m", message, "--", rel,
-    ]  # fmt: skip
-
-
-def head(flake_dir: str) -> list[str]:
-    return git(flake_dir, "rev-parse", "HEAD")
-
-
-FETCHED_ANCESTRY_SH = host.text("ancestry.sh")
-
-
-SIGNATURE_SH = r"""
-rev=$1 url=$2 repo=$3 signers=$4
-# a repository that holds REV: the input's own (git+file), else what Nix fetched
-if [ -z "$repo" ]; then
-  for d in "${XDG_CACHE_HOME:-$HOME/.cache}"/nix/gitv3/*/; do
-    [ -d "$d" ] && git --git-dir="$d" cat-file -e "$rev^{commit}" 2>/dev/null && { repo=$d; break; }
-  done
-fi
-if [ -z "$repo" ]; then echo "error: no repository here holds $rev of $url" >&2; exit 2; fi
-[ -d "$repo/.git" ] && repo=$repo/.git  # a work tree's repository
-t=$(mktemp "${TMPDIR:-/tmp}/remedy-signers.XXXXXXXX") || exit 2
-trap 'rm -f -- "$t"' EXIT
-printf '%s\n' "$signers" > "$t" || exit 2
-out=$(git --git-dir="$repo" -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$t" \
-  log -1 --format='%G?|%GK|%GS|%an <%ae>' "$rev" 2>/dev/null) || {
-  echo "error: git cannot read $rev in $repo" >&2; exit 2; }
-printf 'signature %s\n' "$out"
-"""
-
-
-ON_BRANCH_SH = host.text("on_branch.sh")
-
-
 PREVIEW_BUMP_SH = host.text("preview_bump.sh")
 
 
@@ -270,8 +155,6 @@ def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers
 
 
 BOUNDED_SH = host.text("nix_bounded.sh")
-TIME_BOUND_HIT = "stopped at its time bound"
-MEMORY_BOUND_HIT = "killed at its memory bound"
 
 
 def nix_bounded(argv: list[str], max_bytes: int | None, name: str, timeout_s: int) -> list[str]:
@@ -281,11 +164,6 @@ def nix_bounded(argv: list[str], max_bytes: int | None, name: str, timeout_s: in
     NixOS system takes GBs and the model server shares the host. A stop at either bound
     says so on stderr."""
     return ["sh", "-c", BOUNDED_SH, "sh", name, str(max_bytes or 0), f"{int(timeout_s)}s", *argv]
-
-
-# Scopes of the owner's nix that a run killed outright left running (a hung build): the
-# host lock says no other run uses them.
-STALE_NIX_SCOPES = ["systemctl", "stop", "--no-block", "remedy-nix-*.scope"]
 
 
 def profile_set(path: str) -> list[str]:
@@ -298,23 +176,12 @@ def activate(toplevel: str) -> list[str]:
     return [f"{toplevel}/bin/switch-to-configuration", "switch"]
 
 
-# What a switch from $1 (the running system) to $2 changes for the boot: the targets of
-# each system's kernel, initrd and kernel modules, and both kernel command lines.
-SYSTEM_BOOT_SH = host.text("system_boot.sh")
-
-
-def system_boot(current: str, new: str) -> list[str]:
-    return ["sh", "-c", SYSTEM_BOOT_SH, "sh", current, new]
-
-
 def diff_closures(current: str, new: str) -> list[str]:
     """The packages whose versions differ between two systems (Nix 2.4 and later)."""
     return nix("store", "diff-closures", current, new)
 
 
 SWITCH_UNIT = "nixos-rebuild-switch-to-configuration"  # nixos-rebuild-ng's transient unit
-SWITCH_LOCK = "/run/nixos/switch-to-configuration.lock"
-SWITCH_EXIT = "@@remedy:switch-exit"
 
 # Run the switch, then say its exit code on stdout (the command itself succeeds, so the
 # code reaches remedy whatever it is: 0, 4 and 100 mean different things).
@@ -341,7 +208,7 @@ def switch(
     NIXOS_INSTALL_BOOTLOADER=0 passed in; its output goes to the journal and
     ``systemd-run --wait`` waits for it (the fix of nixpkgs#462179: no ``--pipe``). A
     leftover of the unit is waited for up to WAIT_S. Its exit code is printed after
-    ``@@remedy:switch-exit`` (``switch_exit``), its output before."""
+    ``@@remedy:switch-exit`` (lib.sh's switch_to reads it), its output before."""
     argv = [f"{toplevel}/bin/switch-to-configuration", action]
     unit = ""
     if transient:
@@ -355,14 +222,6 @@ def switch(
         "sh", "-c", SWITCH_SH, "sh", unit, str(int(wait_s)),
         "env", "NIXOS_INSTALL_BOOTLOADER=0", *argv,
     ]  # fmt: skip
-
-
-def switch_exit(stdout: str) -> int | None:
-    """The exit code ``switch`` printed (None: it did not get that far)."""
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(SWITCH_EXIT + " "):
-            return int(line.split()[1])
-    return None
 
 
 # Who holds the switch: the transient unit of a nixos-rebuild (also under the name
@@ -379,114 +238,6 @@ def switch_holders() -> list[str]:
 
 def parse_holders(stdout: str) -> list[str]:
     return [ln[len("holder ") :].strip() for ln in stdout.splitlines() if ln.startswith("holder ")]
-
-
-# Wait for an idle server: poll vLLM's /metrics once a second until the gauges
-# vllm:num_requests_running and vllm:num_requests_waiting (summed over model_name) are
-# both 0, or TIMEOUT seconds passed. The last line says how it ended (restarts.parse_drain).
-DRAIN_SH = r"""
-url=$1 timeout=$2
-end=$(( $(date +%s) + timeout ))
-while :; do
-  page=$(curl -sS --max-time 5 -w '\n@@remedy:http %{http_code}\n' "$url/metrics" 2>/dev/null)
-  code=$(printf '%s\n' "$page" | sed -n 's/^@@remedy:http //p')
-  case "$code" in
-    200) ;;
-    404) echo "no-metrics 404"; exit 0 ;;
-    000|"") echo "unreachable ${code:-000}"; exit 0 ;;
-    *) echo "unknown /metrics answered HTTP $code"; exit 0 ;;
-  esac
-  # vLLM's V1 gauges, summed over every model_name and engine series; no gauge at all
-  # (--disable-log-stats) or a value that is no number is "load unknown", never idle.
-  # A sample is NAME[{LABELS}] VALUE [TIMESTAMP] (Prometheus' text format): the value is
-  # the first field after the label set, whose quoted values may hold spaces, } and \"
-  set -- $(printf '%s\n' "$page" | awk '
-    /^vllm:num_requests_(running|waiting)[{ \t]/ {
-      g++
-      name = $0; sub(/[{ \t].*/, "", name)
-      rest = substr($0, length(name) + 1)
-      if (substr(rest, 1, 1) == "{") {
-        i = 2; q = 0
-        while (i <= length(rest)) {
-          c = substr(rest, i, 1)
-          if (q) { if (c == "\\") i++; else if (c == "\"") q = 0 }
-          else if (c == "\"") q = 1
-          else if (c == "}") break
-          i++
-        }
-        rest = substr(rest, i + 1)
-      }
-      sub(/^[ \t]+/, "", rest); split(rest, f, /[ \t]+/); v = f[1]
-      if (v !~ /^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/) { bad++; next }
-      if (name == "vllm:num_requests_running") r += v; else w += v
-    }
-    END { printf "%d %d %d %d\n", r, w, g, bad }')
-  if [ "$3" = 0 ]; then
-    echo "unknown /metrics has no vllm:num_requests_running or _waiting gauge"; exit 0
-  fi
-  if [ "$4" != 0 ]; then echo "unknown /metrics has a gauge that is not a number"; exit 0; fi
-  if [ "$1" = 0 ] && [ "$2" = 0 ]; then echo idle; exit 0; fi
-  if [ "$(date +%s)" -ge "$end" ]; then echo "busy $1 $2"; exit 0; fi
-  printf 'waiting: %s running, %s waiting\n' "$1" "$2"
-  sleep 1
-done
-"""
-
-
-def drain(server_url: str, timeout_s: int) -> list[str]:
-    return ["sh", "-c", DRAIN_SH, "sh", server_url, str(int(timeout_s))]
-
-
-def daemon_reload() -> list[str]:
-    return ["systemctl", "daemon-reload"]
-
-
-def restart(unit: str) -> list[str]:
-    return ["systemctl", "restart", unit]
-
-
-def remove_files(*paths: str) -> list[str]:
-    return ["rm", "-f", "--", *paths]
-
-
-WRITABLE_SH = host.text("writable.sh")
-
-
-def writable(*dirs: str) -> list[str]:
-    """Fails, naming a read-only file system, unless every one of DIRS can be made and
-    written: checked before a step writes the first of several files."""
-    return ["sh", "-c", WRITABLE_SH, "sh", *dirs]
-
-
-def make_dir(path: str) -> list[str]:
-    return ["install", "-d", "-m", "0755", "-o", "root", "-g", "root", path]
-
-
-# $1 the file, $2 its mode, $3 its owner (user:group, or - to leave it), then the command
-# that prints its content. The content goes to FILE.remedy-tmp, which is removed on any
-# failure or signal in the same command: nothing partial is left. A full file system is
-# named, with what it has left.
-ATOMIC_WRITE_SH = host.text("atomic_write.sh")
-
-
-def written_atomically(
-    dest: str, mode: str, content_argv: list[str], owner: str = "-"
-) -> list[str]:
-    """Write DEST with what CONTENT_ARGV prints: a temporary name in the same directory,
-    MODE and OWNER, then a rename; on any failure the temporary file goes, in the same
-    command (a full /run is named). Empty content is a failure too."""
-    return ["sh", "-c", ATOMIC_WRITE_SH, "sh", dest, mode, owner, *content_argv]
-
-
-def override_script_argv(store_script: str, parser: str, env: dict[str, str]) -> list[str]:
-    """Print the fallback start script: STORE_SCRIPT with PARSER and ENV (OVERRIDE_AWK)."""
-    exports = "\n".join(f"{k}={v}" for k, v in sorted(env.items()))
-    return ["awk", "-v", f"parser={parser}", "-v", f"exports={exports}", OVERRIDE_AWK, store_script]
-
-
-def text_argv(text: str) -> list[str]:
-    """Print TEXT as it is."""
-    return ["printf", "%s", text]
 
 
 def dropin_text(
@@ -508,77 +259,3 @@ def dropin_text(
     ]
     lines += [f"{k}={v}" for k, v in sorted((properties or {}).items())]
     return "\n".join(lines) + "\n"
-
-
-def sysctl_written(key: str, value: str) -> list[str]:
-    """Set the kernel parameter KEY to VALUE until the next boot (a data setting's runtime
-    form)."""
-    return ["sysctl", "-w", f"{key}={value}"]
-
-
-RELEASE_HUGEPAGES_SH = r"""
-d=/sys/kernel/mm/hugepages/hugepages-$1kB
-[ -d "$d" ] || { echo "no $1 kB hugepage pool"; exit 0; }
-nr=$(cat "$d/nr_hugepages"); free=$(cat "$d/free_hugepages"); new=$((nr - free))
-[ "$new" -lt "$2" ] && new=$2
-if [ "$new" -ge "$nr" ]; then echo "hugepages $1 kB: $nr (free $free), nothing above $2 to release"; exit 0; fi
-echo "$new" > "$d/nr_hugepages" || { echo "could not write $d/nr_hugepages" >&2; exit 1; }
-echo "hugepages $1 kB: $nr -> $(cat "$d/nr_hugepages")"
-"""
-
-
-def release_hugepages(size_kb: int, target: int) -> list[str]:
-    """Lower the pool to max(TARGET, in use): only free pages can be released."""
-    return ["sh", "-c", RELEASE_HUGEPAGES_SH, "sh", str(size_kb), str(target)]
-
-
-def memory_gate(min_gb: float) -> list[str]:
-    """Exit 1 (with MemAvailable and the threshold) if MemAvailable < MIN_GB."""
-    return [
-        "awk",
-        "-v",
-        f"min={min_gb:g}",
-        "/^MemAvailable:/ { gb = $2 * 1024 / 1e9; "
-        'printf "MemAvailable %.1f GB, threshold %s GB\\n", gb, min; '
-        'if (gb < min) { print "refusing: below the threshold; reboot reclaims the '
-        'tenstorrent pinned-page leak; a module reload does not" > "/dev/stderr"; '
-        "exit 1 } }",
-        "/proc/meminfo",
-    ]
-
-
-RUNTIME_OVERRIDES_REMOVED_SH = r"""
-d=$1; shift
-for f in "$d"/*.conf; do
-  [ -f "$f" ] || continue
-  if [ "$f" = "$1" ] || grep -q '^[[:space:]]*ExecStart=' "$f"; then
-    rm -f -- "$f" && echo "removed $f"
-  fi
-done
-shift
-for f in "$@"; do
-  [ -e "$f" ] && rm -f -- "$f" && echo "removed $f"
-done
-exit 0
-"""
-
-
-def runtime_overrides_removed(unit: str, dropin: str, *scripts: str) -> list[str]:
-    """Remove the unit's tool-calling overrides under /run: DROPIN (the managed one) and
-    every /run drop-in that sets ExecStart, plus the SCRIPTS they ran. Other runtime
-    drop-ins (a `set-property --runtime` limit) stay. Decided on the host, so the
-    operation and the manual script remove the same files."""
-    return [
-        "sh", "-c", RUNTIME_OVERRIDES_REMOVED_SH, "sh", f"/run/systemd/system/{unit}.d",
-        dropin, *scripts,
-    ]  # fmt: skip
-
-
-def managed_revert(repo: str, rel: str) -> list[str]:
-    """Undo an uncommitted write of REL: back to HEAD's version, or gone if it is new."""
-    return [
-        "sh", "-c",
-        'git -C "$1" reset -q -- "$2" 2>/dev/null; '
-        'git -C "$1" checkout -q -- "$2" 2>/dev/null || rm -f -- "$1/$2"',
-        "sh", repo, rel,
-    ]  # fmt: skip

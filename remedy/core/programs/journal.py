@@ -20,18 +20,9 @@ from remedy import host
 from remedy.core.programs import hostlock
 from remedy.core.programs.commands import SCRATCH_PREFIX
 
-# Keys the remote side reads without a JSON parser: one per line, no quotes inside.
-SHELL_READ_KEYS = ("scratch", "toplevel")
-
 
 def path(unit: str) -> str:
     return f"{hostlock.JOURNAL_DIR}/run-{unit}.json"
-
-
-def manual_runs_path(unit: str) -> str:
-    """Where the manual script leaves its audit record (one JSON line per run), for the
-    next remedy command that reads the host to import, once."""
-    return f"{hostlock.JOURNAL_DIR}/manual-runs-{unit}.jsonl"
 
 
 def text(values: dict) -> str:
@@ -104,43 +95,7 @@ TRUST_SH = host.text("journal_trust.sh")
 # For the snapshot (facts/_remote.py), which reads up to four of remedy's files: their
 # owner, mode and bytes in one stat and one grep, kept in _jt for journal_trust. A name
 # with a newline or a tab, or an answer that does not pair up, and each is asked alone.
-TRUST_ALL_SH = r"""
-_jnl='
-'
-_jtab='@TAB@'
-journal_trust_all() {
-  _jt= _jn=
-  for _jf in "$@"; do
-    case $_jf in '' | *"$_jnl"* | *"$_jtab"*) continue ;; esac
-    [ -f "$_jf" ] && [ ! -L "$_jf" ] && _jn=$_jn$_jf$_jnl
-  done
-  case $_jn in *"$_jnl"*"$_jnl"*) ;; *) return 0 ;; esac
-  set -f; IFS=$_jnl
-  # shellcheck disable=SC2086
-  set -- $_jn
-  unset IFS; set +f
-  _jm=$(stat -c '%u %a' -- "$@" 2>/dev/null) || return 0
-  _jb=$(LC_ALL=C grep -l '[^[:print:][:space:]]' -- "$@" 2>/dev/null)
-  [ $? -le 1 ] || return 0
-  _jb=$_jnl$_jb$_jnl
-  _jo=
-  for _jf in "$@"; do
-    case $_jm in *"$_jnl"*) _jl=${_jm%%"$_jnl"*} _jm=${_jm#*"$_jnl"} ;; *) _jl=$_jm _jm= ;; esac
-    [ -n "$_jl" ] || return 0
-    case $_jb in *"$_jnl$_jf$_jnl"*) _jx=y ;; *) _jx=n ;; esac
-    _jo=$_jo$_jnl$_jf$_jtab$_jl$_jtab$_jx
-  done
-  [ -z "$_jm" ] || return 0
-  _jt=$_jo$_jnl
-}
-""".replace("@TAB@", "\t")
-# Before a write: an untrusted journal is renamed aside, never written through.
-SET_ASIDE_SH = r"""
-why=$(journal_distrust "$j")
-if [ -n "$why" ] && mv -f -T -- "$j" "$j.untrusted-$(date +%s)"; then
-  echo "set the run journal $j aside ($why): not remedy's" >&2
-fi
-"""
+TRUST_ALL_SH = host.text("journal_trust_all.sh").replace("@TAB@", "\t")
 
 
 def untrusted(path: str, why: str) -> str:
@@ -213,35 +168,4 @@ def parse(lines: list[str]) -> RunJournal:
 
 
 # The remote side (facts/_remote.py), for the file at $REMEDY_JOURNAL.
-SNIPPET = (
-    TRUST_SH
-    + r"""
-j=$REMEDY_JOURNAL
-echo "@@remedy:section run.journal"
-for d in @SCRATCH_PREFIX@*; do [ -d "$d" ] && printf 'scratch_clone %s\n' "$d"; done
-# the manual script's records, read only as remedy's own files are (root's, 0600)
-m=${j%/run-*}/manual-runs-${j##*/run-}
-m=${m%.json}.jsonl
-if [ -n "$j" ] && [ -s "$m" ] && journal_trust "$m" && [ -z "$_why" ]; then
-  sed 's/^/manual_run /' "$m"
-fi
-why=
-[ -z "$j" ] || { journal_trust "$j"; why=$_why; }
-if [ -n "$why" ]; then
-  printf 'untrusted %s: %s\n' "$j" "$why"
-elif [ -n "$j" ] && [ -s "$j" ]; then
-  printf 'mtime %s\n' "$(stat -c %Y "$j" 2>/dev/null)"
-  printf 'btime %s\n' "$(sed -n 's/^btime //p' /proc/stat 2>/dev/null)"
-  sc=$(sed -n 's/^ *"scratch": "\([^"]*\)".*/\1/p' "$j" | head -n 1)
-  top=$(sed -n 's/^ *"toplevel": "\([^"]*\)".*/\1/p' "$j" | head -n 1)
-  if [ -n "$sc" ]; then
-    printf 'scratch_head %s\n' "$(git -c safe.directory='*' -C "$sc" rev-parse HEAD 2>/dev/null)"
-  fi
-  if [ -n "$top" ]; then
-    if [ -e "$top" ]; then echo "toplevel_present yes"; else echo "toplevel_present no"; fi
-  fi
-  echo "json"
-  sed -e '$a\' "$j"
-fi
-"""
-).replace("@SCRATCH_PREFIX@", SCRATCH_PREFIX)
+SNIPPET = host.text("journal_read.sh").replace("@SCRATCH_PREFIX@", SCRATCH_PREFIX)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from remedy import host
 from remedy.errors import ConfigError
 
 KEY_TYPES = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-\S+|sk-\S+)$")
@@ -27,17 +26,6 @@ STATES = {
     "E": "signed, but the signature cannot be checked",
     "N": "unsigned",
 }
-
-
-# The bump's check of REV's signature (remedy.core.programs.bump's ``signature``), run as the
-# checkout's owner: ``signature STATE|KEY|SIGNER|AUTHOR`` from ``git log --format=%G?…``
-# against the allowed signers (SIGNERS, written to a temporary file that goes with the
-# command). It reads REV in a repository that holds it: the input's own (REPO, for a
-# git+file input), else what Nix fetched with git (its git cache, ~/.cache/nix/gitv3).
-# Nix fetches github: and gitlab: inputs as tarballs, which leave no repository behind;
-# then REF of URL is fetched into a temporary repository, as --dry does
-# (remedy.core.programs.commands.PREVIEW_BUMP_SH), so that the run and --dry judge the same commit.
-SIGNATURE_SH = host.text("signature.sh")
 
 
 def check_allowed_signers(text: str, path: str) -> int:

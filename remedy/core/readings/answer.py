@@ -30,10 +30,6 @@ class Answer:
     output: list[str] = field(default_factory=list)  # a failed nix's last lines
     other: list[str] = field(default_factory=list)  # lines that are no answer
 
-    @property
-    def acts(self) -> bool:
-        return self.verdict in (ACT, DONE)
-
 
 def _typed(key: str, value: str):
     if key in INTS:

@@ -64,7 +64,7 @@ class SystemChanges:
 
 
 def parse_boot(lines: list[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``commands.SYSTEM_BOOT_SH``'s answer: (boot files that change, params removed,
+    """``remedy/host/system_boot.sh``'s answer: (boot files that change, params removed,
     params added)."""
     changed, old, new = [], "", ""
     for line in lines:

@@ -76,10 +76,6 @@ def parse_nix_version(lines: list[str]) -> NixInfo | None:
     return NixInfo(version, argv, implementation)
 
 
-def update_input_argv(info: NixInfo, name: str) -> list[str]:
-    return [*info.update_input_argv, name]
-
-
 @dataclass
 class FlakeInput:
     name: str

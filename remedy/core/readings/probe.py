@@ -180,13 +180,6 @@ MODEL_RECORD = "/var/lib/remedy/probe-model.record"
 TRIES_LINE = "@@remedy-probe-tries="
 DEFAULT_TRIES = 3
 
-# The first model id that /v1/models ($1) lists, into $model, with shell builtins only
-# (issue 34: the probe runs in every read of every host). It is what this printed:
-#   printf '%s' "$1" | tr ',{' '\n\n' | sed -n PROGRAM | head -n 1, where PROGRAM is
-#    's/^[[:space:]]*"id"[[:space:]]*:[[:space:]]*"\([A-Za-z0-9_.\/:-]*\)".*/\1/p'
-# (tests/unit/test_probe_model_id.py runs both on the same answers).
-MODEL_ID_SH = host.text("first_model_id.sh")
-
 # The probe as one POSIX sh program (remedy/host/probe.sh): $1 server URL, $2 model id
 # (empty: the first id /v1/models lists), $3 timeout per request, $4 tries, $5/$6 the
 # request body before and after the model id. It prints the model line, the tries line,

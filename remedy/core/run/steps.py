@@ -364,7 +364,11 @@ class _Values:
 
     def remove_override(self) -> sv.RemoveOverride:
         s = self.s
-        own = None if self.plan.remove_override else "no runtime override to remove"
+        # an override the plan keeps is said as the plan says it (kept until the next
+        # boot, or for the fallback), not as none
+        kept = [p.action for p in self.plan.settings
+                if p.drift.key == "runtime_override" and p.action.startswith("kept")]  # fmt: skip
+        own = None if self.plan.remove_override else (kept or ["no runtime override to remove"])[0]
         return sv.RemoveOverride(
             **self.run, unit=s.unit, dropin=s.override_dropin, script=s.override_script,
             skip=self.skip_durable(own),
