@@ -51,6 +51,8 @@ start() {
     plan_text >&2
   fi
   if [ "$mode" = plan ]; then
+    printf 'remedy: the manual script of runbook %s, rendered for host %s\n\n' \
+      "$runbook" "$host_name"
     plan_text
     printf '\nThe commands, in order (each runs only if its stage is on):\n'
     return 0

@@ -30,6 +30,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -339,8 +340,12 @@ def _without_dynamic_motd(root: Path) -> None:
 
 
 def _personalise(twin: Twin, progress) -> None:
-    """First boot only: this twin's host keys, client key, ports."""
+    """First boot only: this twin's host keys, client key, ports, machine id."""
     root = twin.merged
+    # its own machine id, as every installed host has (systemd-machine-id-setup): the
+    # cached rootfs holds one, which every twin would share, and the manual script's
+    # host guard tells hosts apart by it
+    (root / "etc/machine-id").write_text(uuid.uuid4().hex + "\n")
     (twin.dir / "ssh").mkdir(mode=0o700, exist_ok=True)
     host_key = root / "etc/ssh/ssh_host_ed25519_key"
     _keygen(host_key, f"root@{twin.name}", "host key")

@@ -1,9 +1,9 @@
 """Issue 27: the manual script runs what the deploy runs.
 
-The bump is one host-side program (remedy.core.programs.bump) that both renderers run with the
+The bump is one host program (remedy/host/steps/bump.sh) that both paths run with the
 same values: the manual script honours bump_to and trusted_signers exactly as the
-deploy does (test_bump_approval.py holds the deploy's side), and from the seed state
-the two leave the same checkout, the same next-boot system and the same restarts.
+deploy does (test_bump_approval.py holds the deploy's side; test_engines_agree.py runs
+both from the same states and compares the hosts they leave).
 """
 
 from __future__ import annotations
@@ -13,16 +13,12 @@ import subprocess
 
 import pytest
 
-from remedy.core.run.plan import FALLBACK
-from remedy.core.run.steps import TEMPLATES
 from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,
     owner_git,
     probe_inside,
     run_restore,
-    server_starts,
-    status_settings,
     twin_inventory,
 )
 from tests.twin.test_bump_approval import (
@@ -53,29 +49,6 @@ def over_ssh(twin, script: str) -> subprocess.CompletedProcess:
         [*twin.ssh_argv(), "sh", "-s"], input=script, capture_output=True, text=True,
         timeout=900,
     )  # fmt: skip
-
-
-# The host commands that carry each durable step: in the deploy's commands as pyinfra
-# prints them when it runs them (-vv), and in the manual script's text (what it runs;
-# `sh -x` would change what its command substitutions capture). Quoting differs between
-# the two, and the scratch clone is a path in one and $scratch in the other.
-SCRATCH = r"""['"]?(?:/tmp/remedy-bump\.|\$scratch)"""
-STEP_COMMANDS = {
-    "the scratch clone": rf"git clone -q (?:/etc/nixos|'?\$flake_dir'?) {SCRATCH}",
-    # Nix 2.19 and later: flake update NAME --flake DIR; 2.8 (bookworm): the older form
-    "the approved bump": rf"flake (?:update tt-stack --flake {SCRATCH}|lock {SCRATCH}"
-    r"\S* --update-input tt-stack)",
-    "the lock commit": r"commit -q -m ['\"]?flake.lock: bump tt-stack",
-    "the build": rf"build --no-link --json --max-jobs \d+ --cores \d+ {SCRATCH}",
-    "the fast-forward": r"merge -q --ff-only FETCH_HEAD",
-    "the profile": r"nix-env -p /nix/var/nix/profiles/system --set ",
-    "the switch": r"--unit=nixos-rebuild-switch-to-configuration",
-}
-
-
-def commands_in(text: str) -> dict[str, bool]:
-    """Which step's command TEXT holds (a renderer's trace, or the script)."""
-    return {step: bool(re.search(pattern, text)) for step, pattern in STEP_COMMANDS.items()}
 
 
 def test_the_manual_script_locks_exactly_bump_to_and_refuses_a_rev_off_the_branch(twin, tmp_path):
@@ -134,70 +107,6 @@ def test_the_manual_script_refuses_an_unsigned_tip_with_trusted_signers(make_twi
     )
     assert audit(tmp_path / "a")[-1]["path"] == "durable+fallback"
     assert locked_rev(twin) == before and checkout_clean(twin)
-
-
-def _changes(twin, base: str) -> list[str]:
-    """What the run's commits changed: path, mode and blob of every file, from BASE (the
-    twins' checkouts differ in their own port commit; the messages differ by renderer)."""
-    raw = owner_git(twin, "diff", "--raw", "--no-abbrev", base, "HEAD").stdout
-    return sorted(line.split(None, 3)[3] + " " + line.split()[3] for line in raw.splitlines())
-
-
-def _next_boot(twin) -> dict:
-    """What the next boot runs, per managed setting (remedy status, as remedy reads it)."""
-    _code, settings = status_settings(twin)
-    return {key: (d["next_boot"], d["state"]) for key, d in settings.items()}
-
-
-def test_from_the_seed_state_the_manual_script_and_the_deploy_leave_the_same_host(make_twin):
-    by_deploy, by_script = (
-        make_twin(with_emergency_override=True),
-        make_twin(with_emergency_override=True),
-    )
-    base = {
-        t.name: owner_git(t, "rev-parse", "HEAD").stdout.strip() for t in (by_deploy, by_script)
-    }
-    starts = {t.name: server_starts(t) for t in (by_deploy, by_script)}
-
-    deploy = run_restore(by_deploy, "-vv")  # restart now: a person's run, as the script is
-    assert deploy.returncode == 0, out_of(deploy)[-3000:]
-    text = manual_script("inventory/twin.py", by_script)
-    script = over_ssh(by_script, text)
-    assert script.returncode == 0, out_of(script)[-3000:]
-    # per step: what the deploy did (pyinfra's own result) and what the script ran
-    did = re.findall(
-        r"--> Starting operation: (.+?) *\n(?:.*\n)*?\s+\[[^]]+\]\s+(Success|No changes|Error)",
-        deploy.stdout + deploy.stderr,
-    )
-    ran = re.findall(r"^== \d+\. (.+)$", script.stderr, re.M)
-    print("deploy:", did, "\nmanual script:", ran)
-    titles = [title for title, _ in did]
-    assert ran == [t for t in titles if t in ran]  # the same steps, in the same order
-    succeeded = {t for t, result in did if result == "Success"}
-    assert succeeded <= set(ran), (succeeded - set(ran), ran)
-    fallback = {t.title for t in TEMPLATES if t.stage == FALLBACK}
-    assert fallback & set(titles) == fallback and not fallback & set(ran)
-    # per step, the host commands each ran: the same ones
-    by_step = {
-        # (pyinfra prints each command inside its own `sh -c '…'`: quotes as '"'"')
-        "deploy": commands_in((deploy.stdout + deploy.stderr).replace("'\"'\"'", "'")),
-        "manual script": commands_in(text),
-    }
-    print("host commands per step:", by_step)
-    assert by_step["deploy"] == by_step["manual script"], by_step
-    assert all(by_step["deploy"].values()), by_step
-
-    changes = {t.name: _changes(t, base[t.name]) for t in (by_deploy, by_script)}
-    assert changes[by_deploy.name] == changes[by_script.name] != [], changes
-    commits = {t.name: owner_git(t, "rev-list", "--count", f"{base[t.name]}..HEAD").stdout
-               for t in (by_deploy, by_script)}  # fmt: skip
-    assert commits[by_deploy.name] == commits[by_script.name] == "1\n"
-    assert _next_boot(by_deploy) == _next_boot(by_script)
-    restarts = {t.name: server_starts(t) - starts[t.name] for t in (by_deploy, by_script)}
-    assert restarts[by_deploy.name] == restarts[by_script.name] == 1, restarts
-    for t in (by_deploy, by_script):
-        assert probe_inside(t).outcome == "parsed" and checkout_clean(t)
-        assert t.exec(["test", "-e", DROPIN], check=False).returncode != 0  # override gone
 
 
 def test_dry_v_shows_the_bump_and_the_build_as_the_programs_they_run(make_twin):

@@ -189,6 +189,7 @@ def render(plan: RestorePlan, steps: Steps, r: Rendering) -> str:
         "#   ssh root@HOST sh -s < FILE           carry out the plan",
         "#   ssh root@HOST sh -s -- fallback < FILE   the /run fallback only",
         "# Exit: 0 done (durable); 3 the /run fallback holds (a reboot reverts it);",
+        "# 6 durable at the next boot (a reboot or a restart activates it);",
         "# 1 failed or refused; 5 another remedy run holds the host; 130/143 stopped.",
         "#",
         "# The plan (remedy's planner, from what it read of the host):",

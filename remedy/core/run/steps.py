@@ -215,6 +215,9 @@ class _Values:
                 "expect_head": snap.checkout.head or "",
                 "expect_profile": snap.generations.profile or "",
                 "expect_current": snap.generations.current_system or "",
+                # what systemd starts the server with (the seed's /run override, the
+                # durable script): the steps' decisions rest on it
+                "expect_exec_start": snap.unit.now.exec_start or "",
             }
             said = "\0".join([*expect.values(), *self.plan.reasons])
             expect["plan_id"] = hashlib.sha256(said.encode()).hexdigest()[:16]

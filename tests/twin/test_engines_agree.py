@@ -1,0 +1,197 @@
+"""Issue 42: the manual script and the deploy, from the same state, leave the same host.
+
+Both run the same host programs (tests/unit/test_one_engine.py holds that, byte for
+byte); what is left to show is that the two drivers of them (pyinfra's operations and
+the script's runner) take the same steps from the same state. Each case brings two
+twins to one state, runs the deploy on one and the manual script on the other (a
+person's run: the restart is now), and compares what a person would look at after:
+the checkout's commits and files, the lock, the next boot's settings, the running
+system, the /run override, the restarts, the scratch clones, the probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from remedy.core.programs import journal
+from remedy.twin import fixtures, machine
+from tests.conftest import (
+    PROJECT,
+    owner_git,
+    probe_inside,
+    server_starts,
+    status_settings,
+    twin_inventory,
+)
+from tests.twin.test_bump_approval import allowed_signers, checkout_clean, locked_rev, out_of
+from tests.twin.test_one_implementation import manual_script, over_ssh
+
+pytestmark = pytest.mark.twin
+
+UNIT = "tenstorrent-serving.service"
+DROPIN = f"/run/systemd/system/{UNIT}.d/override.conf"
+JOURNAL = journal.path(UNIT)
+
+
+def deploy(inventory, audit_log, *extra: str, restart: str | None = "now",
+           name: str = "restore_toolcalling"):  # fmt: skip
+    """A deploy (deploys/NAME.py) on one twin's inventory, with its own audit log."""
+    argv = ["pyinfra", "-y", *(["--data", f"restart={restart}"] if restart else []), *extra,
+            str(inventory), f"deploys/{name}.py"]  # fmt: skip
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(audit_log)}
+    return subprocess.Popen(
+        argv, cwd=PROJECT, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, _ = proc.communicate(timeout=900)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+# -- the states -------------------------------------------------------------------
+
+
+def seed(twin, tmp_path) -> dict:
+    """The incident: hermes in the configuration, the emergency override in /run."""
+    return {}
+
+
+def dirty_checkout(twin, tmp_path) -> dict:
+    twin.exec(["sh", "-c", f"echo '# a person is editing' >> {fixtures.NIXOS_DIR}/flake.nix"],
+              user=fixtures.OWNER)  # fmt: skip
+    return {}
+
+
+def bump_to_off_the_tip(twin, tmp_path) -> dict:
+    """bump_to names the fix, and the branch has moved on past it."""
+    fix = owner_git(twin, "rev-parse", "HEAD", repo=fixtures.TT_STACK_DIR).stdout.strip()
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.later_commit(None))
+    return {"bump_to": fix}
+
+
+def unsigned_tip(twin, tmp_path) -> dict:
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.later_commit(None))
+    return {"trusted_signers": str(allowed_signers(twin, tmp_path))}
+
+
+def pending_generation(twin, tmp_path) -> dict:
+    """remedy's own: a converge under the host's policy set the boot default, the old
+    generation still runs."""
+    done = finished(deploy(inventory_of(twin, tmp_path, {}), tmp_path / "pre.jsonl",
+                           restart=None, name="converge"))  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    code, _ = status_settings(twin)
+    assert code == 6, "the converge left no pending generation"
+    return {}
+
+
+def killed_run(twin, tmp_path) -> dict:
+    """A deploy killed (SIGKILL) once its proof is in the run journal: a scratch clone,
+    a proven toplevel, the checkout and the system untouched."""
+    run = deploy(inventory_of(twin, tmp_path, {}), tmp_path / "pre.jsonl")
+    try:
+        for _ in range(1200):  # an event, not a speed: the proof is recorded, or the run ended
+            got = twin.exec(["cat", JOURNAL], check=False).stdout
+            if run.poll() is not None or (got and "toplevel" in json.loads(got)):
+                break
+            time.sleep(0.25)
+        assert run.poll() is None, "the deploy ended before its proof was recorded"
+        run.send_signal(signal.SIGKILL)
+    finally:
+        run.wait()
+    assert twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.*"], check=False).returncode == 0
+    return {}
+
+
+STATES = {
+    "seed": seed,
+    "dirty_checkout": dirty_checkout,
+    "bump_to_off_the_tip": bump_to_off_the_tip,
+    "unsigned_tip": unsigned_tip,
+    "pending_generation": pending_generation,
+    "killed_run": killed_run,
+}
+
+
+def inventory_of(twin, tmp_path, data: dict):
+    return twin_inventory(tmp_path / f"{twin.name}.py", twin, **data)
+
+
+# -- what a person looks at after ---------------------------------------------------
+
+
+def end_state(twin, base: str, starts: int) -> dict:
+    raw = owner_git(twin, "diff", "--raw", "--no-abbrev", base, "HEAD").stdout
+    current = twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip()
+    profile = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout.strip()
+    _code, settings = status_settings(twin)
+    scratch = twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null | wc -l"]).stdout
+    return {
+        # the files the run's commits changed, with their blobs (the messages and the
+        # twins' own port commits differ)
+        "changes": sorted(x.split(None, 3)[3] + " " + x.split()[3] for x in raw.splitlines()),
+        "commits": owner_git(twin, "rev-list", "--count", f"{base}..HEAD").stdout.strip(),
+        "checkout_clean": checkout_clean(twin),
+        "locked_rev": locked_rev(twin),
+        "next_boot": {k: (d["next_boot"], d["state"]) for k, d in settings.items()},
+        "running_the_boot_default": current == profile,
+        "override": twin.exec(["test", "-e", DROPIN], check=False).returncode == 0,
+        "restarts": server_starts(twin) - starts,
+        "scratch_clones": int(scratch.strip()),
+        "probe": probe_inside(twin).outcome,
+    }
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        pytest.param(
+            name, marks=[pytest.mark.nix_cli] if name in ("seed", "bump_to_off_the_tip") else []
+        )  # fmt: skip
+        for name in STATES
+    ],
+)
+def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, tmp_path):
+    by_deploy = make_twin(with_emergency_override=True)
+    by_script = make_twin(with_emergency_override=True)
+    base, starts, data = {}, {}, {}
+    for twin in (by_deploy, by_script):
+        base[twin.name] = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
+        own = tmp_path / twin.name
+        own.mkdir()
+        data[twin.name] = STATES[state](twin, own)
+        starts[twin.name] = server_starts(twin)
+
+    extra = [x for k, v in data[by_deploy.name].items() for x in ("--data", f"{k}={v}")]
+    ran = finished(deploy(inventory_of(by_deploy, tmp_path, {}), tmp_path / "deploy.jsonl",
+                          *extra))  # fmt: skip
+    script = manual_script(inventory_of(by_script, tmp_path, data[by_script.name]), by_script)
+    manual = over_ssh(by_script, script)
+    print(f"deploy (exit {ran.returncode}):\n{ran.stdout[-3000:]}")
+    print(f"manual script (exit {manual.returncode}):\n{out_of(manual)[-3000:]}")
+
+    after = {
+        "deploy": end_state(by_deploy, base[by_deploy.name], starts[by_deploy.name]),
+        "manual script": end_state(by_script, base[by_script.name], starts[by_script.name]),
+    }
+    assert after["deploy"] == after["manual script"], json.dumps(after, indent=1)
+    # and that state is the one the case is about
+    one = after["deploy"]
+    assert one["probe"] == "parsed"
+    assert one["scratch_clones"] == 0
+    if state in ("dirty_checkout", "unsigned_tip"):  # the durable path refused: the fallback
+        assert one["commits"] == "0" and one["override"], one
+    else:  # durable: the run's commit (and the converge's two before), the override gone
+        commits = "2" if state == "pending_generation" else "1"
+        assert one["commits"] == commits and not one["override"] and one["checkout_clean"], one
+        assert one["running_the_boot_default"], one
+    if state == "bump_to_off_the_tip":
+        assert one["locked_rev"] == data[by_deploy.name]["bump_to"]
