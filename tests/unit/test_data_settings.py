@@ -119,6 +119,90 @@ def test_two_settings_for_one_thing_are_refused_naming_both(tmp_path):
         data.load(where)
 
 
+VLLM_A = "issue: tt-stack#70\nkind: environment\nname: VLLM_A\nvalue: '1'\nurgency: window\n"
+
+
+def prop(name: str, value: str, extra: str = "") -> str:
+    return (f"issue: tt-stack#71\nkind: unit-property\nname: {name}\nvalue: {value}\n"
+            f"urgency: window\n{extra}")  # fmt: skip
+
+
+def flag(name: str, option: str) -> str:
+    return (f"issue: tt-stack#72\nkind: flag\nname: {name}\nvalue: true\nurgency: window\n"
+            f"option: {option}\nfallback: none\n")  # fmt: skip
+
+
+def test_a_variable_set_twice_through_environment_and_its_property_is_refused(tmp_path):
+    """Issue 43 D: environment VLLM_A=1 and unit-property Environment="VLLM_A=2" passed
+    the check, and every --restart now run then restarted the server for it."""
+    where = written(tmp_path, a=VLLM_A, b=prop("Environment", "VLLM_A=2"))
+    (problem,) = data.check(where).problems
+    said = str(problem)
+    assert said.startswith(f"{tmp_path}/b.yaml:4: $.value: ") and f"{tmp_path}/a.yaml" in said
+    assert "the variable VLLM_A" in said, said
+    with pytest.raises(data.SettingsInvalid, match="VLLM_A") as refused:
+        data.load(where)
+    assert "a.yaml" in str(refused.value) and "b.yaml" in str(refused.value)
+    runner = CliRunner()
+    checked = runner.invoke(settings_cli, ["check", "--dir", str(where)])
+    assert checked.exit_code == 1 and "settings OK" not in checked.output, checked.output
+    assert all(len(line) <= 80 for line in checked.output.splitlines()), checked.output
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "what", "where"),
+    [
+        # the property sets it on one host only
+        (VLLM_A, prop("Environment", "VLLM_B=1", "hosts:\n  cfx-llm2: VLLM_B=1 VLLM_A=2\n"),
+         "the variable VLLM_A", "$.hosts.cfx-llm2"),
+        # a property that unsets or passes it
+        (VLLM_A, prop("UnsetEnvironment", "VLLM_A"), "the variable VLLM_A", "$.value"),
+        (VLLM_A, prop("PassEnvironment", "HOME VLLM_A"), "the variable VLLM_A", "$.value"),
+        # an option path written out (quoted) where the other's default goes
+        (VLLM_A, VLLM_A.replace("VLLM_A", "VLLM_C").replace("#70", "#73")
+         + 'option: systemd.services."tenstorrent-serving".environment.VLLM_A\n',
+         "the variable VLLM_A", "$.option"),
+        # one switch, both ways (vLLM's --X / --no-X)
+        (flag("--enforce-eager", "services.tenstorrent-serving.extraArgs"),
+         flag("--no-enforce-eager", "services.tenstorrent-serving.moreArgs"),
+         "the flag --enforce-eager", "$.name"),
+    ],
+    ids=["hosts-environment", "unset", "pass", "option-path", "no-flag"],
+)  # fmt: skip
+def test_two_settings_that_set_one_thing_are_refused_naming_both(
+    tmp_path, first, second, what, where
+):
+    found = written(tmp_path, a=first, b=second)
+    (problem,) = data.check(found).problems
+    assert problem.file == f"{tmp_path}/b.yaml" and problem.where == where, str(problem)
+    assert what in problem.message and f"{tmp_path}/a.yaml" in problem.message, str(problem)
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        (prop("Environment", "QWEN36_SDPA_STREAMING=0"), "QWEN36_SDPA_STREAMING"),
+        (flag("--no-enable-prefix-caching", "services.tenstorrent-serving.extraArgs"),
+         "--enable-prefix-caching"),
+    ],
+    ids=["environment-property", "no-flag"],
+)  # fmt: skip
+def test_a_setting_that_sets_one_of_remedy_s_own_is_refused(tmp_path, text, what):
+    (problem,) = data.check(written(tmp_path, a=text)).problems
+    assert what in problem.message and data.OWN in problem.message, str(problem)
+
+
+def test_settings_of_different_things_pass(tmp_path):
+    where = written(
+        tmp_path,
+        a=VLLM_A,
+        b=prop("Environment", "VLLM_B=2 VLLM_AA=3"),
+        c=prop("UnsetEnvironment", "VLLM_D"),
+        d=flag("--enforce-eager", "services.tenstorrent-serving.extraArgs"),
+    )
+    assert data.check(where).problems == []
+
+
 def test_remedy_settings_check_exits_1_on_a_problem_and_0_on_good_files(tmp_path):
     (tmp_path / "good").mkdir()
     good = written(tmp_path / "good", vllm=LOGGING, max=MAX_MAP)

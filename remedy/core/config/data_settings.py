@@ -414,6 +414,7 @@ def check(where: Path | None = None, project: Path = PROJECT) -> Report:
     where = directory() if where is None else Path(where)
     schema = load_schema(project)
     report = Report()
+    checked: list[tuple[_Document, DataSetting]] = []
     for path in files(where):
         rel = _relative(path, project)
         report.files.append(rel)
@@ -429,21 +430,84 @@ def check(where: Path | None = None, project: Path = PROJECT) -> Report:
             found += _file_problems(doc)
         report.problems += found
         if not found:
-            report.settings.append(_setting(doc))
-    report.problems += _twice(report.settings)
+            checked.append((doc, _setting(doc)))
+    report.settings = [d for _doc, d in checked]
+    report.problems += _twice(checked)
     report.problems.sort(key=lambda p: (p.file, p.line or 0))
     return report
 
 
-def _twice(settings: list[DataSetting]) -> list[Problem]:
-    """Two settings for one thing: the same kind and name, or the same option path."""
-    out, seen = [], {}
-    for d in settings:
-        for what in ((d.kind, d.name), ("option", d.option_path("<unit>"))):
+# Properties of the serving unit whose value names environment variables: they set (or
+# unset, or pass on) what a setting of kind environment sets. Environment=A=1 B=2 holds
+# assignments; UnsetEnvironment=A and PassEnvironment=A B hold names (a value has no
+# quotes, VALUE_RE: its words are split on blanks).
+VARIABLE_PROPERTIES = ("Environment", "UnsetEnvironment", "PassEnvironment")
+# The unit file's name of a property that systemctl show names otherwise.
+UNIT_NAME = {shown: name for name, shown in SHOWN.items()}
+_ATTR_RE = re.compile(r'"([^"]*)"|([^."]+)')
+
+
+def attrs(path: str) -> tuple[str, ...]:
+    """An option path's attribute names, unquoted: ``a."b.c".d`` is (a, b.c, d)."""
+    return tuple(m[1] if m[1] is not None else m[2] for m in _ATTR_RE.finditer(path))
+
+
+def switch(flag: str) -> str:
+    """The switch a flag sets: --no-X sets what --X does (vLLM's boolean flags take
+    both forms)."""
+    return "--" + flag.removeprefix("--no-") if flag.startswith("--no-") else flag
+
+
+def targets(d: DataSetting) -> list[tuple[str, tuple]]:
+    """What D sets, each as (what, the JSON path of D's file that sets it): the variable,
+    property, flag or sysctl its kind and name say; the variables of an Environment=,
+    UnsetEnvironment= or PassEnvironment= property (each host's value too); and the
+    option path it is forced at, with what that path sets."""
+    noun = {ENVIRONMENT: "variable", PROPERTY: "property", FLAG: "flag", SYSCTL: "sysctl"}
+    name = {PROPERTY: UNIT_NAME.get(d.name, d.name), FLAG: switch(d.name)}.get(d.kind, d.name)
+    out = [(f"the {noun[d.kind]} {name}", ("name",))]
+    if d.kind == PROPERTY and d.name in VARIABLE_PROPERTIES:
+        values = [(("value",), d.value), *((("hosts", h), v) for h, v in d.hosts.items())]
+        for path, value in values:
+            for word in str(value).split():
+                if d.name != "Environment" or "=" in word:
+                    out.append((f"the variable {word.split('=', 1)[0]}", path))
+    if d.option:
+        a = attrs(d.option)
+        out.append((f"the option {'.'.join(nix_attr(x) for x in a)}", ("option",)))
+        if len(a) == 5 and a[:2] == ("systemd", "services") and a[3] == "environment":
+            out.append((f"the variable {a[4]}", ("option",)))
+        elif len(a) == 5 and a[:2] == ("systemd", "services") and a[3] == "serviceConfig":
+            out.append((f"the property {UNIT_NAME.get(a[4], a[4])}", ("option",)))
+        elif len(a) == 4 and a[:3] == ("boot", "kernel", "sysctl"):
+            out.append((f"the sysctl {a[3]}", ("option",)))
+    return list(dict.fromkeys(out))
+
+
+def _own() -> set[str]:
+    """What remedy's own settings set, as targets names it."""
+    variables = {*_required_env(), "QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD"}
+    return {f"the variable {v}" for v in variables} | {f"the flag {f}" for f in RESERVED_FLAGS}
+
+
+def _twice(checked: list[tuple[_Document, DataSetting]]) -> list[Problem]:
+    """Two settings for one thing: a variable, property, flag, sysctl or option path
+    that two files set (each run would then restart the server for the one that lost),
+    or that one of remedy's own settings sets; the later file's problem names the
+    earlier."""
+    out, seen, own = [], {}, _own()
+    for doc, d in checked:
+        for what, path in targets(d):
+            if what in own:
+                out.append(doc.problem(path, f"sets {what}, which {OWN}"))
+                break
             first = seen.setdefault(what, d)
             if first is not d:
-                message = f"sets {d.kind} {d.name} as {first.file} does: one setting for one thing"
-                out.append(Problem(d.file, None, message, "$.name"))
+                message = (
+                    f"sets {what}, as {first.file} does: one setting for one thing; keep "
+                    "one of the two files"
+                )
+                out.append(doc.problem(path, message))
                 break
     return out
 
