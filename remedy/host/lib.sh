@@ -297,14 +297,15 @@ flags_script() {
   echo "${_t:-$1}"
 }
 # What systemd starts UNIT with from its durable files (its fragment and the
-# drop-ins not under /run, in the order systemd applies them): the start
-# script's path.
+# drop-ins NixOS made, links into the store such as overrides.conf, in the
+# order systemd applies them): the start script's path. A drop-in of /run, or
+# a file a person wrote in /etc, is not the configuration's.
 durable_exec_start() {
   _frag=$(systemctl show -P FragmentPath -- "$1" 2>/dev/null)
   set -f
   _files=$_frag
   for _d in $(systemctl show -P DropInPaths -- "$1" 2>/dev/null); do
-    case $_d in /run/*) ;; *) _files="$_files $_d" ;; esac
+    case $(readlink -f -- "$_d") in /nix/store/*) _files="$_files $_d" ;; esac
   done
   # shellcheck disable=SC2086  # paths systemd lists, blank-separated
   exec_path $_files

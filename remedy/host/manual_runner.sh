@@ -103,7 +103,7 @@ step() {
   n=$1 stage=$2 failure=$3 name=$4 title=$5
   case $stage in
   always) [ -z "$failed" ] || [ "$name" = scratch_removed ] || return 0 ;;
-  durable) [ "$path" = durable ] && [ -z "$stopped$failed" ] || return 0 ;;
+  durable) [ "$path" != fallback ] && [ -z "$stopped$failed" ] || return 0 ;;
   override)
     if [ -n "$stopped" ]; then
       [ -n "$removed" ] && [ -z "$switched" ] || return 0

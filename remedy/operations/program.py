@@ -11,6 +11,7 @@ does, for the deploy and the manual script alike.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Generator
 
 from pyinfra import host, state
@@ -119,6 +120,9 @@ def check(values: sv.StepValues) -> Generator[StringCommand]:
 
 
 CONTINGENT = "runs only if the durable path fails"
+# a preview line's width: pyinfra puts "    [HOST]     " before it (a host name of up
+# to 13 characters keeps it within 80 columns)
+PREVIEW_WIDTH = 60
 
 
 def operate(values: sv.StepValues, *, prepare: str | None = None, said: str | None = None,
@@ -154,7 +158,10 @@ def preview(values: sv.StepValues) -> Generator[StringCommand]:
              "lines>" for w in values.words()]  # fmt: skip
     if getattr(state, "print_noop_info", False):  # -v
         host.log_styled(f"will run remedy/host/steps/{name}.sh apply, with:", fg="blue")
-        for word in shown:
-            host.log_styled(f"  {word}"[:200], fg="blue")
+        for word in shown:  # within 80 columns after pyinfra's host prefix
+            for line in textwrap.wrap(word, PREVIEW_WIDTH, initial_indent="  ",
+                                      subsequent_indent="      ", break_on_hyphens=False,
+                                      drop_whitespace=False) or ["  "]:  # fmt: skip
+                host.log_styled(line, fg="blue")
     words = [f"<remedy/host/steps/{name}.sh>", f"remedy-{name}", sv.APPLY, *shown]
     yield StringCommand("sh", "-c", *(QuoteString(w) for w in words))

@@ -233,14 +233,16 @@ def test_a_manual_run_is_audited_once_by_the_next_remedy_command(twin, tmp_path)
 
     log = tmp_path / "audit.jsonl"
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
-    proc = over_ssh(twin, manual_script(twin))
-    assert proc.returncode == 0, proc.stderr[-3000:]
     strict = twin_inventory(tmp_path / "strict.py", twin, min_mem_available_gb=100000)
     refused = subprocess.run(
         ["remedy", "runbooks", "show", "001", "--manual", "--inventory", str(strict),
          "--host", twin.name], capture_output=True, text=True, cwd=PROJECT, check=True,
     ).stdout  # fmt: skip
-    assert over_ssh(twin, refused).returncode != 0  # the memory gate fails it at once
+    gated = over_ssh(twin, refused)  # the memory gate fails it before anything changes
+    assert gated.returncode == 1, gated.stderr[-3000:]
+    assert "is below min_mem_available_gb 100000 GB" in " ".join(gated.stderr.split())
+    proc = over_ssh(twin, manual_script(twin))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     for _ in range(2):  # the second read finds them imported already
         status = subprocess.run(
             ["remedy", "status", "inventory/twin.py", "--limit", twin.name],
@@ -249,7 +251,7 @@ def test_a_manual_run_is_audited_once_by_the_next_remedy_command(twin, tmp_path)
         assert "Traceback" not in status.stderr, status.stderr
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 2, records
-    ran, failed = records
+    failed, ran = records
     assert ran["host"] == twin.name and ran["runbook"] == "001"
     assert (ran["result"], ran["path"]) == ("ok", "durable"), ran
     assert ran["details"]["manual_script"] is True and ran["details"]["restarts"] == 1

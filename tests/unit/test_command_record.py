@@ -5,6 +5,7 @@ The shell runs here, as on the host (POSIX sh and coreutils' base64)."""
 
 from __future__ import annotations
 
+import shlex
 import stat
 import subprocess
 
@@ -29,10 +30,25 @@ def test_a_recorded_command_keeps_its_status_and_outputs_and_is_read_once(tmp_pa
     assert not again.ok and "left no answer" in again.stderr  # read once: it is gone
 
 
-def test_a_record_that_cannot_be_written_fails_the_wrapper(tmp_path):
-    (tmp_path / "remedy").write_text("a file where the directory goes")
-    ran = run(record.recorded_argv(str(tmp_path / "remedy" / "answer"), ["true"]))
-    assert ran.returncode != 0
+def in_own_var_tmp(argv: list[str], how: str) -> subprocess.CompletedProcess:
+    """ARGV in a mount namespace of its own whose /var/tmp is an empty tmpfs (HOW: rw,
+    or ro: nothing can be written there): the record's spare directory is never this
+    machine's."""
+    script = f'mount -t tmpfs -o {how} none /var/tmp && exec "$@"'
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *argv],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_a_record_that_cannot_be_written_in_run_goes_to_var_tmp_or_fails(tmp_path):
+    (tmp_path / "remedy").write_text("a file where the directory goes")  # /run is full
+    path = str(tmp_path / "remedy" / "answer")
+    both = " && ".join([shlex.join(record.recorded_argv(path, ["echo", "kept"])),
+                        shlex.join(record.read_argv(path))])  # fmt: skip
+    spare = in_own_var_tmp(["sh", "-c", both], "rw")
+    assert spare.returncode == 0, spare.stderr
+    assert record.parse(spare.stdout.splitlines()).stdout == "kept"
+    neither = in_own_var_tmp(record.recorded_argv(path, ["true"]), "ro")
+    assert neither.returncode == 1, neither.stderr
 
 
 def test_a_cut_or_odd_answer_is_a_failed_command_that_says_so():

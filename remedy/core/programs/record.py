@@ -18,24 +18,14 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-RECORD_DIR = "/run/remedy"  # tmpfs: a record never outlives the boot it was made in
+from remedy import host
 
-# $1: the record's path; the rest: the command. Its own exit status is 0 when the
-# record is written (the step reads the command's status from it), else 1.
-ANSWER_SH = (
-    "o=$(mktemp) && e=$(mktemp) || exit 1\n"
-    'rc=0; "$@" >"$o" 2>"$e" </dev/null || rc=$?\n'
-    'printf "rc %s\\nout %s\\nerr %s\\n" "$rc" "$(base64 -w0 <"$o")" "$(base64 -w0 <"$e")"\n'
-    'rm -f "$o" "$e"\n'
-)
-RECORD_SH = (
-    "r=$1; shift\n"
-    'umask 077; mkdir -p "${r%/*}" || exit 1\n'
-    "answer() {\n" + ANSWER_SH + "}\n"
-    'answer "$@" >"$r.tmp" && mv -f "$r.tmp" "$r"\n'
-)
-READ_SH = 'r=$1\n[ -f "$r" ] || { echo "missing"; exit 0; }\ncat "$r"; rm -f "$r"\n'
-ANSWER_ARGV = ["sh", "-c", "answer() {\n" + ANSWER_SH + '}\nanswer "$@"', "sh"]
+RECORD_DIR = "/run/remedy"  # tmpfs: a record never outlives the boot it was made in
+# (remedy/host/record.sh keeps it in /var/tmp/remedy when /run cannot take it)
+
+RECORD_SH = host.text("record.sh")
+READ_SH = host.text("record_read.sh")
+ANSWER_ARGV = ["sh", "-c", host.text("record_answer.sh") + 'answer "$@"\n', "sh"]
 
 
 def record_path(run_id: str) -> str:

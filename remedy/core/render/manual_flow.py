@@ -223,7 +223,7 @@ def render(plan: RestorePlan, steps: Steps, r: Rendering) -> str:
         f"runbook={shlex.quote(r.runbook)} host_name={shlex.quote(r.host)}",
         f"issues={shlex.quote(', '.join(_json(i) for i in r.issues))}",
         f"unit={shlex.quote(unit)} lock_wait_s={lock_wait:g}",
-        f"path={'durable' if plan.path == DURABLE else 'fallback'}",
+        f"path={plan.path}",  # durable, fallback or noop
         f"journal={shlex.quote(journal_core.path(unit))}",
         "plan_text() {",
         "  cat <<'REMEDY_PLAN'",

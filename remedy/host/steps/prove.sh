@@ -232,7 +232,9 @@ $(builder_label): $(why_of "$out")"
       hint=" ($hint)"
     else
       case $out in
-      *"lacks a signature"*) hint=" (copy_signed is true: the builder must \
+      # Nix 2.8 says "lacks a valid signature", later ones "lacks a signature"
+      *"lacks a signature"* | *"lacks a valid signature"*) hint=" (copy_signed \
+is true: the builder must \
 sign with secret-key-files and this host trust its key in \
 trusted-public-keys)" ;;
       *"No space left"*) hint=" (this host's store is full: collect garbage, \
