@@ -7,6 +7,9 @@ warning) should one ever appear. Free-form ``details`` are scrubbed of
 anything that looks like a secret before writing, and a record that would
 still carry a private key is refused.
 
+Every string of a record is masked as every output of remedy is (a secret's value gives
+way to ``…``: ``remedy.core.config.secrets``), when written and when read.
+
 Where: ``$REMEDY_AUDIT_LOG``, else ``$XDG_STATE_HOME/remedy/audit.jsonl``, else
 ``~/.local/state/remedy/audit.jsonl``. A CLI option or host data can name
 another file.
@@ -169,16 +172,23 @@ def scrub(value: Any) -> Any:
 
 
 def serialize(record: AuditRecord) -> bytes:
-    """The record as one JSON line (details scrubbed). Refuses a line that still holds a key."""
+    """The record as one JSON line (details scrubbed, every secret masked as in every output
+    of remedy: remedy.core.config.secrets). Refuses a line that still holds a key."""
+    from remedy.core.config.secrets import masked_doc
+
     data = record.to_dict()
     data["details"] = scrub(data.get("details") or {})
-    line = json.dumps(data, ensure_ascii=True, sort_keys=False, separators=(",", ":"), default=str)
-    if _SECRET_VALUE_RE.search(line):
+
+    def dumped(value) -> str:
+        return json.dumps(value, ensure_ascii=True, sort_keys=False, separators=(",", ":"),
+                          default=str)  # fmt: skip
+
+    if _SECRET_VALUE_RE.search(dumped(data)):
         raise ValueError(
             "refusing to write an audit record that contains a secret (a private key or token) "
             "outside details; remove it from the record"
         )
-    return (line + "\n").encode("ascii")
+    return (dumped(masked_doc(data)) + "\n").encode("ascii")
 
 
 def append(path: Path | str, record: AuditRecord) -> None:
@@ -262,6 +272,8 @@ def read(
     A missing file has no records. Unreadable lines (a torn last line, a
     corrupted one) are skipped with an ``AuditLogWarning``.
     """
+    from remedy.core.config.secrets import masked_doc
+
     path = Path(path).expanduser()
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
@@ -275,8 +287,8 @@ def read(
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = AuditRecord.from_dict(json.loads(line))
+        try:  # a line written before remedy masked secrets, or by another hand: masked
+            record = AuditRecord.from_dict(masked_doc(json.loads(line)))
         except (ValueError, TypeError) as exc:
             where = "the last line, torn" if torn_tail and number == len(lines) else "a line"
             warnings.warn(

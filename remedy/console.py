@@ -1,6 +1,12 @@
-"""The one console of the CLI. Results go to stdout; diagnostics to stderr."""
+"""The one console of the CLI. Results go to stdout; diagnostics to stderr.
+
+Diagnostics, and everything a pyinfra run logs (``-v``, ``-vv``: each command it runs),
+go through ``MaskedLines``: a secret's value never reaches the terminal or a log file.
+"""
 
 from __future__ import annotations
+
+import sys
 
 from rich.console import Console
 
@@ -23,3 +29,42 @@ def said_folded(label: str, text: str, style: str | None = None) -> None:
             line = f"{line} {word}" if line.strip() else label + word
     lines.append(line)
     console.print("\n".join(lines), style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+class MaskedLines:
+    """A text stream that writes whole lines, each masked as every output of remedy is
+    (remedy.core.config.secrets): what pyinfra logs at ``-v`` and ``-vv`` (the commands
+    it runs with their arguments, what a step said) and remedy's own diagnostics. A line
+    is held until its end (or a flush), so a secret written in pieces is masked whole."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        from remedy.core.config.secrets import masked
+
+        self._held += text
+        if "\n" in self._held:
+            lines, _, self._held = self._held.rpartition("\n")
+            self._stream.write(masked(lines + "\n"))
+        return len(text)
+
+    def flush(self) -> None:
+        from remedy.core.config.secrets import masked
+
+        if self._held:
+            held, self._held = self._held, ""
+            self._stream.write(masked(held))
+        self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def mask_streams(*names: str) -> None:
+    """sys.NAME (``stdout``, ``stderr``) as MaskedLines, once."""
+    for name in names:
+        stream = getattr(sys, name)
+        if not isinstance(stream, MaskedLines):
+            setattr(sys, name, MaskedLines(stream))

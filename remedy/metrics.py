@@ -36,19 +36,36 @@ class HostMetrics:
 
 
 def check_writable(path: str) -> Path:
-    """Fail before any work if PATH cannot be written atomically (its directory must
-    exist and be writable: the temporary file goes there)."""
+    """Fail before any work if PATH cannot be written atomically: its directory must
+    exist and take a new file (the temporary file goes there, then is renamed over
+    PATH), and PATH, if it exists, must be a regular file. Asking the directory is not
+    enough: root may write anywhere by its mode, yet /proc or a read-only mount refuses
+    the file, so one is made there and removed."""
+    import tempfile
+
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    todo = "name a file in a directory this user can write, like /var/lib/node_exporter/remedy.prom"
     if target.is_dir():
         raise ConfigError(f"--textfile {path}: is a directory; name a file like remedy.prom")
     if not directory.is_dir():
-        raise ConfigError(f"--textfile {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
         raise ConfigError(
-            f"--textfile {path}: directory {directory} is not writable by this user "
-            "(the file is written to a temporary name there, then renamed)"
+            f"--textfile {path}: directory {directory} does not exist; create it, or {todo}"
         )
+    if target.exists() and not target.is_file():
+        raise ConfigError(
+            f"--textfile {path}: is not a regular file (the metrics replace it by a rename); {todo}"
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as exc:
+        raise ConfigError(
+            f"--textfile {path}: directory {directory} does not take a new file "
+            f"({exc.strerror or exc}; the metrics are written to a temporary name there, then "
+            f"renamed); {todo}"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
     return target
 
 
@@ -64,10 +81,20 @@ def write(
     state (``remedy.core.run.rollout``: unchanged, converged, failed, not started …)."""
     from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
+    from remedy.core.config.secrets import masked
+
     registry = CollectorRegistry()
 
+    class MaskedGauge(Gauge):
+        """A gauge whose label values are masked as every output of remedy is (a reason
+        may quote what the host said)."""
+
+        def labels(self, *values, **named):
+            values = tuple(masked(str(v)) for v in values)
+            return super().labels(*values, **{k: masked(str(v)) for k, v in named.items()})
+
     def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-        return Gauge(name, doc, labels, registry=registry)
+        return MaskedGauge(name, doc, labels, registry=registry)
 
     _per_host(gauge, hosts)
     gauge("remedy_last_run_timestamp_seconds", "When the last run finished").set(finished_at)

@@ -45,10 +45,14 @@ _lookups_once()
 
 @contextmanager
 def connected(
-    inventory_path: str, limit: list[str] | None = None, data: dict | None = None
+    inventory_path: str,
+    limit: list[str] | None = None,
+    data: dict | None = None,
+    limit_option: str = "--limit",
 ) -> Iterator[tuple]:
     """Yield (state, hosts, failed): connected hosts, and {name: why} for the others.
-    DATA overrides every host's data, as pyinfra's ``--data KEY=VALUE`` does."""
+    DATA overrides every host's data, as pyinfra's ``--data KEY=VALUE`` does; a LIMIT
+    naming a host the inventory lacks is refused naming LIMIT_OPTION, before connecting."""
     from pyinfra_cli.inventory import make_inventory
 
     path = Path(inventory_path)
@@ -68,7 +72,7 @@ def connected(
         unknown = [n for n in limit or [] if n not in names]
         if unknown:
             raise ConfigError(
-                f"--limit {', '.join(unknown)}: not in {inventory_path} "
+                f"{limit_option} {', '.join(unknown)}: not in {inventory_path} "
                 f"(hosts: {', '.join(names) or 'none'})"
             )
         if not names:

@@ -40,18 +40,27 @@ URGENCIES = ("now", "window", "reboot")
     help="For a flag: the option path the serving module reads its extra arguments from.",
 )
 @click.option("--label", help="Its name for people in the status table [default: its name].")
+@click.option(
+    "--adopt-secret",
+    metavar="NAME",
+    help="NAME's value looks like a secret (a URL with a password, a name like a key) but "
+    "may go into the repository: adopt it anyway.",
+)
 @dir_option
 @click.option("--dry", is_flag=True, help="Show the file it would write; write nothing.")
-def adopt(inventory, subject, host, issue, urgency, flag_option, label, where, dry):
+def adopt(inventory, subject, host, issue, urgency, flag_option, label, adopt_secret, where,
+          dry):  # fmt: skip
     """SUBJECT as status prints it: Environment=NAME=VALUE (a /run drop-in's variable),
     LimitNOFILE=65536 (a property), --max-num-seqs (an extra server flag), vm.max_map_count
     (a sysctl that differs from the next boot), or a drop-in's path that sets one of them.
-    Refused, with the reason, when no kind of setting can hold it or it is a secret."""
+    Refused, with the reason, when no kind of setting can hold it or it looks like a
+    secret (adopt its file reference, EnvironmentFile=/run/secrets/…, or --adopt-secret)."""
     from remedy.core.config.adopt import adoption
 
     where = where or data.directory()
     settings, snapshot = _read(inventory, host)
-    a = adoption(snapshot, settings, subject, issue, urgency, host, flag_option, label)
+    a = adoption(snapshot, settings, subject, issue, urgency, host, flag_option, label,
+                 adopt_secret)  # fmt: skip
     path = where / data.slug(a.found.name)
     _checked_with_the_others(where, path.name, a.text)
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
@@ -92,7 +101,7 @@ def _read(inventory: str, name: str):
     from remedy import session
     from remedy.core.config import host_data as settings_mod
 
-    with session.connected(inventory, [name]) as (_state, hosts, failed):
+    with session.connected(inventory, [name], limit_option="--host") as (_state, hosts, failed):
         if failed:
             raise RemedyError(f"{name}: could not connect over SSH: {failed[name]}")
         (host,) = hosts

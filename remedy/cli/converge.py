@@ -87,6 +87,8 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
     run = None
     audit_from: dict[str, audit.Mark | None] = {}
     if check:  # one inventory load: the session checks the --limit names itself
+        if canary is not None and not canary.strip().isdigit():  # a run checks it with the rest
+            _known_hosts(inventory, "--canary", json.loads(_canary_data(canary)))
         reads = fleet.read_hosts(inventory, list(limit) or None, say)
     else:
         data = {"lock_wait_s": f"{wait_s:g}"}
@@ -155,6 +157,20 @@ def _canary_data(value: str) -> str:
     return json.dumps([n.strip() for n in value.split(",") if n.strip()])
 
 
+def _known_hosts(inventory: str, option: str, names: list[str]) -> None:
+    """NAMES (given with OPTION) are hosts of INVENTORY: else ConfigError naming them and
+    the inventory's hosts, before anything connects."""
+    hosts = [h.name for h in inventory_mod.load_inventory(inventory)]
+    unknown = [n for n in names if n not in hosts]
+    if unknown or not names:
+        from remedy.errors import ConfigError
+
+        raise ConfigError(
+            f"{option} {', '.join(unknown) or repr('')}: not a host of {inventory} (hosts: "
+            f"{', '.join(hosts) or 'none'}); name hosts of the inventory, or give a number"
+        )
+
+
 def _rollout_policy(inventory: str, host_data: dict[str, dict], data: dict, names: list[str]):
     """The rollout's policy, and every host's rollout keys checked, before connecting:
     bad values, a canary not in the inventory, a rotation command not on this machine."""
@@ -202,6 +218,11 @@ def _fleet_lock(inventory: str, host_data: dict, wait_s: float, say, as_json: bo
 
 
 def _output(code: int, reports: list[dict], run, as_json: bool) -> None:
+    """The report, as text or JSON, with every secret masked (remedy.core.config.secrets:
+    a setting's live value, what a failed deploy said last)."""
+    from remedy.core.config.secrets import masked_doc
+
+    reports = masked_doc(reports)
     rollout = None
     if run is not None:
         policy = run.rollout.policy
@@ -212,6 +233,7 @@ def _output(code: int, reports: list[dict], run, as_json: bool) -> None:
             "stopped": run.rollout.stopped,
             "hosts": run.rollout.rows(),
         }
+        rollout = masked_doc(rollout)  # a host's why may quote what it said
     if as_json:
         doc = {"exit_code": code, "hosts": reports}
         if rollout is not None:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from remedy import fleet
 from remedy.console import console, err_console, said_folded
+from remedy.core.config.secrets import masked_doc
 from remedy.core.render.report import host_status, next_step
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, worst
 
@@ -40,14 +41,17 @@ def status(inventory, limit, as_json):
             )
     # A host that cannot be read may be the frozen one: an incomplete report is an error.
     code = EXIT_ERROR if errors else worst([r.exit_code for r in results])
+    errors = masked_doc(errors)  # why a read failed may quote what the host said
     if as_json:
         click.echo(
             json.dumps(
-                {
-                    "exit_code": code,
-                    "hosts": [{**r.to_json(), "next": nexts[r.host]} for r in results],
-                    "errors": errors,
-                },
+                masked_doc(
+                    {
+                        "exit_code": code,
+                        "hosts": [{**r.to_json(), "next": nexts[r.host]} for r in results],
+                        "errors": errors,
+                    }
+                ),
                 indent=2,
                 default=str,
             )

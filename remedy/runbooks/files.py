@@ -163,8 +163,12 @@ def load_runbook(path: Path | str, project_dir: Path | str | None = None) -> Run
     Raises ``RunbookSyntaxError`` (a ``ConfigError``) naming ``file:line:column``
     when the YAML does not parse, or when the document is not a mapping.
     """
-    path = Path(path).resolve()
+    given = Path(path)
+    path = given.resolve()
     project = Path(project_dir).resolve() if project_dir is not None else path.parent.parent
+    if dangling(given):
+        rel = relative(given.parent, project) + "/" + given.name
+        raise RunbookSyntaxError(Problem(rel, None, dangling_said(given)))
     rel = relative(path, project)
     try:
         text = path.read_text(encoding="utf-8")
@@ -183,11 +187,36 @@ def load_runbook(path: Path | str, project_dir: Path | str | None = None) -> Run
 
 
 def runbook_files(project_dir: Path | str) -> list[Path]:
-    """The YAML files of ``runbooks/``, sorted (an absent directory gives none)."""
+    """The YAML files of ``runbooks/``, sorted (an absent directory gives none), and the
+    links named so whose target is gone: such a link is named by whatever loads it
+    (``dangling_said``), never skipped as if the runbook had never been there."""
     directory = Path(project_dir) / RUNBOOKS_DIR
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in (".yaml", ".yml"))
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if (p.is_file() or dangling(p)) and p.suffix in (".yaml", ".yml")
+    )
+
+
+def dangling(path: Path) -> bool:
+    """PATH is a symlink whose target does not exist (or cannot be reached)."""
+    return path.is_symlink() and not path.exists()
+
+
+def dangling_said(path: Path) -> str:
+    import os
+
+    return (
+        f"a symlink to {os.readlink(path)}, which does not exist: restore its target, or "
+        "remove the link if the runbook is gone"
+    )
+
+
+def dangling_links(project_dir: Path | str) -> list[str]:
+    """The runbook files of the project that are dangling links, as problems name them."""
+    return [f"{RUNBOOKS_DIR}/{p.name}" for p in runbook_files(project_dir) if dangling(p)]
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shlex
 import subprocess
@@ -23,6 +24,7 @@ from remedy.cli.runbooks._common import (
 from remedy.console import err_console
 from remedy.errors import ConfigError
 from remedy.inventory import is_production, load_inventory
+from remedy.runbooks.files import dangling_links
 
 #: Files whose uncommitted changes make ``apply`` refuse in production.
 GUARDED_DIRS = ("deploys", "remedy/operations")
@@ -65,6 +67,25 @@ def _record_refusal(
             audit.append(path, record)
         except OSError as exc:
             err_console.print(f"[yellow]warning:[/] could not write the audit log {path}: {exc}")
+
+
+def _check_limits(inventory: Path, hosts: list, limits: tuple[str, ...]) -> None:
+    """Each --limit names a host or a group of INVENTORY, or is a pattern that matches a
+    host's name, as pyinfra reads it: else ConfigError before anything connects (pyinfra
+    itself only warns, and runs on no host with exit 0)."""
+    groups = {g for h in hosts for g in h.groups}
+    unknown = [
+        limit
+        for limit in limits
+        if limit not in groups and not any(fnmatch.fnmatchcase(h.name, limit) for h in hosts)
+    ]
+    if unknown:
+        raise ConfigError(
+            f"--limit {', '.join(unknown)}: not in {inventory} (hosts: "
+            f"{', '.join(h.name for h in hosts) or 'none'}"
+            + (f"; groups: {', '.join(sorted(groups))}" if groups else "")
+            + ")"
+        )
 
 
 @click.command("apply", short_help="Run a runbook's deploy against an inventory.")
@@ -114,7 +135,8 @@ def apply(
         )
 
     report = core.check_project(project)
-    own = {runbook.file, runbook.deploy}
+    # a runbook link whose target is gone: the checkout is not what it says it is
+    own = {runbook.file, runbook.deploy, *dangling_links(project)}
     blocking = [p for p in report.problems if p.file in own]
     if blocking:
         raise core.RunbookInvalid(blocking)
@@ -125,6 +147,7 @@ def apply(
         )
 
     hosts = load_inventory(inventory)
+    _check_limits(inventory, hosts, limits)
     production = is_production(hosts)
     dirty_override = False
     if production:

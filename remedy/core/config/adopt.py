@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pyinfra.api.exceptions import FactProcessError
 
 from remedy.core.config import data_settings as data
-from remedy.core.config import desired, volatile
+from remedy.core.config import desired, secrets, volatile
 from remedy.core.config.host_data import HostData
 from remedy.core.readings import systemd
 from remedy.core.readings.snapshot import HostSnapshot
@@ -143,9 +143,15 @@ def _assignment(snap: HostSnapshot, s: HostData, subject: str, entries) -> Found
 
 def _checked(found: Found, asked: str | None) -> Found:
     if asked is not None and asked != found.value:
+        seen = secrets.masked(found.seen)
+        if secrets.secret(found.name, found.value):  # its value is never said
+            raise AdoptRefused(
+                f"{found.name} is not the value given live ({seen}): adopt what runs, or "
+                "change it first"
+            )
         raise AdoptRefused(
-            f"{found.name} is {found.value} live, not {asked} ({found.seen}): adopt what "
-            "runs, or change it first"
+            f"{found.name} is {found.value} live, not {asked} ({seen}): adopt what runs, or "
+            "change it first"
         )
     return found
 
@@ -169,7 +175,7 @@ def _from_entry(snap: HostSnapshot, s: HostData, e: volatile.Unmanaged, entries)
         return _assignment(snap, s, e.subject, entries)
     carried = [a for a in _assignments(snap, s) if a[3] == e.subject]
     if not _serving_dropin(e.subject, s) or len(carried) != 1:
-        listed = ", ".join(f"{n}={v}" for _k, n, v, _p in carried)
+        listed = ", ".join(secrets.shown(n, v) for _k, n, v, _p in carried)
         why = (
             f"it sets {listed}: adopt one of them by name"
             if carried
@@ -181,14 +187,40 @@ def _from_entry(snap: HostSnapshot, s: HostData, e: volatile.Unmanaged, entries)
 
 
 def secret(found: Found) -> bool:
-    """FOUND looks like it carries a secret: a variable named like a token or key, or a
-    property so named whose value is not a file reference (SetCredential=name:VALUE, not
+    """FOUND looks like it carries a secret (``remedy.core.config.secrets``): a value like
+    one whatever its name (a URL with a password or token in it, a private key); a
+    variable or flag named like one (SMTP_PASS, HF_TOKEN, --api-key); a property so
+    named whose value is not a file reference (SetCredential=name:VALUE, not
     LoadCredential=name:/path or EnvironmentFile=/path)."""
-    if found.kind == data.ENVIRONMENT:
-        return bool(data.SECRET_RE.search(found.name))
-    if found.kind == data.PROPERTY and data.SECRET_RE.search(found.name):
+    if secrets.secret_value(found.value):
+        return True
+    if found.kind == data.PROPERTY and secrets.secret_name(found.name):
         return not data.FILE_REFERENCE_RE.match(found.value)
-    return False
+    return found.kind in (data.ENVIRONMENT, data.FLAG) and secrets.secret_name(found.name)
+
+
+def _secret_refused(found: Found, host: str) -> AdoptRefused:
+    """Why FOUND is not adopted, and what to do: never its value."""
+    why = (
+        "by its name" if secrets.secret_name(found.name) else "by its value, a URL with a password"
+    )
+    # a variable named like a secret is refused by `remedy settings check` whatever its
+    # value: no flag of adopt can make it a setting
+    told = found.kind == data.ENVIRONMENT and secrets.secret_name(found.name)
+    return AdoptRefused(
+        f"{found.name} looks like a secret {why}: remedy copies no secret into the "
+        "repository; adopt a file reference instead: keep the value in a file the unit "
+        "reads (from sops-nix or agenix), name it in a drop-in (for example "
+        "EnvironmentFile=/run/secrets/vllm.env) and adopt that: `remedy adopt "
+        f"INVENTORY --host {host} EnvironmentFile=/run/secrets/vllm.env --issue ...`; "
+        + (
+            ""
+            if told
+            else f"or, if it is no secret, say so: `--adopt-secret {found.name}` writes its "
+            "value into the repository; "
+        )
+        + f"else list {found.name} in ignore_volatile"
+    )
 
 
 def _typed(kind: str, value: str) -> str | int | bool:
@@ -209,19 +241,15 @@ def adoption(
     host: str,
     flag_option: str | None = None,
     label: str | None = None,
+    adopt_secret: str | None = None,
 ) -> Adoption:
     """The setting file that adopts SUBJECT on HOST, unchecked against the others (the
-    caller runs ``data_settings.check`` with it); AdoptRefused says why not."""
+    caller runs ``data_settings.check`` with it); AdoptRefused says why not. A value that
+    looks like a secret is adopted only when ADOPT_SECRET names it (a person said that
+    its value may go into the repository)."""
     found = find(snap, s, subject)
-    if secret(found):
-        raise AdoptRefused(
-            f"{found.name} looks like a secret: remedy copies no secret into the "
-            "repository; adopt a file reference instead: keep the value in a file the unit "
-            "reads (from sops-nix or agenix), name it in a drop-in (for example "
-            "EnvironmentFile=/run/secrets/vllm.env) and adopt that: `remedy adopt "
-            f"INVENTORY --host {host} EnvironmentFile=/run/secrets/vllm.env --issue ...`; "
-            f"list {found.name} in ignore_volatile"
-        )
+    if secret(found) and adopt_secret != found.name:
+        raise _secret_refused(found, host)
     if found.kind == data.FLAG and not flag_option:
         raise AdoptRefused(
             f"{found.name}: a flag needs flag_option: the option path your serving module "

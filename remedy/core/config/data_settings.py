@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from remedy.core.config.secrets import SECRET_RE
 from remedy.errors import ConfigError
 
 ENVIRONMENT, FLAG, SYSCTL, PROPERTY = "environment", "flag", "sysctl", "unit-property"
@@ -59,7 +60,6 @@ NAME_RE = {
 # A value that systemd (no % specifier), the shell and Nix (no $, no quote) all take as
 # written.
 VALUE_RE = re.compile(r"^[A-Za-z0-9 _./:,=+@^~!#&*()\[\]{}|<>?;-]*$")
-SECRET_RE = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL", re.I)
 # What remedy manages itself: the six built-in settings' keys, their flags (the parser,
 # Phase 2a) and variables (host data required_env's defaults).
 BUILTIN_KEYS = (

@@ -39,6 +39,7 @@ from pyinfra.api.exceptions import FactProcessError
 from remedy.core.config import data_settings as data
 from remedy.core.config import desired
 from remedy.core.config.host_data import HostData
+from remedy.core.config.secrets import MASK, masked, secret_name, shown
 from remedy.core.readings import systemd, wrapper
 from remedy.core.readings.runtime import RuntimeFile, RuntimeState, UnitEnvLine
 from remedy.core.readings.snapshot import HostSnapshot
@@ -71,7 +72,6 @@ MANAGED_FLAGS = (
     *desired.PHASE2A_FLAGS,
     "--no-async-scheduling",
 )
-SECRET_RE = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL", re.I)
 flag_map = desired.flag_map
 
 
@@ -101,17 +101,17 @@ class Unmanaged:
         }
 
 
-def shown(key: str, value: str) -> str:
-    """KEY=VALUE for a report; a secret's value is never printed."""
-    return f"{key}=…" if SECRET_RE.search(key) else f"{key}={value}"
-
-
 def _after_serve(argv: list[str]) -> list[str] | None:
     return argv[argv.index("serve") + 1 :] if "serve" in argv else None
 
 
 def _flag(name: str, value: str | None) -> str:
-    return name if value is None else f"{name} {value}"
+    return name if value is None else f"{name} {_flag_value(name, value)}"
+
+
+def _flag_value(name: str, value) -> str:
+    """A flag's value as a report says it: masked for a flag like --api-key."""
+    return MASK if secret_name(name) else masked(str(value))
 
 
 def _dropin_summary(text: str) -> str:
@@ -121,7 +121,7 @@ def _dropin_summary(text: str) -> str:
         for ln in text.splitlines()
         if ln.strip() and not ln.strip().startswith(("#", ";", "["))
     ]
-    line = "; ".join(words) or "empty"
+    line = masked("; ".join(words)) or "empty"  # masked whole, then cut
     return line if len(line) <= 60 else line[:59] + "…"
 
 
@@ -184,7 +184,12 @@ def _process_differences(unit, runtime: RuntimeState, s: HostData) -> list[_Diff
                     f"the server runs without {name}", f"{_flag(name, b)} added", name, None
                 )
             else:
-                d = _Difference(f"the server runs {_flag(name, a)}", f"{name} {a} → {b}", name, src)
+                d = _Difference(
+                    f"the server runs {_flag(name, a)}",
+                    f"{name} {_flag_value(name, a)} → {_flag_value(name, b)}",
+                    name,
+                    src,
+                )
             out.append(d)
     if proc.environ is not None:
         env = proc.environ
@@ -243,7 +248,7 @@ class ChainVar:
     source: str | None
 
 
-def _systemd_own(key: str) -> bool:
+def systemd_own(key: str) -> bool:
     """What the system manager puts in every service's environment itself at boot: PATH
     and the locale (systemd src/core/main.c and manager.c, manager_default_environment:
     ``PATH=`` DEFAULT_PATH, then locale_setup() from locale.conf, C.UTF-8 without one)."""
@@ -259,7 +264,7 @@ def durable_manager_env(runtime: RuntimeState) -> dict[str, ChainVar]:
     manager's environment as it is."""
     if runtime.chain is None:
         return {k: ChainVar(v, None) for k, v in runtime.manager_env.items()}
-    out = {k: ChainVar(v, None) for k, v in runtime.manager_env.items() if _systemd_own(k)}
+    out = {k: ChainVar(v, None) for k, v in runtime.manager_env.items() if systemd_own(k)}
     for path, value in runtime.chain.default_env:
         if _runtime(path):
             continue

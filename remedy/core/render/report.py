@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from remedy.core.config import desired, options, restarts, volatile
 from remedy.core.config.host_data import HostData
+from remedy.core.config.secrets import MASK, masked, masked_doc
 from remedy.core.readings import memory as mem
 from remedy.core.readings.snapshot import HostSnapshot
 from remedy.core.run.plan import NOOP, managed_conflict, plan_restore
@@ -62,25 +63,36 @@ class HostStatus:
         return [e.text() for e in self.unmanaged]
 
     def to_json(self) -> dict:
+        """The status as a document, every secret masked (remedy.core.config.secrets)."""
         snapshot = dataclasses.asdict(self.snapshot) if self.snapshot else None
-        process = (snapshot or {}).get("runtime", {}).get("process") or {}
+        runtime = (snapshot or {}).get("runtime") or {}
+        process = runtime.get("process") or {}
         if process.get("environ"):  # the server's environment may hold secrets: names only
             process["environ"] = sorted(process["environ"])
-        return {
-            "host": self.host,
-            "exit_code": self.exit_code,
-            "verdict": self.verdict,
-            "problems": self.problems,
-            "notes": self.notes,
-            "rows": [dataclasses.asdict(r) for r in self.rows],
-            "settings": [dataclasses.asdict(d) for d in self.drifts],
-            "unmanaged_volatile": [e.to_json() for e in self.unmanaged],
-            "ignored_volatile": self.ignored,
-            "boot_pending": self.boot_pending,
-            "pending": self.pending,
-            "reboot_for": self.reboot_for,
-            "snapshot": snapshot,
-        }
+        if runtime.get("manager_env"):
+            # where `systemctl set-environment` puts credentials for any service, under any
+            # name: the names, and the values only of what systemd sets itself (PATH, the
+            # locale); what of it the server runs with is judged in unmanaged_volatile
+            runtime["manager_env"] = {
+                k: v if volatile.systemd_own(k) else MASK for k, v in runtime["manager_env"].items()
+            }
+        return masked_doc(
+            {
+                "host": self.host,
+                "exit_code": self.exit_code,
+                "verdict": self.verdict,
+                "problems": self.problems,
+                "notes": self.notes,
+                "rows": [dataclasses.asdict(r) for r in self.rows],
+                "settings": [dataclasses.asdict(d) for d in self.drifts],
+                "unmanaged_volatile": [e.to_json() for e in self.unmanaged],
+                "ignored_volatile": self.ignored,
+                "boot_pending": self.boot_pending,
+                "pending": self.pending,
+                "reboot_for": self.reboot_for,
+                "snapshot": snapshot,
+            }
+        )
 
 
 def _short(path: str | None) -> str:
@@ -162,9 +174,30 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
             f"kernel's ({', '.join(reboot_for)})"
         )
     return HostStatus(
-        host, code, verdict, rows, problems, snap, drift_list, notes, kept, len(ignored),
-        boot, pending, reboot_for,
+        host, code, masked(verdict), _masked_rows(rows), [masked(p) for p in problems], snap,
+        drift_list, [masked(n) for n in notes], _masked_entries(kept), len(ignored), boot,
+        pending, reboot_for,
     )  # fmt: skip
+
+
+def _masked_rows(rows: list[Row]) -> list[Row]:
+    """ROWS as a person reads them: a value like a secret masked (a proxy URL with its
+    password, in a data setting's live value)."""
+    return [
+        dataclasses.replace(r, now=masked(r.now), after_reboot=masked(r.after_reboot),
+                            where=[masked(w) for w in r.where])
+        for r in rows
+    ]  # fmt: skip
+
+
+def _masked_entries(entries: list) -> list:
+    """The unmanaged volatile ENTRIES with every secret masked (they say the host's
+    values: a drop-in's text, the server's variables and flags)."""
+    return [
+        dataclasses.replace(e, now=masked(e.now), after_reboot=masked(e.after_reboot),
+                            details=tuple(masked(d) for d in e.details))
+        for e in entries
+    ]  # fmt: skip
 
 
 def _beyond_the_settings(snap, settings, boot, problems: list[str]):
