@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import click
@@ -22,18 +24,14 @@ import click
 from remedy import fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.cli.converge import wait_option
-from remedy.console import console, err_console
+from remedy.console import console, err_console, said_folded
 from remedy.core.run import schedule as core
-from remedy.errors import ConfigError, RemedyError
+from remedy.errors import EXIT_ERROR, EXIT_VOLATILE, ConfigError, RemedyError, worst
 
 UNIT_DIR = Path("/etc/systemd/system")
-EXIT_MEANING = {
-    "0": "in sync and durable",
-    "1": "error (a host could not be read, or a deploy failed)",
-    "3": "drift or volatile state",
-    "4": "unhealthy: tool calls not parsed",
-    "5": "another run held a host lock",
-}
+# The commands that ask systemd (tests put stand-ins here: never this machine's systemd).
+SYSTEMCTL = ["systemctl"]
+JOURNALCTL = ["journalctl"]
 
 
 def _remedy_executable() -> str:
@@ -56,7 +54,7 @@ def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
         )
     if textfile:
         metrics.check_writable(textfile)
-    return core.Schedule(
+    spec = core.Schedule(
         remedy=_remedy_executable(),
         inventory=str(path.resolve()),
         project=str(fleet.PROJECT),
@@ -65,6 +63,12 @@ def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
         textfile=str(Path(textfile).resolve()) if textfile else None,
         wait_s=wait_s,
     )
+    if not check_only:  # what the run's converge refuses before it connects, refused now
+        from remedy.cli import converge
+
+        host_data, names = converge._host_data(spec.inventory, ())
+        converge._rollout_policy(spec.inventory, host_data, spec.run_data(), names)
+    return spec
 
 
 def _options(f):
@@ -82,7 +86,7 @@ def _options(f):
 
 
 def _systemctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["systemctl", *args], capture_output=True, text=True)
+    proc = subprocess.run([*SYSTEMCTL, *args], capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise RemedyError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()}")
     return proc
@@ -141,11 +145,12 @@ def install(inventory, interval, check_only, textfile, wait_s):
             f"{exc}; the schedule is as it was before this install "
             f"({'the earlier units restored' if before else 'nothing left installed'})"
         ) from None
-    next_run = _systemctl("show", "-P", "NextElapseUSecRealtime", core.TIMER).stdout.strip()
+    next_run = _next_run(_props(core.TIMER, *TIMER_NEXT))
     mode = "reports drift" if check_only else "converges"
-    console.print(
+    said_folded(
+        "",
         f"installed {UNIT_DIR / core.SERVICE} and {core.TIMER}: every {interval} it {mode} "
-        f"{spec.inventory}; next run {next_run or 'after boot'}"
+        f"{spec.inventory}; next run {next_run or 'after boot'}",
     )
 
 
@@ -186,55 +191,92 @@ def remove():
     console.print(f"removed {', '.join(str(p) for p in present)}")
 
 
+TIMER_NEXT = ("NextElapseUSecRealtime", "NextElapseUSecMonotonic")
+
+
+def _next_run(timer: dict[str, str]) -> str:
+    """When the timer fires next, as a person reads it ("" if it is not scheduled)."""
+    if timer.get("NextElapseUSecRealtime"):  # a calendar timer: systemd's own words
+        return timer["NextElapseUSecRealtime"]
+    at = core.next_elapse(timer, time.time(), time.clock_gettime(time.CLOCK_MONOTONIC))
+    return "" if at is None else time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(at))
+
+
 @schedule.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON document.")
 def status(as_json):
-    """The last result, the next run, and the last report (the drift)."""
+    """The last run's result and exit code, the next run, and the last report.
+
+    Exits with the last run's exit code (as `remedy converge` does: 0, 6, 3, 4, 5, 2, 1),
+    1 if a signal or its time bound ended it or the timer does not run."""
     service = UNIT_DIR / core.SERVICE
     if not service.exists():
         err_console.print("no remedy schedule is installed (remedy schedule install …)")
         raise SystemExit(1)
-    timer = _props(
-        core.TIMER, "LoadState", "ActiveState", "NextElapseUSecRealtime", "LastTriggerUSec"
-    )
-    svc = _props(core.SERVICE, "Result", "ExecMainStatus", "ExecMainExitTimestamp")
+    timer = _props(core.TIMER, "LoadState", "ActiveState", "LastTriggerUSec", *TIMER_NEXT)
+    svc = _props(core.SERVICE, *SERVICE_PROPS)
     report = subprocess.run(
-        ["journalctl", "-u", core.SERVICE, "-n", "40", "-o", "cat", "--no-pager"],
+        [*JOURNALCTL, "-u", core.SERVICE, "-n", "40", "-o", "cat", "--no-pager"],
         capture_output=True,
         text=True,
     ).stdout
-    doc = {
-        "command": core.parse_exec_start(service.read_text()),
-        "timer": timer,
-        "last_run": {**svc, "meaning": EXIT_MEANING.get(svc.get("ExecMainStatus", ""), "")},
-        "last_report": report.splitlines(),
-    }
+    last = core.last_run(svc)
     broken = timer.get("LoadState") != "loaded" or timer.get("ActiveState") != "active"
+    code = worst([last.code, *([EXIT_ERROR] if broken else [])])
+    command = core.parse_exec_start(service.read_text())
+    next_run = _next_run(timer)
+    doc = {
+        "command": command,
+        "timer": timer,
+        "next_run": next_run or None,
+        "last_run": {
+            **svc,
+            "state": last.state,
+            "exit_code": last.exit_code,
+            "signal": last.signal,
+            "failed": last.failed,
+            "meaning": core.EXIT_MEANING.get(last.exit_code, ""),
+            "said": last.text(),
+        },
+        "last_report": report.splitlines(),
+        "exit_code": code,
+    }
     if as_json:
         click.echo(json.dumps(doc, indent=2))
-        if broken:
-            raise SystemExit(1)
-        return
+        raise SystemExit(code)
     if broken:  # a schedule that does not run is not a schedule: say so, exit 1
-        err_console.print(
+        said_folded(
+            "",
             f"{core.TIMER} is not running (LoadState={timer.get('LoadState')}, "
-            f"ActiveState={timer.get('ActiveState')}): nothing converges on schedule; "
-            "`remedy schedule install …` again, or see journalctl -u " + core.TIMER
+            f"ActiveState={timer.get('ActiveState')}): nothing converges on schedule",
         )
-    console.print(f"command:  {' '.join(doc['command'])}")
-    console.print(
-        f"timer:    {timer.get('ActiveState')}; next {timer.get('NextElapseUSecRealtime')}"
-    )
-    last = svc.get("ExecMainExitTimestamp") or "never"
-    console.print(
-        f"last run: {last}: exit {svc.get('ExecMainStatus')} "
-        f"({doc['last_run']['meaning'] or svc.get('Result')})"
-    )
+    said_folded("command: ", shlex.join(command))
+    when = f"next run {next_run}" if next_run else "no next run scheduled"
+    said_folded("timer: ", f"{timer.get('ActiveState')}; {when}")
+    said_folded("last run: ", last.text())
     if report.strip():
         console.print("last report:")
         console.print(report.rstrip(), markup=False, highlight=False)
+    said_folded("next: ", _next_step(last, broken, command))
+    raise SystemExit(code)
+
+
+SERVICE_PROPS = ("ActiveState", "Result", "ExecMainCode", "ExecMainStatus",
+                 "ExecMainStartTimestamp", "ExecMainExitTimestamp")  # fmt: skip
+
+
+def _next_step(last: core.LastRun, broken: bool, command: list[str]) -> str:
+    """What a person does next, after the status."""
     if broken:
-        raise SystemExit(1)
+        return f"`remedy schedule install …` again, or see `journalctl -u {core.TIMER}`"
+    if last.failed:
+        return (
+            "fix what the last report says, then run it now: "
+            f"`systemctl start {core.SERVICE}` (its log: `journalctl -u {core.SERVICE}`)"
+        )
+    if last.exit_code == EXIT_VOLATILE and len(command) > 2:
+        return f"see what a reboot would change: `remedy status {shlex.quote(command[2])}`"
+    return "nothing: the timer runs it again"
 
 
 def _props(unit: str, *names: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -93,8 +94,8 @@ def install_remedy(mgmt, tmp_path: Path) -> None:
     )  # fmt: skip
 
 
-def inventory_for(mgmt, target, **data) -> str:
-    """An inventory inside MGMT for TARGET: its key and known_hosts copied in."""
+def inventory_for(mgmt, target, at: str = "/etc/remedy/fleet.py", **data) -> str:
+    """An inventory inside MGMT for TARGET, at AT: its key and known_hosts copied in."""
     inv = Path(mgmt.merged) / "etc/remedy"
     inv.mkdir(parents=True, exist_ok=True)
     target_data = target.inventory_data()
@@ -108,11 +109,13 @@ def inventory_for(mgmt, target, **data) -> str:
         audit_log="/var/log/remedy/audit.jsonl",
         **data,
     )
-    (inv / "fleet.py").write_text(
+    path = Path(mgmt.merged) / at.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
         "from remedy.inventory import checked_hosts\n\n"
         f"hosts = checked_hosts([({target.name!r}, {options!r})])\n"
     )
-    return "/etc/remedy/fleet.py"
+    return at
 
 
 def audit_entries(mgmt) -> list[dict]:
@@ -174,3 +177,75 @@ def test_the_timer_in_a_management_twin_restores_a_rebooted_serving_twin(make_tw
     assert removed.returncode == 0, removed.stderr
     gone = mgmt.exec(["test", "-e", "/etc/systemd/system/remedy-converge.timer"], check=False)
     assert gone.returncode != 0
+
+
+def service_props(twin) -> dict[str, str]:
+    out = twin.exec(
+        [
+            "systemctl",
+            "show",
+            "remedy-converge.service",
+            "-p",
+            "ActiveState",
+            "-p",
+            "Result",
+            "-p",
+            "ExecMainStatus",
+            "-p",
+            "ExecMainExitTimestamp",
+        ]
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)  # fmt: skip
+
+
+def ended(twin, status: str | None = None) -> dict[str, str] | None:
+    """The service's props once a run ended (with exit STATUS, if given)."""
+    props = service_props(twin)
+    done = props["ActiveState"] in ("inactive", "failed") and props["ExecMainExitTimestamp"]
+    return props if done and status in (None, props["ExecMainStatus"]) else None
+
+
+def test_a_schedule_with_a_blank_a_percent_and_a_dollar_in_its_paths_runs_as_given(
+    make_twin, tmp_path
+):
+    """Issue 43 F5: a path with a blank was written unquoted into ExecStart= (every run
+    exited 2), a % was expanded as a specifier (x%n.prom became
+    xremedy-converge.service.prom), and status exited 0 after a run that exited 2, with a
+    blank next. One twin is both the management host and the serving host it reads, in
+    the seed's state (the /run override holds tool calling): a check exits 3."""
+    twin = make_twin(with_emergency_override=True)
+    install_remedy(twin, tmp_path)
+    inventory = inventory_for(twin, twin, at="/etc/remedy/my fleet %n $HOME/fleet %n.py")
+    textfile = "/var/lib/remedy metrics/x%n $HOME \\q\"it's.prom"
+    twin.exec(["mkdir", "-p", str(Path(textfile).parent)])
+    remedy = ["env", "REMEDY_PROJECT=/opt/remedy-src", "/opt/remedy/bin/remedy", "schedule"]
+    installed = twin.exec(
+        [*remedy, "install", inventory, "--check-only", "--interval", "20s",
+         "--textfile", textfile],
+        check=False, timeout=300,
+    )  # fmt: skip
+    assert installed.returncode == 0, (installed.stdout + installed.stderr)[-2000:]
+
+    # The timer's run reads the host and writes the textfile at the path given, no other
+    first = wait_for("the first run to end", lambda: ended(twin), timeout=300)
+    assert first["Result"] == "success" and first["ExecMainStatus"] in ("0", "3", "6"), first
+    written = twin.exec(["ls", "-A", str(Path(textfile).parent)]).stdout.splitlines()
+    assert written == [Path(textfile).name], written
+    status = twin.exec([*remedy, "status", "--json"], check=False)
+    doc = json.loads(status.stdout)
+    assert doc["command"][1:] == ["converge", inventory, "--unattended", "--wait", "30",
+                                  "--check", "--textfile", textfile]  # fmt: skip
+    assert status.returncode == doc["last_run"]["exit_code"] == int(first["ExecMainStatus"])
+
+    # A run that exits 2 (the inventory now has a key remedy does not know): status says
+    # so, with its code, and when the next run is
+    bad = "from remedy.inventory import checked_hosts\n\n"
+    bad += "hosts = checked_hosts([('h', {'no_such_key': 1})])\n"
+    (Path(twin.merged) / inventory.lstrip("/")).write_text(bad)
+    wait_for("a run that exits 2", lambda: ended(twin, "2"), timeout=300)
+    status = twin.exec([*remedy, "status"], check=False)
+    said = " ".join(status.stdout.split())
+    assert status.returncode == 2, status.stdout + status.stderr
+    assert ": exit 2 (bad input" in said and "no_such_key" in said, status.stdout
+    (timer,) = [line for line in status.stdout.splitlines() if line.startswith("timer:")]
+    assert re.search(r"next run \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", timer), timer
