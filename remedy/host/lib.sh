@@ -53,9 +53,9 @@ say_items() {
   done
 }
 note() { answer note "$@"; }
-noop() { answer noop "$@"; exit 0; }
-done_() { answer "done" "$@"; exit 0; }
-give_up() { answer give-up "$@"; exit 0; }
+noop() { ended noop "$*"; answer noop "$@"; exit 0; }
+done_() { ended "done" "$*"; answer "done" "$@"; exit 0; }
+give_up() { ended give-up "$*"; answer give-up "$@"; exit 0; }
 # Check mode stops here and answers that the step would act; apply goes on.
 would() {
   [ "$mode" = apply ] && return 0
@@ -483,3 +483,111 @@ nix_at_least() {  # MAJOR MINOR: this host's Nix is at least that version
   [ "${3:-0}" -gt "$1" ] || { [ "${3:-0}" -eq "$1" ] && [ "${4:-0}" -ge "$2" \
       ]; }
 }
+
+# ---- When a step runs: its stage, decided here for the deploy and the manual
+# script alike. Each step of a run is given when (always, durable, override,
+# rollback or fallback), failure (gives-up: a failure gives up its stage, and
+# a durable one falls back; stops: the run stops), path (the plan's: durable or
+# fallback) and stopped (a stop request: SIGINT or SIGTERM, as its driver got
+# it). What the steps before it did is in the run journal: durable_failed,
+# failed, override_failed (why each gave up), switching or switch_exit (a
+# switch was attempted), removed (the stale /run override went), running (the
+# step whose apply has not answered yet).
+
+# Why this step does not run now, in off (empty: it runs).
+stage_off() {
+  off=''
+  _run=$(jget running)
+  if [ -n "$_run" ]; then
+    # an earlier step's apply ended without an answer (killed, or its
+    # connection cut): it failed as its stage fails
+    set -f
+    # shellcheck disable=SC2086  # WHEN FAILURE NAME
+    set -- $_run
+    set +f
+    _why="the step $3 ended without an answer (killed, or its connection cut)"
+    if [ "$2" = stops ]; then
+      jset running= "failed=$_why" || :
+    elif [ "$1" = durable ]; then
+      jset running= "durable_failed=$_why" || :
+    elif [ "$1" = override ]; then
+      jset running= "override_failed=$_why" || :
+    else
+      jset running= || :
+    fi
+  fi
+  _f=$(jget failed) _df=$(jget durable_failed)
+  _switched=$(jget switching)$(jget switch_exit)
+  case $when in
+  always) ;;
+  durable)
+    if [ -n "$stopped" ]; then off="$stopped: no further step starts"
+    elif [ -n "$_f" ]; then off="the run stopped: $_f"
+    elif [ -n "$_df" ]; then off="the durable path gave up: $_df"
+    elif [ "$path" = fallback ]; then off="the plan takes the /run fallback"
+    fi ;;
+  override)
+    if [ -n "$stopped" ]; then
+      # stopped between removing the old override and switching: it goes back
+      [ -n "$(jget removed)" ] && [ -z "$_switched" ] ||
+        off="$stopped: no further step starts"
+    elif [ -n "$_f" ]; then off="the run stopped: $_f"
+    elif [ "$path" != fallback ] && [ -z "$_df" ]; then
+      off="the durable path holds: no fallback"
+    fi ;;
+  rollback)
+    if [ -n "$stopped" ]; then off="$stopped: no further step starts"
+    elif [ -n "$_f" ]; then off="the run stopped: $_f"
+    elif [ -z "$_df" ]; then off="the durable path holds: nothing to roll back"
+    elif [ -z "$_switched" ]; then off="no switch was attempted: nothing to \
+roll back"
+    fi ;;
+  fallback)
+    if [ -n "$stopped" ]; then off="$stopped: no further step starts"
+    elif [ -n "$_f" ]; then off="the run stopped: $_f"
+    elif [ "$path" != fallback ] && [ -z "$_df" ]; then
+      off="the durable path holds: no fallback"
+    elif [ -n "$(jget override_failed)" ]; then
+      off="the /run override did not take: $(jget override_failed)"
+    fi ;;
+  *) give_up "bad value for ${0##*/}: when=$when" ;;
+  esac
+}
+
+# VERDICT WHY: what this step's end means for the steps after it, in the run
+# journal (a give-up in either mode; the end of an apply).
+ended() {
+  [ -n "${when:-}" ] && [ -z "${_stage_off:-}" ] || return 0
+  if [ "$1" = give-up ]; then
+    if [ "$failure" = stops ]; then
+      jset running= "failed=$2" || :
+      answer say failed "$2"
+    elif [ "$when" = durable ]; then
+      jset running= "durable_failed=$2" || :
+      answer log yellow "the durable path is abandoned; the /run fallback \
+takes \
+over"
+      answer say durable_failed "$2"
+    elif [ "$when" = override ]; then
+      jset running= "override_failed=$2" || :
+    elif [ "$mode" = apply ]; then
+      jset running= || :
+    fi
+  elif [ "$mode" = apply ]; then
+    jset running= || :
+  fi
+}
+
+if [ -n "${when:-}" ]; then
+  need journal run_id failure path stopped
+  stage_off
+  if [ -n "$off" ]; then
+    _stage_off=yes
+    answer say stage_off "$off"
+    noop "$off"
+  fi
+  if [ "$mode" = apply ]; then
+    jset "running=$when $failure ${0#remedy-}" ||
+      give_up "cannot write the run journal $journal"
+  fi
+fi

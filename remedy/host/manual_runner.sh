@@ -1,9 +1,9 @@
 # The manual script's runner: it runs each step's host program, in the deploy's
-# order, as the deploy runs it, and keeps to when a step runs (its stage):
-# durable steps while no durable step gave up; the fallback when the plan takes
-# it or a durable step gave up; the rollback after a switch. The script sets,
-# before main: runbook, issues, host_name, unit, lock_wait_s, path (the plan's),
-# journal.
+# order, as the deploy runs it; each program decides whether its stage is on
+# (remedy/host/lib.sh). The runner takes the host lock, passes the programs the
+# plan's path and a stop request, says what they answer, and records the run.
+# The script sets, before main: runbook, issues, host_name, unit, lock_wait_s,
+# path (the plan's), journal.
 _nl='
 '
 say_() { printf '%s\n' "$*" >&2; }
@@ -74,8 +74,8 @@ start() {
   printf 'pid %s on %s since %s: the manual script of runbook %s\n' "$$" \
     "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runbook" >"$holder"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  durable_failed='' stopped='' failed='' removed='' switched=''
-  override_failed='' new_rev='' boot_pending='' restarts=0 lock_commit=''
+  durable_failed='' stopped='' failed='' override_failed=''
+  new_rev='' boot_pending='' restarts=0 lock_commit=''
   toplevel='' ops='' current='(before the first step)'
   trap 'finish_record $?' EXIT
   trap 'on_signal INT' INT
@@ -94,33 +94,24 @@ on_signal() {
   say_ "SIG$1: stopping after $current (again to stop now)"
 }
 
-# step N STAGE FAILURE NAME TITLE: run step N (values_N) if its STAGE is on.
-# FAILURE gives-up: a failure gives up its stage (the durable path falls back);
-# stops: it stops the run.
+# step N NAME TITLE: run step N (values_N). Its program decides whether its
+# stage is on (remedy/host/lib.sh, as in the deploy): the runner passes it the
+# path and a stop request, and says what it answers.
 step() {
-  [ "$mode" = plan ] && { printf '%3s. %s\n' "$1" "$5"; "values_$1" "$mode"; \
+  [ "$mode" = plan ] && { printf '%3s. %s\n' "$1" "$3"; "values_$1" "$mode"; \
       return 0; }
-  n=$1 stage=$2 failure=$3 name=$4 title=$5
-  case $stage in
-  always) [ -z "$failed" ] || [ "$name" = scratch_removed ] || return 0 ;;
-  durable) [ "$path" != fallback ] && [ -z "$stopped$failed" ] || return 0 ;;
-  override)
-    if [ -n "$stopped" ]; then
-      [ -n "$removed" ] && [ -z "$switched" ] || return 0
-    else
-      [ "$path" = fallback ] && [ -z "$failed" ] || return 0
-    fi ;;
-  rollback) [ -z "$stopped$failed" ] && [ -n "$durable_failed" ] && [ -n \
-      "$switched" ] ||
-    return 0 ;;
-  fallback) [ "$path" = fallback ] && [ -z "$stopped$failed$override_failed" ] \
-      ||
+  n=$1 name=$2 title=$3
+  current="step $n ($title)"
+  out=$("values_$n" apply 2>&1) || true
+  verdict='' why='' off=''
+  case $out in
+  *"@@remedy say stage_off "*)
+    off=$(printf '%s\n' "$out" | sed -n 's/^@@remedy say stage_off //p' |
+      head -n 1)
+    printf '\n== %s. %s: not run (%s)\n' "$n" "$title" "$off" >&2
     return 0 ;;
   esac
-  current="step $n ($title)"
   printf '\n== %s. %s\n' "$n" "$title" >&2
-  out=$("values_$n" apply 2>&1) || true
-  verdict='' why=''
   while IFS= read -r line; do
     case $line in
     "@@remedy log "*) l=${line#@@remedy log }; say_ "   ${l#* }" ;;
@@ -132,6 +123,9 @@ step() {
     "@@remedy say boot_pending "*)
       boot_pending=${line#@@remedy say boot_pending } ;;
     "@@remedy say restarts "*) restarts=$((restarts + 1)) ;;
+    "@@remedy say durable_failed "*)
+      durable_failed=${line#@@remedy say durable_failed } path=fallback ;;
+    "@@remedy say failed "*) failed=${line#@@remedy say failed } ;;
     "@@remedy done "* | "@@remedy noop "* | "@@remedy give-up "*)
       l=${line#@@remedy }
       verdict=${l%% *} why=${l#* } ;;
@@ -148,19 +142,7 @@ OUT
   *) say_ "   GAVE UP: $why"; result=error ;;
   esac
   ops="$ops$n	$title	$result	$why$_nl"
-  case $name:$result in
-  remove_override:changed) removed=yes ;;
-  switch:changed | switch:error) switched=yes ;;
-  esac
-  [ "$result" = error ] || return 0
-  if [ "$failure" = gives-up ] && [ "$stage" = durable ]; then
-    say_ "   the durable path is abandoned; the /run fallback takes over"
-    durable_failed=$why path=fallback
-  elif [ "$failure" = gives-up ]; then
-    [ "$name" != override ] || override_failed=yes
-  else
-    failed=$why
-  fi
+  [ "$name:$result" != override:error ] || override_failed=yes
 }
 
 # The run's outcome, said and recorded on the host (root's, 0600) for the next

@@ -2,20 +2,14 @@
 
 ``deploys/converge.py`` runs it for every managed setting and
 ``deploys/restore_toolcalling.py`` for the tool-calling subset. Every step is one
-operation called with its values. Which stages run is pyinfra's own ``_if=`` on
-the earlier steps' results:
-
-* a durable step runs while no earlier durable step failed (they fail ignored);
-* a fallback step runs when the plan's path is the fallback, or once a durable
-  step failed; the rollback only after a switch was attempted; nothing restarts
-  onto an override that failed to take effect;
-* a stop request (SIGINT, SIGTERM) lets no further step start, except the /run
-  override going back when it was removed and no switch followed.
+operation called with its values, and each runs: when its stage is on is decided by
+its host program (``remedy/host/lib.sh`` ``stage_off``), from the run journal, as in
+the manual script. A step that fails is ignored by pyinfra, so the steps after it
+run (and say why they do nothing); the outcome, last, fails the run when it failed.
 
 What a step found out travels on its pyinfra result (``remedy.operations.said``);
 the run's list of steps and results (``Restore.flow``) and its stop request
-(``Restore.stop``) are values that the conditions and the steps that read them
-get as arguments.
+(``Restore.stop``) are values that the steps that read them get as arguments.
 """
 
 from __future__ import annotations
@@ -24,9 +18,8 @@ from types import MappingProxyType
 
 from remedy import lifecycle
 from remedy.core.config import desired
-from remedy.core.run.plan import FALLBACK, NOOP
-from remedy.core.run.steps import ALWAYS, DURABLE, Step
-from remedy.core.run.stop import StopRequest
+from remedy.core.run.plan import NOOP
+from remedy.core.run.steps import Step
 from remedy.operations import memory, nix, pyinfra_private, run, serving
 
 MODULES = MappingProxyType({"memory": memory, "nix": nix, "serving": serving})
@@ -56,8 +49,9 @@ def converge(scope: tuple[str, ...] = desired.ALL, runbook: str = "006"):
             step.values,
             **run_values(op, restore),
             name=step.template.title,
-            _ignore_errors=step.template.ignorable,
-            _if=condition(step, list(done), restore.plan.path, restore.stop),
+            # a failure is the program's to carry (the run journal); only the
+            # outcome's fails the host for pyinfra
+            _ignore_errors=step.op != "serving.outcome_reported",
         )
         done.append((step, meta))
     return restore
@@ -78,42 +72,3 @@ def run_values(op, restore) -> dict:
     far (the outcome's step reads them at execution, when all are complete)."""
     values = {"stop": restore.stop, "flow": restore.flow}
     return {k: v for k, v in values.items() if pyinfra_private.takes(op, k)}
-
-
-def condition(step: Step, done: list[tuple[Step, object]], path: str, stop: StopRequest):
-    """When STEP runs, from pyinfra's results of the steps DONE before it and the STOP
-    request (evaluated at execution), or None for a step that always runs."""
-    durable = [meta for s, meta in done if s.stage == DURABLE]
-
-    def durable_failed() -> bool:
-        return any(meta.did_error() for meta in durable)
-
-    def meta_of(op: str):
-        return next(meta for s, meta in done if s.op == op)
-
-    if step.stage == ALWAYS:
-        return None
-    if step.stage == DURABLE:
-        return lambda: not stop.why and not durable_failed()
-    fallback = path == FALLBACK
-    if step.op == "serving.runtime_override_written":
-        removed, switched = (
-            meta_of("serving.runtime_override_removed"),
-            meta_of("nix.system_switched"),
-        )
-        return lambda: (
-            (fallback or durable_failed())
-            if not stop.why
-            else removed.did_change() and not (switched.did_change() or switched.did_error())
-        )
-    if step.op == "nix.system_rolled_back":
-        switched = meta_of("nix.system_switched")
-        return lambda: (
-            not stop.why and durable_failed() and (switched.did_change() or switched.did_error())
-        )
-    written = next((meta for s, meta in done if s.op == "serving.runtime_override_written"), None)
-    return lambda: (
-        not stop.why
-        and (fallback or durable_failed())
-        and not (written is not None and written.did_error())
-    )

@@ -17,16 +17,17 @@ from pyinfra.api import operation
 
 from remedy.core.config import options
 from remedy.core.programs import step_values as sv
+from remedy.core.run.stop import NOT_STOPPED, StopRequest
 from remedy.operations import program
 
 
-def _run(values: sv.RunValues, reason=None, said: str | None = None):
+def _run(values: sv.RunValues, stop: StopRequest, reason=None, said: str | None = None):
     """The step (``program.operate``), REASON saying a give-up better."""
-    yield from program.operate(values, said=said, reason=reason)
+    yield from program.operate(values, stop=stop, said=said, reason=reason)
 
 
 @operation(is_idempotent=False)
-def flake_input_updated(values: sv.Bump):
+def flake_input_updated(values: sv.Bump, stop: StopRequest = NOT_STOPPED):
     """In a scratch clone of the checkout (as its owner), bump the input with the host's
     Nix command, or lock it to bump_to, and commit flake.lock there. The checkout itself
     is not touched until the fix is proven. The scratch clone's path goes into the run
@@ -34,23 +35,25 @@ def flake_input_updated(values: sv.Bump):
     the durable path.
 
     + values: the step's values (``step_values.Bump``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from _run(values)
+    yield from _run(values, stop)
 
 
 @operation(is_idempotent=False)
-def managed_file_written(values: sv.Managed):
+def managed_file_written(values: sv.Managed, stop: StopRequest = NOT_STOPPED):
     """Write remedy's managed Nix file (imported by the host's configuration) with the
     host data's values in the scratch clone, as the checkout's owner, and commit it
     there naming its issues. The checkout moves only with the proven commits.
 
     + values: the step's values (``step_values.Managed``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from _run(values)
+    yield from _run(values, stop)
 
 
 @operation()
-def fix_proven(values: sv.Prove):
+def fix_proven(values: sv.Prove, stop: StopRequest = NOT_STOPPED):
     """Ask Nix what the scratch clone's configuration needs (``--dry-run``): derivations
     to compile (no ``preferLocalBuild``, no text file) give up the durable path unless
     ``allow_local_build``. Then, memory-gated and bounded, build its toplevel and read
@@ -58,6 +61,7 @@ def fix_proven(values: sv.Prove):
     proven toplevel goes into the run journal.
 
     + values: the step's values (``step_values.Prove``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
     if values.builder:
         said = "the builder builds: see the plan"
@@ -75,23 +79,24 @@ def fix_proven(values: sv.Prove):
             return None
         return options.evaluation_blocker("\n".join(a.output), values.host_data)
 
-    yield from _run(values, reason, said)
+    yield from _run(values, stop, reason, said)
 
 
 @operation(is_idempotent=False)
-def flake_lock_committed(values: sv.FastForward):
+def flake_lock_committed(values: sv.FastForward, stop: StopRequest = NOT_STOPPED):
     """Bring the proven commits (the lock naming tt-stack#49 and the revs, the managed
     file) from the scratch clone into the checkout, as its owner, by a fast-forward:
     HEAD and flake.lock move in one short step, or not at all if someone committed
     meanwhile. The new HEAD goes into the run journal, for a rollback.
 
     + values: the step's values (``step_values.FastForward``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from _run(values)
+    yield from _run(values, stop)
 
 
 @operation(is_idempotent=False)
-def system_switched(values: sv.Switch):
+def system_switched(values: sv.Switch, stop: StopRequest = NOT_STOPPED):
     """Switch to the proven toplevel (the run journal's, or one known beforehand), as
     ``nixos-rebuild switch`` ends: wait for a switch that another holds, set the system
     profile, then run its ``switch-to-configuration`` in nixos-rebuild-ng's transient
@@ -102,12 +107,13 @@ def system_switched(values: sv.Switch):
     else is rolled back.
 
     + values: the step's values (``step_values.Switch``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from _run(values)
+    yield from _run(values, stop)
 
 
 @operation(is_idempotent=False)
-def system_rolled_back(values: sv.Rollback):
+def system_rolled_back(values: sv.Rollback, stop: StopRequest = NOT_STOPPED):
     """After a failed switch or verification, return to exactly the generation recorded
     when the run began, as ``nixos-rebuild --rollback`` does: the profile back, then
     always the restored generation's switch-to-configuration, so the boot entry is
@@ -117,18 +123,22 @@ def system_rolled_back(values: sv.Rollback):
     to the fallback.
 
     + values: the step's values (``step_values.Rollback``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from program.operate(values, prepare="runs only if the switch or its verification fails")
+    yield from program.operate(
+        values, stop=stop, prepare="runs only if the switch or its verification fails"
+    )
 
 
 @operation(is_idempotent=False)
-def scratch_removed(values: sv.ScratchRemoved):
+def scratch_removed(values: sv.ScratchRemoved, stop: StopRequest = NOT_STOPPED):
     """Remove the scratch clone the run made, whatever happened before, and any a killed
     run left: every run that makes one holds the host lock, so none of them is in use.
 
     + values: the step's values (``step_values.ScratchRemoved``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
     if not (values.made or values.left):
         host.noop("no scratch clone")
         return
-    yield from _run(values)
+    yield from _run(values, stop)

@@ -11,6 +11,7 @@ does, for the deploy and the manual script alike.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Generator
 
@@ -22,6 +23,7 @@ from remedy.core.programs import signers
 from remedy.core.programs import step_values as sv
 from remedy.core.readings import answer as answer_core
 from remedy.core.readings import changes as changes_core
+from remedy.core.run.stop import NOT_STOPPED, StopRequest
 from remedy.operations.argv import Failure, Ran, ran, read
 from remedy.operations.said import note, say
 
@@ -125,12 +127,15 @@ CONTINGENT = "runs only if the durable path fails"
 PREVIEW_WIDTH = 60
 
 
-def operate(values: sv.StepValues, *, prepare: str | None = None, said: str | None = None,
-            act=None, **act_with) -> Generator[StringCommand]:  # fmt: skip
+def operate(values: sv.StepValues, *, stop: StopRequest = NOT_STOPPED,
+            prepare: str | None = None, said: str | None = None, act=None,
+            **act_with) -> Generator[StringCommand]:  # fmt: skip
     """An operation's body. Skipped: the planner's why. At prepare (``--dry``, the
     confirmation): a contingent step says so, PREPARE is what a step that only reads
     says it will do, any other step previews its program (SAID before it). At
-    execution: ACT with ACT_WITH (default ``step``: check, then apply when it acts)."""
+    execution: ACT with ACT_WITH (default ``step``: check, then apply when it acts),
+    its values carrying the run's STOP request (the program decides when its stage
+    is on: remedy/host/lib.sh)."""
     if values.skip:
         host.noop(values.skip)
         return
@@ -144,6 +149,8 @@ def operate(values: sv.StepValues, *, prepare: str | None = None, said: str | No
                 host.log_styled(said, fg="blue")
             yield from preview(values)
         return
+    if isinstance(values, sv.RunValues) and values.when:
+        values = dataclasses.replace(values, stopped=stop.why or "")
     yield from (act or step)(values, **act_with)
 
 

@@ -26,27 +26,29 @@ DRAIN_SLICE_S = 5  # one call of the drain's program waits at most this long
 
 
 @operation(is_idempotent=False)
-def runtime_override_removed(values: sv.RemoveOverride):
+def runtime_override_removed(values: sv.RemoveOverride, stop: StopRequest = NOT_STOPPED):
     """Remove the stale /run override (the managed drop-in, every /run drop-in of the
     unit that sets ExecStart, and the /run start scripts they ran) and daemon-reload,
     before the switch, so the durable configuration takes over with a single restart.
     Not when the drain postponed the restart: the override keeps live right until then.
 
     + values: the step's values (``step_values.RemoveOverride``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from program.operate(values)
+    yield from program.operate(values, stop=stop)
 
 
 @operation(is_idempotent=False)
-def runtime_carriers_removed(values: sv.RemoveCarriers):
+def runtime_carriers_removed(values: sv.RemoveCarriers, stop: StopRequest = NOT_STOPPED):
     """Remove the /run drop-ins of the unit (its items), which carry only data settings
     (what `remedy adopt` made a setting of) that the next boot now holds, and
     daemon-reload: after the verify, so a durable path that fails leaves them holding
     live right. The running server keeps what it started with: no restart.
 
     + values: the step's values (``step_values.RemoveCarriers``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from program.operate(values)
+    yield from program.operate(values, stop=stop)
 
 
 @operation()
@@ -66,10 +68,10 @@ def drained(values: sv.Drain, stop: StopRequest = NOT_STOPPED):
         f"will wait up to {values.timeout_s}s for no request in flight "
         f"({values.server_url}/metrics)"
     )
-    yield from program.operate(values, prepare=will, act=_drain, stop=stop)
+    yield from program.operate(values, stop=stop, prepare=will, act=_drain, watch=stop)
 
 
-def _drain(values: sv.Drain, stop: StopRequest):
+def _drain(values: sv.Drain, watch: StopRequest):
     """The drain at execution: the program waits a slice a call; a stop request ends
     the wait between two."""
     host.log_styled(
@@ -85,7 +87,7 @@ def _drain(values: sv.Drain, stop: StopRequest):
         a = program.checked(now)
         if a.verdict != answer_core.WAIT:
             break
-        if stopping := stop.why:
+        if stopping := watch.why:
             host.noop(f"{stopping} while waiting for an idle server: nothing restarts")
             return
     if a.verdict == answer_core.NOOP:
@@ -110,41 +112,43 @@ def runtime_override_written(values: sv.Override, stop: StopRequest = NOT_STOPPE
     + values: the step's values (``step_values.Override``)
     + stop: the run's stop request: then the override is put back, with no gate
     """
-    yield from program.operate(values, act=_override, stop=stop)
+    yield from program.operate(values, stop=stop, act=_override, watch=stop)
 
 
-def _override(values: sv.Override, stop: StopRequest):
-    if stop.why:
+def _override(values: sv.Override, watch: StopRequest):
+    if watch.why:
         # Stopped between removing the old override and switching: put it back (no
         # restart), so the host is as before: never hermes on disk with no override.
-        host.log_styled(f"{stop.why}: putting the /run override back", fg="yellow")
+        host.log_styled(f"{watch.why}: putting the /run override back", fg="yellow")
         values = dataclasses.replace(values, putting_back=True)
     yield from program.step(values)
 
 
 @operation(is_idempotent=False)
-def restarted(values: sv.Restart):
+def restarted(values: sv.Restart, stop: StopRequest = NOT_STOPPED):
     """Restart the unit unless something restarted it already in this run (the switch,
     or the rollback onto the override), or it still runs an override that was parsed
     before the run, or the drain postponed the restart. Memory-gated: a refusal fails
     the step.
 
     + values: the step's values (``step_values.Restart``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
-    yield from program.operate(values)
+    yield from program.operate(values, stop=stop)
 
 
 @operation()
-def toolcalling_verified(values: sv.Verify):
+def toolcalling_verified(values: sv.Verify, stop: StopRequest = NOT_STOPPED):
     """Wait (bounded by ``ready_timeout_s``) for the server, then require the serving
     process to have the wanted parser and variables and the tool-call probe to be
     ``parsed``. A check: it changes nothing. In the durable stage a failure gives up
     the durable path.
 
     + values: the step's values (``step_values.Verify``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
     will = "will wait for the server, then send a tool call"
-    yield from program.operate(values, prepare=will, act=program.check)
+    yield from program.operate(values, stop=stop, prepare=will, act=program.check)
 
 
 @operation(is_idempotent=False)
@@ -193,13 +197,14 @@ def outcome_reported(values: sv.Outcome, flow: list | None = None, stop: StopReq
 
 
 @operation(is_idempotent=False)
-def run_begun(values: sv.Begin):
+def run_begun(values: sv.Begin, stop: StopRequest = NOT_STOPPED):
     """Record where the run begins in the run journal (the system profile and
     /run/current-system, the checkout's HEAD, the serving unit's main PID), before
     anything changes: the rollback returns to exactly them, the restart and the verify
     know what restarted. A plan made for a host that has changed since stops here.
 
     + values: the step's values (``step_values.Begin``)
+    + stop: the run's stop request (the program then starts nothing new)
     """
     will = "will record where the run begins (the run journal)"
-    yield from program.operate(values, prepare=will, act=program.check)
+    yield from program.operate(values, stop=stop, prepare=will, act=program.check)

@@ -71,10 +71,17 @@ def _builder_words(b: Builder | None) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class RunValues(StepValues):
-    """A step of a run that keeps a run journal on the host."""
+    """A step of a run that keeps a run journal on the host. When it runs (its stage)
+    its program decides (remedy/host/lib.sh ``stage_off``), from WHEN, FAILURE, the
+    plan's PATH, a stop request (STOPPED, its driver's at execution) and the run
+    journal."""
 
     journal: str
     run_id: str
+    when: str = ""  # always, durable, override, rollback, fallback ("": no stage)
+    failure: str = ""  # gives-up (a failure gives up its stage) or stops (the run)
+    path: str = ""  # the plan's: durable or fallback
+    stopped: str = ""  # why the run was asked to stop (its driver's, at execution)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +100,7 @@ class Begin(RunValues):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Gate(StepValues):
+class Gate(RunValues):
     PROGRAM: ClassVar[str] = "gate"
     min_gb: float
     doing: str

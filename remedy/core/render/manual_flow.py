@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from remedy import host as host_programs
 from remedy.core.programs import step_values as sv
 from remedy.core.run.plan import RestorePlan
-from remedy.core.run.steps import DURABLE, FALLBACK, Steps, StepTemplate
+from remedy.core.run.steps import DURABLE, FALLBACK, Steps, when_of
 
 WIDTH = 80
 TAG = "REMEDY_PROGRAM"
@@ -47,16 +47,6 @@ class Rendering:
     read: str  # how the plan knows the host: "read at …", or why it was not read
     inventory: str = ""
     approval: str = ""  # what the bump may take (host data bump_to, trusted_signers)
-
-
-def stage_of(t: StepTemplate) -> str:
-    """When the runner runs a step (remedy/host/manual_runner.sh, as the deploy's
-    ``flow.condition``): the override and the rollback have conditions of their own."""
-    if t.op == "serving.runtime_override_written":
-        return "override"
-    if t.op == "nix.system_rolled_back":
-        return "rollback"
-    return t.stage
 
 
 def _pieces(value: str, width: int) -> list[str] | None:
@@ -90,6 +80,10 @@ def _values_function(n: int, values: sv.StepValues, title: str) -> list[str]:
             key, value = "", word
         if values.PROGRAM == "override" and key == "putting_back":
             args.append('"putting_back=${putting_back:-no}"')  # set when stopped
+        elif key == "stopped" and isinstance(values, sv.RunValues) and values.when:
+            args.append('"stopped=${stopped:-}"')  # the runner's, when it runs
+        elif key == "path" and isinstance(values, sv.RunValues) and values.when:
+            args.append('"path=$path"')  # the plan's, or fallback (sh -s -- fallback)
         elif key == "run_id" and value == MANUAL_RUN_ID:
             args.append('"run_id=$run_id"')  # the script's own (the runner makes it)
         elif (pieces := _pieces(value, WIDTH - len(key) - 8)) is None:
@@ -153,7 +147,7 @@ def plan_lines(plan: RestorePlan, steps: Steps, r: Rendering) -> list[str]:
         if step.op == "serving.outcome_reported":
             continue
         n += 1
-        when = WHEN.get(stage_of(step.template), "")
+        when = WHEN.get(when_of(step.template), "")
         say(f"{step.template.title}{when}", f"{n:2}. ", "      ")
         if step.op == "nix.flake_input_updated" and r.approval:
             say(r.approval, "      ", "      ")
@@ -211,8 +205,7 @@ def render(plan: RestorePlan, steps: Steps, r: Rendering) -> str:
             continue
         n += 1
         t = st.template
-        failure = "gives-up" if t.ignorable else "stops"
-        line = f"  step {n} {stage_of(t)} {failure} {st.values.PROGRAM}"
+        line = f"  step {n} {st.values.PROGRAM}"
         title = shlex.quote(t.name)
         head.append(f"{line} {title}" if len(line) + len(title) < WIDTH else
                     f"{line} \\\n    {title}")  # fmt: skip

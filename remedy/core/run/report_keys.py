@@ -22,6 +22,10 @@ KEYS = MappingProxyType(
         "why": (str,),
         # the fallback could not restore tool calling: the run failed
         "failed": (str,),
+        # a durable step that gave up: why (remedy/host/lib.sh: the fallback takes over)
+        "durable_failed": (str,),
+        # why a step's stage is off (its program did not run it)
+        "stage_off": (str,),
         # the memory gate refused: the run is refused
         "refused": (str,),
         # notes for the outcome line and the audit

@@ -231,7 +231,7 @@ class _Values:
         if self.snap is not None:
             now = round(self.snap.memory.mem_available_kb * 1024 / 1e9, 1)
         return sv.Gate(
-            min_gb=self.s.min_mem_available_gb, doing=doing, host=self.host_name,
+            **self.run, min_gb=self.s.min_mem_available_gb, doing=doing, host=self.host_name,
             now_gb=now, skip=skip or own,
         )  # fmt: skip
 
@@ -570,8 +570,27 @@ def plan_steps(
     """Every step of this host's run with its values (see the module's doc); BUILDER:
     the builder its build_host names (the inventory knows it), or None."""
     values = _Values(plan, snap, s, run_id, unhealthy, builder, host_name)
-    steps = tuple(Step(t, getattr(values, t.key)()) for t in TEMPLATES)
+    path = FALLBACK if plan.path == FALLBACK else DURABLE
+    steps = tuple(Step(t, staged(t, getattr(values, t.key)(), path)) for t in TEMPLATES)
     return Steps(steps, values.resuming)
+
+
+def when_of(t: StepTemplate) -> str:
+    """When a step runs (remedy/host/lib.sh ``stage_off`` decides it on the host): its
+    stage, and the override and the rollback have conditions of their own."""
+    if t.op == "serving.runtime_override_written":
+        return "override"
+    if t.op == "nix.system_rolled_back":
+        return "rollback"
+    return t.stage
+
+
+def staged(t: StepTemplate, values: sv.StepValues, path: str) -> sv.StepValues:
+    """VALUES with what its program needs to decide when it runs."""
+    if not isinstance(values, sv.RunValues):
+        return values
+    failure = "gives-up" if t.ignorable else "stops"
+    return dataclasses.replace(values, when=when_of(t), failure=failure, path=path)
 
 
 def with_allowed_signers(planned: Steps, allowed: str) -> Steps:

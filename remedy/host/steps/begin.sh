@@ -42,8 +42,10 @@ if [ -n "$changed" ]; then
       "$journal" >"$journal.remedy-tmp" && chmod 0600 "$journal.remedy-tmp" &&
       mv -f -T "$journal.remedy-tmp" "$journal" ||
       give_up "cannot write the run journal $journal"
-    jset "pid_at_start=$(main_pid "$unit")" ||
-      give_up "cannot write the run journal $journal"
+    # what the earlier run's steps said of their stages is not this run's: its
+    # step that was killed runs again
+    jset "pid_at_start=$(main_pid "$unit")" running= failed= durable_failed= \
+      override_failed= || give_up "cannot write the run journal $journal"
     log yellow "the host changed since the plan was made ($changed), by an" \
       "earlier run of this plan ($earlier): this run finishes it"
     noop "finishing the earlier run $earlier of this plan"
@@ -56,8 +58,8 @@ fi
 # mode and the answer is noop.
 pid=$(main_pid "$unit")
 if [ -n "$(jget recorded_profile)" ]; then
-  jset "pid_at_start=${pid:-0}" ||
-    give_up "cannot write the run journal $journal"
+  jset "pid_at_start=${pid:-0}" running= failed= durable_failed= \
+    override_failed= || give_up "cannot write the run journal $journal"
   noop "finishing the earlier run $run_id (started $(jget started))"
 fi
 jset "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "base_head=$head" \

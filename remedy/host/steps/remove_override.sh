@@ -27,5 +27,6 @@ would "${said% }"
 printf '%s' "$gone" | sort -u | while IFS= read -r f; do
   rm -f -- "$f" && log blue "removed $f"
 done
+jset removed=yes || give_up "cannot write the run journal $journal"
 systemctl daemon-reload || give_up "systemctl daemon-reload failed"
 done_ "${said% }"
