@@ -586,7 +586,9 @@ if [ -n "${when:-}" ]; then
     answer say stage_off "$off"
     noop "$off"
   fi
-  if [ "$mode" = apply ]; then
+  # (not a step that always runs: the first, begin, reads an earlier run's
+  # journal before this run's starts)
+  if [ "$mode" = apply ] && [ "$when" != always ]; then
     jset "running=$when $failure ${0#remedy-}" ||
       give_up "cannot write the run journal $journal"
   fi

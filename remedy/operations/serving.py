@@ -74,11 +74,8 @@ def drained(values: sv.Drain, stop: StopRequest = NOT_STOPPED):
 def _drain(values: sv.Drain, watch: StopRequest):
     """The drain at execution: the program waits a slice a call; a stop request ends
     the wait between two."""
-    host.log_styled(
-        f"waiting up to {values.timeout_s}s for an idle server ({values.server_url}/metrics)",
-        fg="blue",
-    )
     deadline = time.monotonic() + values.timeout_s
+    said = False
     while True:
         left = max(int(deadline - time.monotonic()), 0)
         now = dataclasses.replace(
@@ -87,6 +84,13 @@ def _drain(values: sv.Drain, watch: StopRequest):
         a = program.checked(now)
         if a.verdict != answer_core.WAIT:
             break
+        if not said:  # said once the program waits (not when its stage is off)
+            host.log_styled(
+                f"waiting up to {values.timeout_s}s for an idle server "
+                f"({values.server_url}/metrics)",
+                fg="blue",
+            )
+            said = True
         if stopping := watch.why:
             host.noop(f"{stopping} while waiting for an idle server: nothing restarts")
             return

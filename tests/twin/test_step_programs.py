@@ -76,7 +76,7 @@ def begin(**over) -> sv.Begin:
 
 
 def gate(**over) -> sv.Gate:
-    return sv.Gate(**{"min_gb": 4.0, "doing": "restarting the server", "host": "t", **over})
+    return sv.Gate(**RUN, **{"min_gb": 4.0, "doing": "restarting the server", "host": "t", **over})
 
 
 def restart(**over) -> sv.Restart:

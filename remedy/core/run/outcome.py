@@ -59,7 +59,11 @@ def outcome(
 ) -> Outcome:
     """The run's outcome. ENDED: every step had its turn (False while the last step
     itself asks, before it is complete)."""
-    durable_errors = [r for r in results if r.stage == DURABLE and r.status == ERROR]
+    # a durable step that gave up its stage (the fallback takes over); one that stops the
+    # run (a memory gate) is the run's failure, not a fallback (remedy/host/lib.sh)
+    durable_errors = [
+        r for r in results if r.stage == DURABLE and r.status == ERROR and r.ignorable
+    ]
     durable_failed = (
         (durable_errors[0].said.get("why") or durable_errors[0].name) if (durable_errors) else None
     )
