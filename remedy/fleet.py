@@ -283,7 +283,13 @@ def _run_host(the_run, state, host, restore, gates, watch: _Watch) -> None:
         run.seconds = time.monotonic() - started
         if host.name in gates.held_back:
             run.why = gates.held_back[host.name]
-            run_mod.not_started(the_run, host, run.why)
+            # held back before its turn: not started, unless a stop request held it
+            # after steps that ran (a clone, a bump, a proof): then its record is the
+            # interrupted run's, with them and the step the signal came during
+            restore = run_mod.restore_of(the_run, host.name)
+            ran = restore is not None and any(meta.executed for _s, meta in restore.flow)
+            if not (the_run.stop.why and ran):
+                run_mod.not_started(the_run, host, run.why)
         elif host in state.failed_hosts or failed:
             run.returncode, run.why = 1, failed or "a step failed"
 

@@ -63,7 +63,7 @@ class Run:
         """What SIGNUM means now: STOP (the first: the run's stop request), KILL (a
         second before the lines are written: write them as killed, exit), DEFER (a
         second while they are written: exit once they are), EXIT (after: exit)."""
-        if self.stop.request(signum):
+        if self.stop.request(signum, self.in_progress):
             return STOP
         if self.phase == WRITING:
             self.pending_exit = 128 + signum
@@ -80,10 +80,9 @@ class Run:
         return 143 if "SIGTERM" in why else 130
 
     def killed_why(self, signum: int) -> str:
-        step = self.in_progress or "?"
-        return f"{self.stop.why}, then killed by a second {signal.Signals(signum).name} " + (
-            f"during '{step}'"
-        )
+        step = f"during '{self.in_progress or '?'}'"
+        killed = f"{self.stop.why}, then killed by a second {signal.Signals(signum).name}"
+        return killed if (self.stop.why or "").endswith(step) else f"{killed} {step}"
 
     # -- the audit lines -----------------------------------------------------------
     def write(self, killed: str | None = None) -> None:

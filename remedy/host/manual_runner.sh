@@ -90,7 +90,7 @@ on_signal() {
     say_ "a second SIG$1: stopping now, during $current"
     exit $((128 + $([ "$1" = INT ] && echo 2 || echo 15)))
   fi
-  stopped="interrupted by SIG$1" putting_back=yes
+  stopped="interrupted by SIG$1 during $current" putting_back=yes
   say_ "SIG$1: stopping after $current (again to stop now)"
 }
 

@@ -266,3 +266,50 @@ def test_a_sigterm_run_is_recorded_once_as_interrupted_not_again_as_killed(twin,
     assert [r["result"] for r in records] == ["interrupted", "ok"], records
     assert "interrupted by SIGTERM" in records[0]["details"]["interrupted"]
     assert "an earlier run died" not in rerun.stdout + rerun.stderr
+
+
+@pytest.mark.nix_cli
+def test_sigterm_to_remedy_converge_during_the_proof_records_what_ran_and_where(
+    make_twin, tmp_path
+):
+    """Issue 42: SIGTERM to `remedy converge` during the proof was recorded as result
+    'not started', path none, no step, though the clone, the bump and the build ran.
+    Now the record says interrupted, the signal and the step it came during, and the
+    steps that ran; the checkout and the system are as before."""
+    from remedy.twin import machine
+    from tests.conftest import twin_inventory
+
+    twin = make_twin(with_emergency_override=True)
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    profile = twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout
+    inventory = twin_inventory(tmp_path / "inv.py", twin, allow_local_build=True)
+    log = tmp_path / "a.jsonl"
+    run = subprocess.Popen(
+        ["remedy", "converge", str(inventory), "--restart", "now"], cwd=PROJECT,
+        env={**os.environ, "REMEDY_AUDIT_LOG": str(log)}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # an event, not a speed: the build starts
+        while time.monotonic() < deadline and run.poll() is None:
+            if twin.exec(["pgrep", "-f", "build.*--max-jobs"], check=False).returncode == 0:
+                break
+            time.sleep(0.1)
+        assert run.poll() is None, "the run ended before its build"
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 143, out[-3000:]
+    (record,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert record["result"] == "interrupted", (record, out[-3000:])
+    assert record["details"]["interrupted"] == (
+        "interrupted by SIGTERM during 'Prove the build holds the desired state (tt-stack#34)'"
+    ), record["details"]
+    ran = {op["name"]: op for op in record["operations"]}
+    assert ran["Scratch clone; bump the tt-stack input (tt-stack#49)"]["changed"], ran
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head  # never fast-forwarded
+    assert twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout == profile
+    assert probe_inside(twin).outcome == "parsed"  # the override holds

@@ -45,3 +45,21 @@ def test_a_run_without_a_recording_writes_nothing():
     run = lifecycle.Run("r")
     run.write()  # a dry run, or one stopped before any host planned
     assert run.phase == lifecycle.RUNNING
+
+
+def test_a_stop_request_names_the_step_it_came_during():
+    """The audit says which step a SIGINT or SIGTERM stopped the run in, not only that
+    it was stopped (issue 42: a SIGTERM during the proof was recorded as 'not started')."""
+    import signal
+
+    from remedy import lifecycle
+
+    run = lifecycle.Run("test:1:1")
+    run.in_progress = "Prove the build holds the desired state (tt-stack#34)"
+    assert run.on_signal(signal.SIGTERM) == lifecycle.STOP
+    assert run.stop.why == (
+        "interrupted by SIGTERM during 'Prove the build holds the desired state (tt-stack#34)'"
+    )
+    before = lifecycle.Run("test:1:2")
+    assert before.on_signal(signal.SIGINT) == lifecycle.STOP
+    assert before.stop.why == "interrupted by SIGINT"  # before any step

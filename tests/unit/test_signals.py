@@ -79,8 +79,8 @@ def test_a_second_signal_before_the_lines_records_the_step_it_was_in_and_exits()
     )
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert (
-        "written: interrupted by SIGINT, then killed by a second SIGINT during "
-        "'Prove the build holds the desired state (tt-stack#34)'"
+        "written: interrupted by SIGINT during 'Prove the build holds the desired state "
+        "(tt-stack#34)', then killed by a second SIGINT\n"
     ) in proc.stdout
     assert "not reached" not in proc.stdout
 

@@ -22,12 +22,14 @@ class StopRequest:
         """Why this process was asked to stop, or None."""
         return self._why
 
-    def request(self, signum: int) -> bool:
-        """Record a stop request by SIGNUM; False if one was recorded already (then:
-        kill)."""
+    def request(self, signum: int, during: str | None = None) -> bool:
+        """Record a stop request by SIGNUM, that came DURING a step (its name) or
+        before any; False if one was recorded already (then: kill)."""
         if self._why is not None:
             return False
-        self._why = f"interrupted by {signal.Signals(signum).name}"
+        self._why = f"interrupted by {signal.Signals(signum).name}" + (
+            f" during '{during}'" if during else ""
+        )
         return True
 
     def __repr__(self) -> str:
