@@ -202,7 +202,7 @@ def _next_run(timer: dict[str, str]) -> str:
     return "" if at is None else time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(at))
 
 
-@schedule.command()
+@schedule.command(short_help="The last run's result and exit code; the next run.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document.")
 def status(as_json):
     """The last run's result and exit code, the next run, and the last report.

@@ -75,22 +75,16 @@ def _drain(values: sv.Drain, watch: StopRequest):
     """The drain at execution: the program waits a slice a call; a stop request ends
     the wait between two."""
     deadline = time.monotonic() + values.timeout_s
-    said = False
+    first = True
     while True:
         left = max(int(deadline - time.monotonic()), 0)
         now = dataclasses.replace(
-            values, wait_s=min(DRAIN_SLICE_S, left), last=left <= DRAIN_SLICE_S
+            values, wait_s=min(DRAIN_SLICE_S, left), last=left <= DRAIN_SLICE_S, first=first
         )
-        a = program.checked(now)
+        a = program.checked(now)  # the program says it waits, the first time it does
         if a.verdict != answer_core.WAIT:
             break
-        if not said:  # said once the program waits (not when its stage is off)
-            host.log_styled(
-                f"waiting up to {values.timeout_s}s for an idle server "
-                f"({values.server_url}/metrics)",
-                fg="blue",
-            )
-            said = True
+        first = False
         if stopping := watch.why:
             host.noop(f"{stopping} while waiting for an idle server: nothing restarts")
             return

@@ -305,6 +305,10 @@ def test_the_drain_lets_an_idle_server_restart_and_postpones_a_busy_window_resta
     held = HeldRequest(twin, 30)
     waiting = run(twin, drain(twin, last=False), "check", "waiting")
     assert waiting.verdict == "wait" and waiting.text == "1 running, 0 waiting"
+    said = [text for _, text in waiting.logs]
+    assert said == [f"waiting up to 2s for an idle server ({twin.server_url}/metrics)"], said
+    later = run(twin, drain(twin, last=False, first=False), "check")  # said once a run
+    assert later.verdict == "wait" and later.logs == [], later.logs
     urgent = run(twin, drain(twin, urgent=True), "check", "urgent")
     assert urgent.verdict == "noop" and "cutting 1 request(s)" in urgent.text
     checked = run(twin, drain(twin), "check", "postponed")
@@ -317,6 +321,17 @@ def test_the_drain_lets_an_idle_server_restart_and_postpones_a_busy_window_resta
     again = run(twin, drain(twin), "check")
     assert again.verdict == "noop" and again.text.startswith("restart postponed already: ")
     held.result()
+
+
+def test_a_request_that_completes_within_the_wait_is_waited_for_and_said(twin):
+    begun(twin)
+    held = HeldRequest(twin, 2)
+    done = run(twin, drain(twin, timeout_s=30, wait_s=30), "check", "completed")
+    assert done.verdict == "noop" and done.text == "the server is idle: its requests completed"
+    assert [text for _, text in done.logs] == [
+        f"waiting up to 30s for an idle server ({twin.server_url}/metrics)"
+    ]
+    assert held.result() == "200"
 
 
 def test_a_server_that_does_not_answer_has_nothing_to_drain(twin):

@@ -174,8 +174,9 @@ class Drain(RunValues):
     server_url: str
     timeout_s: int
     urgent: bool
-    wait_s: int = 0  # how long one call may wait (the deploy calls again)
+    wait_s: int  # how long one call may wait (the deploy calls again, a slice a call)
     last: bool = True  # the call that ends timeout_s
+    first: bool = True  # the first call: it says once that it waits
     decided: str = ""  # a postponement a check of this run found: only recorded
 
 

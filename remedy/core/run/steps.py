@@ -346,6 +346,7 @@ class _Values:
             **self.run,
             server_url=self.s.server_url,
             timeout_s=self.s.drain_timeout_s,
+            wait_s=self.s.drain_timeout_s,  # one call waits it all (the manual script)
             urgent=self.plan.urgent,
             contingent=self.contingent and stage == F,
             skip=skip or own,

@@ -6,7 +6,7 @@
 # override goes, the switch only sets the boot default, nothing restarts). A
 # server without /metrics (404) is treated as idle, and said. It changes nothing
 # but the run journal (a postponement).
-need journal run_id server_url timeout_s wait_s last urgent
+need journal run_id server_url timeout_s wait_s last first urgent
 postponed=$(jget restart_postponed)
 [ -z "$postponed" ] || noop "restart postponed already: $postponed"
 record() {
@@ -20,10 +20,16 @@ record() {
 [ -z "${decided:-}" ] || { would "$decided"; record "$decided"; }
 end=$(($(date +%s) + wait_s))
 said_at=$(date +%s)
+waited=0
 while :; do
   found=$(server_load "$server_url")
   case $found in busy*) ;; *) break ;; esac
   [ "$(date +%s)" -lt "$end" ] || break
+  if [ "$waited" = 0 ] && [ "$first" = yes ]; then
+    log blue "waiting up to ${timeout_s}s for an idle server \
+($server_url/metrics)"
+  fi
+  waited=1
   if [ $(($(date +%s) - said_at)) -ge 10 ]; then
     # shellcheck disable=SC2086  # its words
     set -- $found
@@ -35,7 +41,9 @@ done
 # shellcheck disable=SC2086  # its words
 set -- $found
 case $1 in
-idle) noop "the server is idle: no request in flight" ;;
+idle)
+  [ "$waited" = 0 ] || noop "the server is idle: its requests completed"
+  noop "the server is idle: no request in flight" ;;
 unreachable) noop "the server does not answer (${2:-no answer}): nothing to \
 drain" ;;
 no-metrics)
