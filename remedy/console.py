@@ -31,6 +31,21 @@ def said_folded(label: str, text: str, style: str | None = None) -> None:
     console.print("\n".join(lines), style=style, markup=False, highlight=False, soft_wrap=True)
 
 
+def progress(message: str) -> None:
+    """One event of a run's progress, on stderr. On a terminal: dim, after "… ", folded
+    at its width as today. To a pipe or a file (a timer's journal): each line whole,
+    as said (it starts with the host's name), never wrapped: the journal wraps for its
+    reader, and a piece such as "(11s)" never stands alone."""
+    from rich.text import Text
+
+    if err_console.is_terminal:
+        err_console.print(Text(f"… {message}", style="dim"))
+        return
+    for line in message.splitlines() or [""]:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 class MaskedLines:
     """A text stream that writes whole lines, each masked as every output of remedy is
     (remedy.core.config.secrets): what pyinfra logs at ``-v`` and ``-vv`` (the commands

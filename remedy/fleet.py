@@ -38,6 +38,7 @@ class HostRead:
     host_data: HostData | None = None
     snapshot: HostSnapshot | None = None
     error: str | None = None  # why the host could not be read
+    ssh: str = ""  # a pasteable ssh that reaches it as the inventory does
 
 
 def read_hosts(
@@ -53,7 +54,17 @@ def read_hosts(
         greenlets = [gevent.spawn(_read_one, h, progress) for h in hosts]
         gevent.joinall(greenlets)
         out += [g.get() for g in greenlets]
+        for r in out:
+            r.ssh = ssh_of(_state.inventory.get_host(r.name))
     return sorted(out, key=lambda r: r.name)
+
+
+def ssh_of(host) -> str:
+    """HOST's pasteable ssh, from its pyinfra data (remedy.core.render.report)."""
+    from remedy.core.render.report import ssh_command
+
+    keys = ("ssh_hostname", "ssh_port", "ssh_user", "ssh_key", "ssh_known_hosts_file")
+    return ssh_command(host.name, {k: host.data.get(k) for k in keys})
 
 
 def _read_one(host, progress: Callable[[str], None], s: HostData | None = None) -> HostRead:
@@ -62,7 +73,7 @@ def _read_one(host, progress: Callable[[str], None], s: HostData | None = None) 
     from facts.serving import HostSnapshot as SnapshotFact
 
     s = s or settings_mod.from_host_data(host.name, host.data)
-    progress(f"reading {host.name}")
+    progress(f"{host.name}: reading the host")
     try:
         snap = host.get_fact(SnapshotFact, **s.snapshot_kwargs())
     except Exception as exc:  # a fact that cannot be parsed names itself
@@ -168,7 +179,9 @@ def converge_hosts(
         _execute(the_run, state, live, restores, rollout, watch)
         run_mod.record_runs(the_run)
         reads = _reads_after(state, connected, restores, progress)
-    reads += [HostRead(name, error=runs[name].why) for name in failed]
+        reads += [HostRead(name, error=runs[name].why) for name in failed]
+        for r in reads:
+            r.ssh = ssh_of(state.inventory.get_host(r.name))
     return FleetRun(runs, sorted(reads, key=lambda r: r.name), rollout)
 
 

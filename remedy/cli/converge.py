@@ -23,10 +23,10 @@ from rich.table import Table
 from remedy import audit, fleet, metrics
 from remedy import inventory as inventory_mod
 from remedy.cli.status import UNMANAGED_TITLE
-from remedy.console import console, err_console, said_folded
+from remedy.console import console, err_console, progress, said_folded
 from remedy.core.config import desired, volatile
 from remedy.core.config.volatile import Unmanaged
-from remedy.core.render.report import host_status, next_step
+from remedy.core.render.report import host_status, next_of, next_step
 from remedy.core.run.plan import NOOP, bump_blocked, plan_restore
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, EXIT_LOCKED, EXIT_OK, worst
 
@@ -81,7 +81,7 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
     started = time.monotonic()
     if textfile:
         metrics.check_writable(textfile)
-    say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
+    say = progress if not as_json else (lambda m: None)
     host_data: dict[str, dict] = {}
     applied: dict[str, fleet.HostRun] = {}
     run = None
@@ -315,7 +315,8 @@ def _report(
     if read.error:
         out.update(exit_code=EXIT_ERROR, verdict=f"could not read the host: {read.error}")
         out["settings"] = []
-        out["next"] = next_step(EXIT_ERROR, read.name, inventory)
+        out["next"] = next_step(EXIT_ERROR, read.name, inventory, ssh=read.ssh,
+                                error=read.error)  # fmt: skip
         return out
     status = host_status(read.name, read.host_data, read.snapshot)
     settings = dataclasses.replace(
@@ -340,15 +341,14 @@ def _report(
     out.update(
         exit_code=code,
         verdict=verdict,
-        next=next_step(
-            code,
-            read.name,
+        next=next_of(
+            status,
             inventory,
-            boot_pending=status.boot_pending is not None,
+            read.ssh,
+            read.host_data.unit,
+            code=code,
             blocked=plan.path != NOOP and bool(plan.durable_blockers),
-            unit_active=read.snapshot.unit.active_state == "active",
-            unit=read.host_data.unit,
-        ),
+        ),  # fmt: skip
         probe=read.snapshot.probe.outcome,
         bump_blocked=plan.bump_blocked,
         problems=problems,

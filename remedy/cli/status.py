@@ -6,11 +6,12 @@ import json
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from remedy import fleet
-from remedy.console import console, err_console, said_folded
+from remedy.console import console, err_console, progress, said_folded
 from remedy.core.config.secrets import masked_doc
-from remedy.core.render.report import host_status, next_step
+from remedy.core.render.report import host_status, next_of, next_step
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, worst
 
 
@@ -23,22 +24,18 @@ def status(inventory, limit, as_json):
     """Parser, SDPA streaming and merge guard now and after a reboot, drop-ins by origin,
     memory against the threshold, hugepages, the locked tt-stack rev and the probe."""
     results, errors, nexts = [], {}, {}
-    say = (lambda m: err_console.print(f"[dim]… {m}[/]")) if not as_json else (lambda m: None)
+    say = progress if not as_json else (lambda m: None)
     for read in fleet.read_hosts(inventory, list(limit) or None, say):
         if read.error:
             errors[read.name] = read.error
+            nexts[read.name] = next_step(EXIT_ERROR, read.name, inventory, ssh=read.ssh,
+                                         error=read.error)  # fmt: skip
         else:
             r = host_status(read.name, read.host_data, read.snapshot)
             results.append(r)
-            nexts[r.host] = next_step(
-                r.exit_code,
-                r.host,
-                inventory,
-                boot_pending=r.boot_pending is not None,
-                blocked=any(p.startswith("durable path not possible: ") for p in r.problems),
-                unit_active=read.snapshot.unit.active_state == "active",
-                unit=read.host_data.unit,
-            )
+            blocked = any(p.startswith("durable path not possible: ") for p in r.problems)
+            nexts[r.host] = next_of(r, inventory, read.ssh, read.host_data.unit,
+                                    blocked=blocked)  # fmt: skip
     # A host that cannot be read may be the frozen one: an incomplete report is an error.
     code = EXIT_ERROR if errors else worst([r.exit_code for r in results])
     errors = masked_doc(errors)  # why a read failed may quote what the host said
@@ -50,6 +47,7 @@ def status(inventory, limit, as_json):
                         "exit_code": code,
                         "hosts": [{**r.to_json(), "next": nexts[r.host]} for r in results],
                         "errors": errors,
+                        "next": {n: nexts[n] for n in errors},
                     }
                 ),
                 indent=2,
@@ -59,11 +57,11 @@ def status(inventory, limit, as_json):
     else:
         for r in results:
             _print(r)
-            if nexts[r.host]:
-                said_folded("next: ", nexts[r.host])
+            said_folded("next: ", nexts[r.host])
             _print_where(r)  # the store paths last: problems and next stay on screen
         for name, why in errors.items():
-            err_console.print(f"[bold red]{name}[/]: {why}")
+            err_console.print(Text(f"{name}: {why}", style="bold red"))
+            said_folded("next: ", nexts[name])
     raise SystemExit(code)
 
 

@@ -10,7 +10,7 @@ import click
 from rich import box
 from rich.table import Table
 
-from remedy.console import console, err_console
+from remedy.console import console, err_console, said_folded
 from remedy.twin import fixtures, machine, rootfs
 
 NAME = click.option(
@@ -107,6 +107,12 @@ def up(name, with_emergency_override, fresh, suite, role, serving, as_json):
     console.print("log in with (its own key and known_hosts; one line, pasteable):")
     # never wrapped: a terminal folds it visually, and it pastes as one command
     click.echo(shlex.join(t.ssh_argv()))
+    if t.role != "builder":
+        said_folded(
+            "next: ",
+            f"see what is wrong and what a reboot would do: `remedy status "
+            f"inventory/twin.py --limit {shlex.quote(t.name)}`",
+        )
 
 
 def _serving_twin(name: str, builder: str) -> machine.Twin:

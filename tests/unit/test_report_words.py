@@ -14,7 +14,14 @@ import pytest
 import facts.serving
 from remedy.core.config.host_data import from_host_data
 from remedy.core.render import report
-from remedy.errors import EXIT_ERROR, EXIT_LOCKED, EXIT_OK, EXIT_UNHEALTHY, EXIT_VOLATILE
+from remedy.errors import (
+    EXIT_BOOT_PENDING,
+    EXIT_ERROR,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_UNHEALTHY,
+    EXIT_VOLATILE,
+)
 
 FIXTURES = Path(__file__).parent.parent / "facts" / "serving.HostSnapshot"
 BLOCKED = "durable path not possible: "
@@ -56,34 +63,125 @@ def test_what_the_next_boot_lacks_is_not_called_pending():
     assert not [n for n in notes if n.startswith("pending: ")], notes
 
 
+SSH = "ssh -p 2222 -i '/k/my key' -o UserKnownHostsFile=/k/known root@127.0.0.1"
+ANY = {"ssh": SSH}
+UNMANAGED = {"unmanaged": ("/run/systemd/system/u.service.d/x y.conf",), "managed_drift": False}
+
+# every outcome class a report can end in, and what its next: must say (issue 45 item 5)
+CLASSES = [
+    ("healthy and durable", EXIT_OK, {}, "nothing to do: healthy and durable"),
+    (
+        "healthy, a kernel parameter waits for a reboot",
+        EXIT_OK,
+        {"reboot_for": ("mitigations",)},
+        "a reboot applies mitigations",
+    ),
+    (
+        "the host could not be read",
+        EXIT_ERROR,
+        {"error": "could not connect over SSH"},
+        f"`{SSH} true`",
+    ),
+    ("the run failed", EXIT_ERROR, {}, "`remedy audit --host h1 --last`"),
+    (
+        "volatile: a managed setting",
+        EXIT_VOLATILE,
+        {},
+        "make it durable: `remedy converge inv.py --limit h1`",
+    ),
+    (
+        "volatile: only unmanaged state",
+        EXIT_VOLATILE,
+        UNMANAGED,
+        "`remedy adopt inv.py '/run/systemd/system/u.service.d/x y.conf' --host h1 --issue REPO#N`",
+    ),
+    (
+        "volatile: only a kernel parameter",
+        EXIT_VOLATILE,
+        {"managed_drift": False, "reboot_for": ("mitigations",)},
+        "reboot h1 when convenient: the next boot applies mitigations",
+    ),
+    (
+        "volatile: blocked",
+        EXIT_VOLATILE,
+        {"blocked": True},
+        "fix what blocks the durable path (above), then run `remedy converge inv.py --limit h1`",
+    ),
+    (
+        "broken: tool calls unparsed",
+        EXIT_UNHEALTHY,
+        {},
+        "`remedy converge inv.py --limit h1 --restart now`",
+    ),
+    (
+        "broken: the unit is not active",
+        EXIT_UNHEALTHY,
+        {"unit_active": False},
+        f"`{SSH} systemctl status tenstorrent-serving.service`",
+    ),
+    ("locked", EXIT_LOCKED, {}, "--wait 600`"),
+    (
+        "boot pending",
+        EXIT_BOOT_PENDING,
+        {},
+        "reboot h1 when convenient, or activate the pending generation now",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, code, kwargs, expect", CLASSES, ids=[c[0] for c in CLASSES])
+def test_every_outcome_class_ends_with_its_next_step(name, code, kwargs, expect):
+    said = report.next_step(code, "h1", "inv.py", **{**ANY, **kwargs})
+    assert said and expect in said, said
+    for command in said.split("`")[1::2]:  # every command in it can be pasted
+        assert shlex.split(command), said
+
+
+def test_every_exit_code_a_report_gives_has_a_class_in_the_table():
+    from remedy import errors
+
+    codes = {
+        v for n in dir(errors) if n.startswith("EXIT_") and isinstance(v := getattr(errors, n), int)
+    }
+    # exit 2 (bad input) is said before connecting, by the error itself: no report
+    assert codes - {errors.EXIT_USAGE} <= {c[1] for c in CLASSES}
+
+
+def test_only_unmanaged_state_never_suggests_the_converge_that_has_nothing_to_do():
+    said = report.next_step(EXIT_VOLATILE, "h1", "inv.py", **{**ANY, **UNMANAGED})
+    assert "remedy converge" not in said, said
+    removal = said.split("`")[3]
+    argv = shlex.split(removal)
+    assert argv[:7] == shlex.split(SSH)[:7]
+    assert shlex.split(argv[-1]) == [
+        "rm", "--", "/run/systemd/system/u.service.d/x y.conf", "&&", "systemctl",
+        "daemon-reload",
+    ]  # fmt: skip
+
+
+def test_the_ssh_line_reaches_the_host_as_the_inventory_does():
+    data = {"ssh_hostname": "10.0.0.5", "ssh_port": 2201, "ssh_user": "ops",
+            "ssh_key": "/keys/a b", "ssh_known_hosts_file": "/keys/known"}  # fmt: skip
+    argv = shlex.split(report.ssh_command("oc2", data))
+    assert argv == ["ssh", "-p", "2201", "-i", "/keys/a b", "-o",
+                    "UserKnownHostsFile=/keys/known", "ops@10.0.0.5"]  # fmt: skip
+    assert shlex.split(report.ssh_command("oc2", {})) == ["ssh", "root@oc2"]
+
+
 @pytest.mark.parametrize(
-    "code, kwargs, expect",
-    [
-        (EXIT_OK, {}, None),
-        (EXIT_VOLATILE, {}, "make it durable: `remedy converge inv.py --limit h1`"),
-        (
-            EXIT_VOLATILE,
-            {"blocked": True},
-            "fix what blocks the durable path (above), then run "
-            "`remedy converge inv.py --limit h1`",
-        ),
-        (EXIT_VOLATILE, {"boot_pending": True}, "--restart now`"),
-        (EXIT_UNHEALTHY, {}, "`remedy converge inv.py --limit h1 --restart now`"),
-        (
-            EXIT_UNHEALTHY,
-            {"unit_active": False},
-            "`ssh root@h1 systemctl status tenstorrent-serving.service`",
-        ),
-        (EXIT_LOCKED, {}, "--wait 600`"),
-        (EXIT_ERROR, {}, "`remedy status inv.py --limit h1`"),
-    ],
-)
-def test_every_verdict_that_is_not_healthy_suggests_a_command(code, kwargs, expect):
-    said = report.next_step(code, "h1", "inv.py", **kwargs)
-    if expect is None:
-        assert said is None
+    "case, code",
+    [("durable_read_once", EXIT_OK), ("emergency_override", EXIT_VOLATILE),
+     ("fresh", EXIT_UNHEALTHY), ("runtime_debug", EXIT_VOLATILE)],
+)  # fmt: skip
+def test_a_recorded_host_gets_a_next_step_for_its_verdict(case, code):
+    r = status(case)
+    assert r.exit_code == code
+    said = report.next_of(r, "inv.py", SSH, "tenstorrent-serving.service")
+    assert said, r.verdict
+    if code == EXIT_OK:
+        assert said.startswith("nothing to do"), said
     else:
-        assert expect in said, said
+        assert "`" in said, said  # a command to run
 
 
 def test_the_suggested_command_can_be_pasted_whatever_the_inventory_path():

@@ -19,6 +19,7 @@ from remedy.core.readings.snapshot import HostSnapshot
 from remedy.core.run.plan import NOOP, managed_conflict, plan_restore
 from remedy.errors import (
     EXIT_BOOT_PENDING,
+    EXIT_ERROR,
     EXIT_LOCKED,
     EXIT_OK,
     EXIT_UNHEALTHY,
@@ -57,6 +58,8 @@ class HostStatus:
     pending: dict[str, str] = field(default_factory=dict)
     # what takes full effect only after a reboot (the kernel parameters of the next boot)
     reboot_for: list[str] = field(default_factory=list)
+    # all that is wrong is unmanaged volatile state (a converge has nothing to do)
+    only_unmanaged: bool = False
 
     @property
     def unmanaged_lines(self) -> list[str]:
@@ -153,6 +156,7 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
             "ignored (host data ignore_volatile)"
         )
     code, verdict = _verdict(snap, settings, drift_list, rows, conflict)
+    only_unmanaged = bool(kept) and code == EXIT_OK
     if kept and code == EXIT_OK:
         code, verdict = EXIT_VOLATILE, "healthy now, but volatile: a reboot changes it"
     if boot and code == EXIT_VOLATILE:
@@ -176,7 +180,7 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
     return HostStatus(
         host, code, masked(verdict), _masked_rows(rows), [masked(p) for p in problems], snap,
         drift_list, [masked(n) for n in notes], _masked_entries(kept), len(ignored), boot,
-        pending, reboot_for,
+        pending, reboot_for, only_unmanaged,
     )  # fmt: skip
 
 
@@ -452,6 +456,50 @@ def _verdict(snap, settings, drift_list, rows, conflict) -> tuple[int, str]:
     return EXIT_OK, "healthy and durable"
 
 
+def ssh_command(host: str, data: dict) -> str:
+    """A pasteable ``ssh`` that reaches HOST as the inventory reaches it (its hostname,
+    user, port, key and known_hosts file: pyinfra's ssh_* data)."""
+    import shlex
+
+    argv = ["ssh"]
+    if port := data.get("ssh_port"):
+        argv += ["-p", str(port)]
+    if key := data.get("ssh_key"):
+        argv += ["-i", str(key)]
+    if known := data.get("ssh_known_hosts_file"):
+        argv += ["-o", f"UserKnownHostsFile={known}"]
+    where = data.get("ssh_hostname") or host
+    argv.append(f"{data.get('ssh_user') or 'root'}@{where}")
+    return shlex.join(argv)
+
+
+def next_of(
+    r: HostStatus,
+    inventory: str,
+    ssh: str,
+    unit: str,
+    *,
+    code: int | None = None,
+    blocked: bool = False,
+) -> str:
+    """next_step for a host's status R (CODE: the run's, when it differs)."""
+    snap = r.snapshot
+    subjects = tuple(e.subject for e in r.unmanaged if e.kind != volatile.KERNEL_PARAM)
+    return next_step(
+        r.exit_code if code is None else code,
+        r.host,
+        inventory,
+        boot_pending=r.boot_pending is not None,
+        blocked=blocked,
+        unit_active=snap is None or snap.unit.active_state == "active",
+        unit=unit,
+        ssh=ssh,
+        unmanaged=subjects if r.only_unmanaged else (),
+        managed_drift=not r.only_unmanaged,
+        reboot_for=tuple(r.reboot_for),
+    )
+
+
 def next_step(
     code: int,
     host: str,
@@ -461,20 +509,38 @@ def next_step(
     blocked: bool = False,
     unit_active: bool = True,
     unit: str = "tenstorrent-serving.service",
-) -> str | None:
-    """The command a person on call runs next for a verdict that is not healthy (CODE,
-    the exit code), pasteable as printed; None when nothing is to be done. BLOCKED: the
-    durable path is wanted and something stands in its way (the problems name it)."""
+    ssh: str = "",
+    unmanaged: tuple[str, ...] = (),
+    managed_drift: bool = True,
+    reboot_for: tuple[str, ...] = (),
+    error: str = "",
+) -> str:
+    """What a person on call does next for a verdict (CODE, the exit code), every
+    command pasteable as printed. SSH: the host's ``ssh`` as the inventory reaches it
+    (``ssh_command``). UNMANAGED: the unmanaged volatile entries' subjects; with no
+    MANAGED_DRIFT they are all that is wrong, and a converge would say there is nothing
+    to do, so the step is ``remedy adopt`` (or removing the entry). BLOCKED: the durable
+    path is wanted and something stands in its way (the problems name it). REBOOT_FOR:
+    what takes effect only after a reboot. ERROR: why the host could not be read."""
     import shlex
 
-    converge = f"remedy converge {shlex.quote(inventory)} --limit {shlex.quote(host)}"
+    ssh = ssh or f"ssh root@{shlex.quote(host)}"
+    inv = shlex.quote(inventory)
+    converge = f"remedy converge {inv} --limit {shlex.quote(host)}"
     if code == EXIT_OK:
-        return None
+        if reboot_for:
+            return f"nothing to do now; a reboot applies {', '.join(reboot_for)}"
+        return "nothing to do: healthy and durable; a reboot changes nothing"
+    if code == EXIT_ERROR and error:
+        return (
+            f"check first that the host answers: `{ssh} true`; then read it again: "
+            f"`remedy status {inv} --limit {shlex.quote(host)}`"
+        )
     if code == EXIT_LOCKED:
         return f"another run holds the host: wait for it, or run `{converge} --wait 600`"
     if code == EXIT_UNHEALTHY and not unit_active:
         return (
-            f"{unit} is not active: read why with `ssh root@{host} systemctl status "
+            f"{unit} is not active: read why with `{ssh} systemctl status "
             f"{shlex.quote(unit)}`, then run `{converge} --restart now`"
         )
     if code == EXIT_UNHEALTHY:
@@ -486,6 +552,28 @@ def next_step(
         )
     if blocked:
         return f"fix what blocks the durable path (above), then run `{converge}`"
+    if code == EXIT_VOLATILE and not managed_drift and not unmanaged and reboot_for:
+        return f"reboot {host} when convenient: the next boot applies {', '.join(reboot_for)}"
+    if code == EXIT_VOLATILE and unmanaged and not managed_drift:
+        subject = unmanaged[0]
+        more = f" (and {len(unmanaged) - 1} more, each alike)" if len(unmanaged) > 1 else ""
+        remove = shlex.join(["rm", "--", subject]) + " && systemctl daemon-reload"
+        removal = (
+            f"remove it: `{ssh} {shlex.quote(remove)}`"
+            if subject.startswith("/")
+            else "silence it with host data ignore_volatile"
+        )
+        return (
+            f"make {subject} a managed setting: `remedy adopt {inv} "
+            f"{shlex.quote(subject)} --host {shlex.quote(host)} --issue REPO#N`{more}, "
+            f"or, if it is not wanted, {removal}"
+        )
     if code == EXIT_VOLATILE:
         return f"make it durable: `{converge}` (add --restart now to apply at once)"
-    return f"read the host again: `remedy status {shlex.quote(inventory)} --limit {host}`"
+    if code == EXIT_ERROR:
+        return (
+            f"read what failed in the run's output above and `remedy audit --host "
+            f"{shlex.quote(host)} --last`; then read the host: `remedy status {inv} "
+            f"--limit {shlex.quote(host)}`"
+        )
+    return f"read the host again: `remedy status {inv} --limit {shlex.quote(host)}`"

@@ -625,10 +625,20 @@ def _rebuild(sit: Situation) -> RestorePlan:
     if sit.input_lacks and s.pinned_rev:
         steps.append(
             f"lock {s.flake_input} to bump_to {s.pinned_rev[:12]} (locked "
-            f"{(lock.rev or '?')[:12]}; refused if it is not on the input's branch)"
+            f"{(lock.rev or '?')[:12]}; approval: pinned by a person; refused if it is "
+            "not on the input's branch)"
+        )
+    elif sit.input_lacks and s.trusted_signers:
+        steps.append(
+            f"bump {s.flake_input} to its branch's tip (locked {(lock.rev or '?')[:12]}; "
+            "approval: signed, the tip's rev is known once fetched)"
         )
     elif sit.input_lacks:
-        steps.append(f"bump {s.flake_input} to its latest (locked {(lock.rev or '?')[:12]})")
+        steps.append(
+            f"bump {s.flake_input} to its branch's tip (locked {(lock.rev or '?')[:12]}; "
+            "approval: unchecked, neither bump_to nor trusted_signers is set: whatever "
+            "the tip is when fetched)"
+        )
     if sit.input_lacks and s.trusted_signers:
         steps.append(
             f"check the new rev's signature against trusted_signers {s.trusted_signers} "
