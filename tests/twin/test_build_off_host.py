@@ -21,6 +21,7 @@ from remedy.core.programs import journal as journal_core
 from remedy.twin import fixtures, machine
 from tests.conftest import (
     PROJECT,
+    _twin_name,
     not_owned_by_owner,
     out_of_sync,
     owner_git,
@@ -95,7 +96,7 @@ def not_allowed(calls: list[str]) -> list[str]:
 
 @pytest.fixture
 def builder():
-    name = f"b{os.getpid() % 100000}-{time.monotonic_ns() % 1000}"
+    name = _twin_name("b")
     twin = machine.up(name, suite=os.environ.get("REMEDY_TWIN_SUITE") or "trixie",
                       role="builder", progress=lambda _m: None)  # fmt: skip
     try:
