@@ -533,7 +533,7 @@ class HeldRequest:
                 return int(float(line.rsplit(" ", 1)[1]))
         return 0
 
-    def wait_running(self, timeout: float = 30) -> None:
+    def wait_running(self, timeout: float = 120) -> None:  # a cap, not a speed
         import time
 
         deadline = time.monotonic() + timeout
@@ -541,7 +541,7 @@ class HeldRequest:
             assert time.monotonic() < deadline, "the held request never reached the server"
             time.sleep(0.2)
 
-    def wait_sent(self, timeout: float = 30) -> None:
+    def wait_sent(self, timeout: float = 120) -> None:  # a cap, not a speed
         import time
 
         deadline = time.monotonic() + timeout
