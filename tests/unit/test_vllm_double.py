@@ -330,8 +330,8 @@ def test_unknown_model_and_bad_requests(start_double):
 
 
 def test_unknown_parser_fails_at_start(start_double):
-    double = start_double("--tool-call-parser", "bogus", load="30", wait=False)
-    assert double.proc.wait(timeout=5) != 0
+    double = start_double("--tool-call-parser", "bogus", load="3600", wait=False)
+    assert double.proc.wait(timeout=60) != 0  # ended (a cap), not after the hour's load
     stderr = double.err.read_text()
     assert "KeyError: 'invalid tool call parser: bogus (chose from {" in stderr
     assert "Application startup complete." not in double.out.read_text()
