@@ -14,16 +14,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(scripts/setup.sh)
 export PATH="$PWD/$VENV/bin:$PATH"
+logs=$(mktemp -d "${TMPDIR:-/tmp}/remedy-test.XXXXXXXX")
+trap 'rm -rf -- "$logs"' EXIT
+# The suite's own state root: remedy's audit log, its fleet locks and each pytest
+# session's state (tests/conftest.py makes one per session under REMEDY_TEST_STATE and
+# fails the session if root's real state changed) live here, never in root's.
+export REMEDY_TEST_STATE="$logs/state" XDG_STATE_HOME="$logs/state" \
+  REMEDY_LOCK_DIR="$logs/lock"
+unset REMEDY_AUDIT_LOG
+mkdir -p "$REMEDY_LOCK_DIR"
 "$VENV/bin/remedy" runbooks check
 "$VENV/bin/remedy" settings check
+# What earlier test runs that were killed left (their twins); a run takes down only its own.
+"$VENV/bin/python" -c 'from tests.conftest import clear_dead_test_twins as c; c()'
 
 SHARDS=${REMEDY_TEST_SHARDS:-3}
 case "$SHARDS" in '' | *[!0-9]* | 0)
   echo "test.sh: REMEDY_TEST_SHARDS=$SHARDS: expected a whole number of at least 1" >&2
   exit 2 ;;
 esac
-logs=$(mktemp -d "${TMPDIR:-/tmp}/remedy-test.XXXXXXXX")
-trap 'rm -rf -- "$logs"' EXIT
 runs=()
 start() {  # NAME SUITE PYTEST-ARGS...: one pytest in the background, output in a file
   local name=$1 suite=$2

@@ -20,10 +20,15 @@ from remedy.core.readings import probe
 from remedy.twin import fixtures, machine
 
 _counter = itertools.count()
+_MADE: set[str] = set()  # every twin name this session gave out
 
 
-def _twin_name() -> str:
-    return f"t{os.getpid() % 100000}-{next(_counter)}"
+def _twin_name(prefix: str = "t") -> str:
+    """A twin name of this session (PREFIX, its pid, a counter), remembered so that the
+    session takes down, at its end, only twins it made."""
+    name = f"{prefix}{os.getpid() % 100000}-{next(_counter)}"
+    _MADE.add(name)
+    return name
 
 
 def twin_suite() -> str:
@@ -64,6 +69,89 @@ def pytest_addoption(parser):
     )
 
 
+# -- root's real state: the suite works in its own, and proves it ------------------
+
+# What of this machine belongs to remedy's real user, and no test may change: the audit
+# log and whatever else remedy keeps in the user's state directory, the state, lock and
+# unit files a run or `remedy schedule install` writes here. Left out, on purpose: the
+# twins' own state directories (/var/lib/remedy/twins/*: every session, and people,
+# make and remove twins there; a session's leftovers are checked by name below) and the
+# caches under /var/cache/remedy (the twins' root file systems and the wheelhouse of
+# tests/twin/test_schedule.py, which any run may fill and reuse).
+_HOME_STATE = os.path.join(os.path.expanduser("~"), ".local", "state", "remedy")
+_REAL_STATE = {  # a directory: (which paths under it count, which directories to enter)
+    _HOME_STATE: (lambda _rel: True, lambda _rel: True),
+    "/var/lib/remedy": (lambda rel: not rel.startswith("twins/"), lambda rel: rel != "twins"),
+    "/run/lock": (lambda rel: rel.startswith("remedy"), lambda rel: rel.startswith("remedy")),
+    "/etc/systemd/system": (lambda rel: os.path.basename(rel).startswith("remedy"),
+                            lambda _rel: True),
+}  # fmt: skip
+
+
+def real_state() -> dict[str, tuple]:
+    """Each path of root's real state (see _REAL_STATE): its kind, size, mode and the
+    time it last changed (a directory by its name only: twins come and go in it)."""
+    seen: dict[str, tuple] = {}
+    for top, (kept, enter) in _REAL_STATE.items():
+        for root, dirs, files in os.walk(top):
+            rels = {name: os.path.relpath(os.path.join(root, name), top) for name in dirs}
+            dirs[:] = [name for name in dirs if enter(rels[name])]
+            for name in list(rels) + files:
+                path = os.path.join(root, name)
+                if not kept(os.path.relpath(path, top)):
+                    continue
+                try:
+                    st = os.lstat(path)
+                except OSError:  # gone while walked
+                    continue
+                if name in rels:
+                    seen[path] = ("dir",)
+                else:
+                    seen[path] = ("file", st.st_size, st.st_mode, st.st_mtime_ns)
+    return seen
+
+
+def state_changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """What changed between two snapshots of real_state(), one line each."""
+    lines = [f"new: {p}" for p in sorted(after.keys() - before.keys())]
+    lines += [f"gone: {p}" for p in sorted(before.keys() - after.keys())]
+    lines += [
+        f"changed: {p}"
+        for p in sorted(before.keys() & after.keys())
+        if before[p] != after[p] and not _others_records(p, before[p], after[p])
+    ]
+    return lines
+
+
+_AUDIT = os.path.join(_HOME_STATE, "audit.jsonl")
+
+
+def _others_records(path: str, before: tuple, after: tuple) -> bool:
+    """Whether PATH is root's audit log and it only gained records of other processes'
+    test twins (t<pid>-<n>, b<pid>-<n> of another pid): a test run of a checkout that
+    still writes there, beside this one on a shared machine, not this session's doing."""
+    if path != _AUDIT or after[1] <= before[1] or after[2] != before[2]:
+        return False
+    import re
+
+    with open(path, "rb") as fh:
+        fh.seek(before[1])
+        new = fh.read(after[1] - before[1]).decode(errors="replace").splitlines()
+    mine = os.getpid() % 100000
+    for line in new:
+        try:
+            host = str(json.loads(line).get("host"))
+        except (ValueError, AttributeError):
+            return False
+        m = re.fullmatch(r"[tb](\d+)-\d+", host)
+        if not m or int(m.group(1)) == mine:
+            return False
+    return bool(new)
+
+
+_ISOLATED = ("XDG_STATE_HOME", "REMEDY_LOCK_DIR", "REMEDY_AUDIT_LOG")
+
+
 def pytest_configure(config):
     # The operation cases' expectations are written by hand (tests/operations): no mode
     # rewrites them to pass, and a run that asks for one is refused.
@@ -72,6 +160,51 @@ def pytest_configure(config):
             "REMEDY_UPDATE_CASES is set: the operation cases have no update mode; edit the "
             "case's expect by hand (tests/operations/test_operations.py says how)"
         )
+    # The session's own state root (under REMEDY_TEST_STATE when scripts/test.sh gives
+    # one): every run a test starts, and remedy in this process, write their audit log
+    # and fleet locks there, unless the test names its own. Then the real state is
+    # snapshotted, to be compared at the end (pytest_sessionfinish).
+    import tempfile
+
+    parent = os.environ.get("REMEDY_TEST_STATE") or None
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    root = tempfile.mkdtemp(prefix="remedy-test-state.", dir=parent)
+    config._remedy_state = (root, {k: os.environ.get(k) for k in _ISOLATED})
+    os.environ["XDG_STATE_HOME"] = os.path.join(root, "state")
+    os.environ["REMEDY_LOCK_DIR"] = os.path.join(root, "lock")
+    os.makedirs(os.environ["REMEDY_LOCK_DIR"])
+    os.environ.pop("REMEDY_AUDIT_LOG", None)  # the default: under XDG_STATE_HOME
+    config._remedy_real_state = real_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run if root's real state changed during it, or a twin this session made
+    is left (the session's fixture takes them down before this runs)."""
+    import shutil
+
+    config = session.config
+    before = getattr(config, "_remedy_real_state", None)
+    if before is None:
+        return
+    problems = state_changes(before, real_state())
+    twins = machine.state_root()
+    problems += [f"twin left: {twins / n}" for n in sorted(_MADE) if (twins / n).exists()]
+    root, saved = config._remedy_state
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    shutil.rmtree(root, ignore_errors=True)
+    if problems:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        say = reporter.write_line if reporter else print
+        say("")
+        say("root's real state changed during the suite (a test must use its own paths):")
+        for line in problems[:50]:
+            say(f"  {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _shard(config) -> tuple[int, int] | None:
@@ -118,24 +251,40 @@ def _pytest_alive(pid_mod: int) -> bool:
     return False
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _clear_dead_test_twins():
-    """A killed test run can leave a test twin's overlay mounted and its slot taken;
-    remove such leftovers: twins named t<pid>-<n> whose pytest process is gone. A twin
-    of another test run that is alive (perhaps still being set up, so no supervisor yet)
-    is left alone."""
+def clear_dead_test_twins() -> list[str]:
+    """Take down what test runs that were killed left: twins named t<pid>-<n> or
+    b<pid>-<n> whose pytest process is gone (a twin of a live run, perhaps still being
+    set up, is left alone). Not a fixture: scripts/test.sh calls it before its runs; a
+    pytest session takes down only the twins it made itself. Returns the names."""
     import re
 
     names = {t.name for t in machine.all_twins() if not t.running}
     names |= {p.name for p in machine.leftovers()}  # processes of twins whose state went
+    gone = []
     for name in sorted(names):
-        m = re.fullmatch(r"t(\d+)-\d+", name)
+        m = re.fullmatch(r"[tb](\d+)-\d+", name)
         if m and not _pytest_alive(int(m.group(1))):
             try:
                 machine.down(name, progress=lambda _m: None)
+                gone.append(name)
             except machine.TwinError:
                 pass
+    return gone
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _take_down_this_sessions_twins():
+    """At the session's end, a twin this session made that is still there (its test's
+    own teardown failed, or was never reached) goes; nothing of another session's."""
     yield
+    if not _MADE:
+        return
+    there = {t.name for t in machine.all_twins()} | {p.name for p in machine.leftovers()}
+    for name in sorted(_MADE & there):
+        try:
+            machine.down(name, progress=lambda _m: None)
+        except machine.TwinError as exc:
+            print(f"could not take twin {name} down: {exc}")
 
 
 @pytest.fixture
@@ -412,7 +561,7 @@ class HeldRequest:
                 return int(float(line.rsplit(" ", 1)[1]))
         return 0
 
-    def wait_running(self, timeout: float = 30) -> None:
+    def wait_running(self, timeout: float = 120) -> None:  # a cap, not a speed
         import time
 
         deadline = time.monotonic() + timeout
@@ -420,7 +569,7 @@ class HeldRequest:
             assert time.monotonic() < deadline, "the held request never reached the server"
             time.sleep(0.2)
 
-    def wait_sent(self, timeout: float = 30) -> None:
+    def wait_sent(self, timeout: float = 120) -> None:  # a cap, not a speed
         import time
 
         deadline = time.monotonic() + timeout

@@ -16,7 +16,8 @@ exact, or ``noop_has``); what the step said (``said``, a subset; ``said_has``, a
 of one value); what it logged (``logged_has``); ``words_have``, the
 values the program must be given. Every case also checks, from the argv alone, that
 each program gets the planner's values and that pyinfra's quoting keeps every value one
-argument, whatever the host data holds.
+argument, whatever the host data holds, in its check (the read's command line) as in its
+apply.
 """
 
 from __future__ import annotations
@@ -178,8 +179,9 @@ def test_operation(operation: str, path: Path):
         changed = wanted[mode] if isinstance(wanted, dict) else {}
         values = dataclasses.replace(got.values, **changed)
         assert program_words(got.values, argv_, mode) == values.words()
-        if command is not None:
-            one_argument_each(command, argv_)
+        if command is None:  # a check: the read's command line, as pyinfra runs the fact
+            command = facts.commands.CommandRead().command(argv=argv_)
+        one_argument_each(command, argv_)
     words = [w for _m, a, _c in got.commands if a for w in a[5:]]
     for w in expect.get("words_have", []):
         assert w in words, f"{w!r} is not a value the program was given"

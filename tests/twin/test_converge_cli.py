@@ -14,7 +14,9 @@ from remedy.twin import machine
 from tests.conftest import (
     PROJECT,
     HeldRequest,
+    hugepages_1g,
     out_of_sync,
+    owner_git,
     probe_inside,
     server_starts,
     twin_inventory,
@@ -51,9 +53,29 @@ def samples(path) -> dict[tuple[str, tuple], float]:
     return out
 
 
+def host_state(twin) -> dict:
+    """What a run could change on TWIN: the checkout (HEAD, what git sees changed), the
+    system profile and the running system, the /run drop-ins and override with their
+    contents, the hugepages pool, the server's process and restart count."""
+    files = twin.exec(
+        ["sh", "-c", "find /run/systemd/system /run/tt-serving-override -type f "
+         "-exec sha256sum {} + 2>/dev/null | sort; "
+         "readlink -f /nix/var/nix/profiles/system /run/current-system"],
+        check=False,
+    ).stdout  # fmt: skip
+    return {
+        "head": owner_git(twin, "rev-parse", "HEAD").stdout,
+        "changed": owner_git(twin, "status", "--porcelain").stdout,
+        "files": files,
+        "hugepages": hugepages_1g(twin),
+        "unit": unit_props(twin),  # MainPID, NRestarts
+    }
+
+
 def test_check_reports_the_seed_state_and_changes_nothing(make_twin):
     twin = make_twin(with_emergency_override=True)
-    pid = unit_props(twin)["MainPID"]
+    before = host_state(twin)
+    assert "/run/tt-serving-override/start" in before["files"]  # the seed's override
     code, doc = converge("--check", "--limit", twin.name)
     assert code == 3 and doc["exit_code"] == 3
     (host,) = doc["hosts"]
@@ -63,7 +85,7 @@ def test_check_reports_the_seed_state_and_changes_nothing(make_twin):
     assert settings["tool_call_parser"]["state"] == "volatile"
     assert settings["tool_call_parser"]["next_boot"] == "hermes"
     assert "bump tt-stack" in settings["tool_call_parser"]["action"]
-    assert unit_props(twin)["MainPID"] == pid  # nothing restarted
+    assert host_state(twin) == before
 
 
 DEBUG = "/run/systemd/system/tenstorrent-serving.service.d/zz-debug.conf"

@@ -104,7 +104,11 @@ def test_ctrl_c_stops_the_run_fails_it_and_audits_it_as_interrupted(twin, tmp_pa
     assert scratch_clones(twin) == [], out[-6000:]
 
 
-def test_a_reboot_mid_run_is_audited_as_crashed_and_a_rerun_finishes(twin, tmp_path):
+def test_a_reboot_mid_run_is_audited_once_as_unfinished_with_why_and_a_rerun_finishes(
+    twin, tmp_path
+):
+    """The reboot lands in a step (its command fails: "failed") or between steps (those
+    left never ran: "crashed"); either way one record that says why, never "ok"."""
     from remedy.twin import machine
 
     env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}

@@ -83,7 +83,8 @@ def test_a_flake_check_that_hangs_is_stopped_at_its_time_bound_and_leaves_nothin
     assert twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout == lock
     import time
 
-    deadline = time.monotonic() + 30  # the daemon ends the build its client left
+    # the daemon ends the build its client left: the event, with a cap that is no speed
+    deadline = time.monotonic() + 120
     while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
         assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
         time.sleep(1)
@@ -126,19 +127,23 @@ def test_a_second_sigterm_during_a_hung_check_is_recorded_once_with_the_step_it_
     (record,) = records
     assert record["result"] == "interrupted", record
     why = record["details"]["interrupted"]
-    assert why.startswith("interrupted by SIGTERM"), why
-    if "killed" in why:  # the second signal came before the run ended: its step is named
-        from remedy.core.run.steps import TEMPLATES
+    # the step the first signal came during is named, whether or not the second came
+    # before the run ended (then: killed), a 50 ms race the test does not depend on
+    import re
 
-        head, _, step = why.partition(" during ")
-        assert head == "interrupted by SIGTERM, then killed by a second SIGTERM", why
-        assert step.strip("'") in {t.title for t in TEMPLATES}, why
+    from remedy.core.run.steps import TEMPLATES
+
+    m = re.fullmatch(
+        r"interrupted by SIGTERM during '([^']+)'(, then killed by a second SIGTERM)?", why
+    )
+    assert m, why
+    assert m.group(1) == next(t.title for t in TEMPLATES if t.title.startswith("Prove ")), why
     rerun = subprocess.run([*argv[:-1], "--data", "nix_timeout_s=5", argv[-1]], cwd=PROJECT,
                            env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
     results = [json.loads(x)["result"] for x in log.read_text().splitlines()]
     assert results == ["interrupted", "ok"], results  # recorded once, not again as died
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # the hung build ends: an event, a generous cap
     while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
         assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
         time.sleep(1)
@@ -176,7 +181,7 @@ def test_the_first_sigterm_stops_a_hung_check_at_once_and_the_run_ends_interrupt
     (record,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert record["result"] == "interrupted" and record["path"] != "durable"
     assert twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout == lock  # nothing switched
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # the hung build ends: an event, a generous cap
     while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
         assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
         time.sleep(1)

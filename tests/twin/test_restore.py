@@ -81,7 +81,7 @@ def test_seed_state_takes_the_durable_path_and_restarts_once(make_twin, tmp_path
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert not exists(twin, DROPIN) and not exists(twin, SCRIPT)
     assert probe_inside(twin).outcome == "parsed"
-    assert server_starts(twin) - starts <= 1
+    assert server_starts(twin) - starts == 1  # the switch changed what systemd starts
     assert "tt-stack#49" in owner_git(twin, "log", "-1").stdout
 
 

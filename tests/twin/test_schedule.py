@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,6 +25,11 @@ from tests.conftest import PROJECT, probe_inside
 
 pytestmark = pytest.mark.twin
 
+# A cache, as the twins' root file systems under /var/cache/remedy/twin are: derived
+# (pip download of the list below), keyed by what it holds, written whole (a temporary
+# directory renamed) and reused by any run; not remedy's state, so the suite's check of
+# root's real state (tests/conftest.py) leaves /var/cache/remedy out. Its first fill needs
+# the package registry.
 CACHE = Path("/var/cache/remedy/wheelhouse")
 DEPENDENCIES = [
     "pip",
@@ -46,7 +52,7 @@ def wheelhouse(py: str) -> Path:
     final = CACHE / f"cp{py.replace('.', '')}-{key}"
     if (final / ".complete").exists():
         return final
-    tmp = final.with_name(final.name + ".tmp")
+    tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")  # sessions fill it at once
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     argv = [sys.executable, "-m", "pip", "download", "-q", "--dest", str(tmp),
@@ -55,8 +61,10 @@ def wheelhouse(py: str) -> Path:
         argv += ["--platform", platform]
     subprocess.run([*argv, *DEPENDENCIES], check=True, timeout=900)
     (tmp / ".complete").write_text("")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    try:
+        tmp.rename(final)
+    except OSError:  # another session's came first: the same wheels
+        shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 

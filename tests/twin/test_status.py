@@ -40,7 +40,7 @@ def test_emergency_override_is_healthy_but_volatile(make_twin):
     assert any("after a reboot the tool-call parser is hermes" in p for p in host["problems"])
 
 
-def test_after_a_hand_bump_and_rebuild_it_is_healthy_and_durable(twin):
+def test_after_a_hand_bump_and_rebuild_tool_calling_is_durable_and_only_hugepages_lag(twin):
     # as a person would: bump as the checkout's owner, then sudo nixos-rebuild
     owner_bump(twin)
     owner_git(twin, "commit", "-qm", "flake.lock: bump tt-stack", "--", "flake.lock")
@@ -51,6 +51,8 @@ def test_after_a_hand_bump_and_rebuild_it_is_healthy_and_durable(twin):
     assert code == 3 and lagging == {"hugepages"}, host["problems"]  # nixos-llm pins 2/card
     assert snap["unit"]["now"]["parser"]["value"] == "qwen3_xml"
     assert snap["unit"]["now"]["parser"]["source"].startswith("/nix/store/")
+    assert snap["unit"]["after_reboot"]["parser"]["value"] == "qwen3_xml"
+    assert snap["probe"]["outcome"] == "parsed"
     assert snap["volatile"] == []
 
 

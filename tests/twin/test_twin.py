@@ -350,10 +350,23 @@ def test_plain_openssh_client_and_pyinfra_reach_the_twin(twin):
     assert "cfx-llm2" in proc.stdout + proc.stderr
 
 
-def test_strict_host_key_checking_rejects_a_wrong_key(twin):
-    twin.known_hosts.write_text(twin.known_hosts.read_text().replace("AAAA", "AAAB", 1))
-    proc = subprocess.run([*twin.ssh_argv(), "true"], capture_output=True, text=True, timeout=30)
-    assert proc.returncode != 0
+def test_strict_host_key_checking_rejects_a_wrong_key(twin, tmp_path):
+    """The same ssh that connects with the twin's key is refused for its host key once
+    known_hosts holds another valid key for it (not for any other reason: a refused
+    connection, a bad user key, a known_hosts line ssh cannot read)."""
+    argv = [*twin.ssh_argv(), "true"]
+    good = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0, good.stderr
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    kind, key = other.with_suffix(".pub").read_text().split()[:2]
+    lines = [ln.split() for ln in twin.known_hosts.read_text().splitlines() if ln.strip()]
+    assert lines and all(ln[1] == kind for ln in lines), lines  # one key, the same type
+    twin.known_hosts.write_text("".join(f"{ln[0]} {kind} {key}\n" for ln in lines))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 255, proc.stderr  # ssh's own failure, not the command's
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in proc.stderr, proc.stderr
+    assert "Host key verification failed." in proc.stderr, proc.stderr
 
 
 def test_down_leaves_nothing_running(make_twin):

@@ -272,10 +272,14 @@ def test_ctrl_c_while_pyinfra_prepares_never_exits_0(tmp_path):
 
     slow = tmp_path / "slow.py"
     ready = tmp_path / "loading"
-    slow.write_text(
+    go = tmp_path / "go"
+    slow.write_text(  # an inventory that takes its time (a slow lookup): until GO exists
         "import pathlib, time\n"
         f"pathlib.Path({str(ready)!r}).write_text('x')\n"
-        "time.sleep(3)  # an inventory that takes its time (a slow lookup)\n"
+        "for _ in range(6000):\n"
+        f"    if pathlib.Path({str(go)!r}).exists():\n"
+        "        break\n"
+        "    time.sleep(0.1)\n"
         "hosts = [('@local', {})]\n"
     )
     log = tmp_path / "audit.jsonl"
@@ -284,11 +288,13 @@ def test_ctrl_c_while_pyinfra_prepares_never_exits_0(tmp_path):
         ["pyinfra", "-y", str(slow), "deploys/restore_toolcalling.py"],
         cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # the inventory loads: a cap, not a speed
     while not ready.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)  # while the inventory loads, whatever the machine's speed
+    time.sleep(0.5)
+    go.write_text("")  # the lookup ends
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     assert "Exiting upon user request" not in out

@@ -38,7 +38,7 @@ def test_a_second_run_is_told_who_holds_the_lock_and_gets_it_once_the_first_goes
     first = holder(0, "pid 1 on mgmt since 2026-11-30T09:00:00Z: remedy converge")
     locked(first)
     second = holder(0, "pid 2")
-    out, _ = second.communicate(timeout=10)
+    out, _ = second.communicate(timeout=60)
     assert second.returncode == hostlock.EXIT_HELD
     assert out.splitlines() == [
         # before it waits it says on whom: the run tells its person
@@ -47,13 +47,13 @@ def test_a_second_run_is_told_who_holds_the_lock_and_gets_it_once_the_first_goes
         "pid 1 on mgmt since 2026-11-30T09:00:00Z: remedy converge",
     ]
     first.stdin.close()  # what a finished, killed or disconnected run does
-    assert first.wait(timeout=10) == 0
+    assert first.wait(timeout=60) == 0
     assert not (lock_dir / "remedy-tenstorrent-serving.service.holder").exists()
     third = holder(0, "pid 3")
     locked(third)
     assert (lock_dir / "remedy-tenstorrent-serving.service.holder").read_text() == "pid 3\n"
     third.stdin.close()
-    third.wait(timeout=10)
+    third.wait(timeout=60)
 
 
 def test_a_waiting_run_takes_the_lock_when_it_is_released_within_its_wait(lock_dir):
@@ -62,10 +62,10 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released_within_its_wait(lock_d
     second = holder(20, "second")
     assert second.stdout.readline().strip() == "waiting first"
     first.stdin.close()
-    first.wait(timeout=10)
+    first.wait(timeout=60)
     locked(second)
     second.stdin.close()
-    assert second.wait(timeout=10) == 0
+    assert second.wait(timeout=60) == 0
 
 
 def test_the_holder_line_names_pid_time_and_command():
@@ -118,7 +118,7 @@ def test_a_run_that_dies_leaves_its_journal_and_the_next_run_gets_it(lock_dir):
     first.stdin.write(hostlock.step_line("Switch to the proven system", "error") + "\n")
     first.stdin.flush()
     first.stdin.close()  # the end of input without "end": SIGKILL, a lost connection
-    assert first.wait(timeout=10) == 0
+    assert first.wait(timeout=60) == 0
     journal = lock_dir / "journal" / "run-tenstorrent-serving.service.jsonl"
     assert journal.exists() and oct(journal.stat().st_mode & 0o777) == "0o600"
 
@@ -132,12 +132,12 @@ def test_a_run_that_dies_leaves_its_journal_and_the_next_run_gets_it(lock_dir):
     assert "died without ending" in dead.reason and "Switch to the proven system" in dead.reason
     second.stdin.write("end ok\n")  # a run that ends: its journal goes
     second.stdin.close()
-    assert second.wait(timeout=10) == 0
+    assert second.wait(timeout=60) == 0
     assert not journal.exists()
     third = holder(0, "third")
     assert "journal" not in locked(third)
     third.stdin.close()
-    third.wait(timeout=10)
+    third.wait(timeout=60)
 
 
 def test_a_journal_from_an_earlier_boot_is_a_run_that_died_with_the_boot():

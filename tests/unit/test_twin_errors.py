@@ -63,9 +63,35 @@ def test_unknown_twin_name_via_the_cli(tmp_path):
     assert "no twin named 'ghost'" in proc.stderr and "remedy twin up --name ghost" in proc.stderr
 
 
-def test_mirror_is_read_from_apt_sources():
-    url = rootfs.mirror()
-    assert url.startswith("http") and Path("/etc/apt").exists()
+def _apt_sources(monkeypatch, tmp_path, deb822: str | None, one_line: str | None) -> None:
+    """rootfs reads /etc/apt/sources.list.d/debian.sources and /etc/apt/sources.list from
+    TMP_PATH instead (an absent one when None)."""
+    real = Path
+    files = {"/etc/apt/sources.list.d/debian.sources": deb822, "/etc/apt/sources.list": one_line}
+    for name, text in files.items():
+        if text is not None:
+            (tmp_path / real(name).name).write_text(text)
+
+    def fake_path(p, *rest):
+        if str(p) in files:
+            return tmp_path / real(str(p)).name
+        return real(p, *rest)
+
+    monkeypatch.setattr(rootfs, "Path", fake_path)
+
+
+def test_mirror_is_read_from_deb822_sources_before_the_one_line_file(tmp_path, monkeypatch):
+    _apt_sources(
+        monkeypatch, tmp_path,
+        deb822="Types: deb\nURIs: http://deb822.example/debian/\nSuites: trixie\n",
+        one_line="deb http://oneline.example/debian trixie main\n",
+    )  # fmt: skip
+    assert rootfs.mirror() == "http://deb822.example/debian"
+
+
+def test_mirror_without_apt_sources_is_the_default(tmp_path, monkeypatch):
+    _apt_sources(monkeypatch, tmp_path, deb822=None, one_line="# nothing here\n")
+    assert rootfs.mirror() == rootfs.DEFAULT_MIRROR
 
 
 def test_suite_defaults_to_trixie_and_reads_the_environment(monkeypatch):
