@@ -21,7 +21,6 @@ import shlex
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from remedy.core.programs.hostlock import (  # noqa: F401
     EXIT_HELD,
@@ -136,10 +135,12 @@ def acquire(host, unit: str, wait_s: float, holder: str, say=print, header: str 
     raise LockError(f"{host.name}: could not take {lock_path(unit)}: {first} {rest}".strip())
 
 
-# The fleet's lock: one `remedy converge` at a time over an inventory, on this machine, so
-# two runs do not each spend the restart budget (remedy.core.run.rollout), which is
+# The fleet's lock: one `remedy converge` at a time over the same hosts, on this machine,
+# so two runs do not each spend the restart budget (remedy.core.run.rollout), which is
 # fleet-wide: a person's `--limit HOST --restart now` while the timer's run restarts
-# another host would make two restarts at once. One file per inventory.
+# another host would make two restarts at once. One file per host of the inventory,
+# named by where SSH reaches it (host_keys), never by the inventory file: a copy or a
+# hard link of the inventory names the same hosts, so it takes the same locks.
 
 
 @dataclass
@@ -160,15 +161,48 @@ class FleetLock:
         self.fds.clear()
 
 
-def fleet_lock_path(inventory: str) -> str:
-    """The fleet lock of INVENTORY (its resolved path): in REMEDY_LOCK_DIR, else /run/lock
-    if this user may write there, else the user's runtime or temporary directory."""
-    key = hashlib.sha256(str(Path(inventory).resolve()).encode()).hexdigest()[:12]
+def host_keys(name: str, data: dict) -> list[str]:
+    """Where SSH reaches host NAME (its inventory DATA) from this machine: "ADDRESS PORT"
+    for every address its SSH host name resolves to, after the SSH config pyinfra reads
+    (HostName, Port); the name itself where this machine cannot resolve it (a ProxyJump
+    target). Two names of one address (localhost, 127.0.0.1) share a key."""
+    import socket
+
+    hostname = data.get("ssh_hostname") or name
+    port = int(data.get("ssh_port") or 22)
+    try:
+        from pyinfra.connectors.sshuserclient.client import get_ssh_config
+
+        config = get_ssh_config(data.get("ssh_config_file"))
+        seen = config.lookup(hostname) if config else {}
+    except Exception:  # an unreadable SSH config: pyinfra's connect says so
+        seen = {}
+    hostname = seen.get("hostname", hostname)
+    port = int(seen.get("port", port))
+    try:
+        found = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return [f"{hostname.lower()} {port}"]
+    return sorted({f"{info[4][0]} {port}" for info in found})
+
+
+def fleet_lock_files(hosts: dict[str, dict]) -> dict[str, list[str]]:
+    """The fleet lock's files of HOSTS ({name: data}), each with the hosts it stands for:
+    one per host_keys key, in REMEDY_LOCK_DIR, else /run/lock if this user may write
+    there, else the user's runtime or temporary directory; sorted, so two runs take them
+    in one order."""
     where = os.environ.get("REMEDY_LOCK_DIR")
     if not where:
         candidates = ("/run/lock", os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir())
         where = next(d for d in candidates if d and os.access(d, os.W_OK))
-    return f"{where}/remedy-fleet-{key}.lock"
+    files: dict[str, list[str]] = {}
+    for name, data in hosts.items():
+        for key in host_keys(name, data):
+            digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+            named = files.setdefault(f"{where}/remedy-fleet-{digest}.lock", [])
+            if name not in named:
+                named.append(name)
+    return dict(sorted(files.items()))
 
 
 def _holder_of(path: str) -> str:
@@ -196,10 +230,12 @@ def _take(paths: list[str]) -> tuple[list[int], str | None]:
     return fds, None
 
 
-def acquire_fleet(inventory: str, wait_s: float, holder: str, say=print) -> FleetLock:
-    """Take the fleet lock of INVENTORY, waiting up to WAIT_S seconds (SAY gets what a
-    waiting run prints); LockHeld names the holder, LockError any other problem."""
-    paths = [fleet_lock_path(inventory)]
+def acquire_fleet(hosts: dict[str, dict], wait_s: float, holder: str, say=print) -> FleetLock:
+    """Take the fleet lock of HOSTS ({name: data}: every serving host of the inventory):
+    all of their files at once or none, waiting up to WAIT_S seconds (SAY gets what a waiting
+    run prints); LockHeld names the holder, LockError any other problem."""
+    files = fleet_lock_files(hosts)
+    paths = list(files)
     started = last = time.monotonic()
     said = False
     while True:
@@ -207,12 +243,14 @@ def acquire_fleet(inventory: str, wait_s: float, holder: str, say=print) -> Flee
         if busy is None:
             break
         who, now = _read_holder(busy), time.monotonic()
+        of = f"the fleet lock of {', '.join(files[busy])} ({busy})"
         if now - started >= wait_s:
             raise LockHeld(
-                f"another remedy converge over {inventory} holds {busy} (waited {wait_s:g}s): {who}"
+                f"another remedy converge over the same hosts holds {of} "
+                f"(waited {wait_s:g}s): {who}"
             )
         if not said:
-            say(f"{busy} is held by {who}; waiting up to {wait_s:g}s for it")
+            say(f"{of} is held by {who}; waiting up to {wait_s:g}s for it")
             said, last = True, now
         elif now - last >= PROGRESS_EVERY_S:
             say(f"still waiting for {busy} ({now - started:.0f}s of {wait_s:g}s)")

@@ -100,9 +100,9 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
                            ("max_failures", max_failures)):  # fmt: skip
             if value is not None:
                 data[key] = _canary_data(value) if key == "canary" else str(value)
-        host_data, names = _host_data(inventory, limit)
+        host_data, names, fleet_hosts = _host_data(inventory, limit)
         policy = _rollout_policy(inventory, host_data, data, names)
-        fleet_lock = _fleet_lock(inventory, host_data, wait_s, say, as_json)
+        fleet_lock = _fleet_lock(inventory, host_data, fleet_hosts, wait_s, say, as_json)
         # where each audit log ends now: the report reads only this run's records
         audit_from = _audit_marks(host_data)
         try:
@@ -194,14 +194,17 @@ def _rollout_policy(inventory: str, host_data: dict[str, dict], data: dict, name
     return rollout_core.policy_of(settings, inventory, names)
 
 
-def _fleet_lock(inventory: str, host_data: dict, wait_s: float, say, as_json: bool):
-    """The fleet's lock (one converge per inventory at a time); held past --wait: the
-    report names its holder for every host and the exit is 5."""
+def _fleet_lock(inventory: str, host_data: dict, fleet_hosts: dict, wait_s: float, say,
+                as_json: bool):  # fmt: skip
+    """The fleet's lock: one converge at a time over any of FLEET_HOSTS (every serving
+    host of the inventory, whatever --limit: the budget is fleet-wide), whatever file
+    names them; held past --wait: the report names its holder for every host of the run
+    (HOST_DATA) and the exit is 5."""
     from remedy import lock
     from remedy.core.programs.hostlock import holder_text
 
     try:
-        return lock.acquire_fleet(inventory, wait_s, holder_text(), say)
+        return lock.acquire_fleet(fleet_hosts, wait_s, holder_text(), say)
     except lock.LockHeld as exc:
         why = f"another run holds the fleet lock: {exc}"
         reports = [
@@ -271,9 +274,9 @@ def _print_rollout(rollout: dict) -> None:
         said_folded("  stopped: ", rollout["stopped"], "red")
 
 
-def _host_data(inventory: str, limit) -> tuple[dict[str, dict], list[str]]:
-    """{host: data} of the hosts to converge, in inventory order (--limit checked), and
-    the names of every host of the inventory."""
+def _host_data(inventory: str, limit) -> tuple[dict[str, dict], list[str], dict[str, dict]]:
+    """{host: data} of the hosts to converge, in inventory order (--limit checked), the
+    names of every host of the inventory, and {host: data} of its serving hosts."""
     loaded = {h.name: h.data for h in inventory_mod.load_inventory(inventory)}
     hosts = list(loaded)
     if limit:
@@ -293,7 +296,8 @@ def _host_data(inventory: str, limit) -> tuple[dict[str, dict], list[str]]:
             f"{inventory}: no serving host to converge"
             + (f" (--limit {', '.join(hosts)}: builders, remedy_role builder)" if limit else "")
         )
-    return {h: loaded[h] for h in serving}, list(loaded)
+    fleet_hosts = {h: d for h, d in loaded.items() if d.get("remedy_role") != "builder"}
+    return {h: loaded[h] for h in serving}, list(loaded), fleet_hosts
 
 
 def _report(

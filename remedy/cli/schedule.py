@@ -66,7 +66,7 @@ def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
     if not check_only:  # what the run's converge refuses before it connects, refused now
         from remedy.cli import converge
 
-        host_data, names = converge._host_data(spec.inventory, ())
+        host_data, names, _fleet = converge._host_data(spec.inventory, ())
         converge._rollout_policy(spec.inventory, host_data, spec.run_data(), names)
     return spec
 

@@ -233,15 +233,36 @@ builder_clones() { echo "remedy-bump.$builder_tag.*"; }
 # @include-text ATOMIC_WRITE atomic_write.sh
 # @include server_load.sh
 # What a restart now cuts: the load read once more just before it (a request
-# that arrived after the drain's idle read), said and counted (requests_cut).
+# that arrived after the drain's idle read), said and counted (requests_cut):
+# vLLM's gauges, or without them the connections open to the server's port (one
+# request each at most: server_load.sh).
 cut_by_restart() {
   [ -n "${server_url:-}" ] || return 0
   # shellcheck disable=SC2046  # its words
   set -- $(server_load "$server_url")
-  [ "$1" = busy ] || return 0
-  log yellow "$(($2 + $3)) request(s) in flight at the restart ($2 running, $3 \
-waiting): the restart cuts them"
-  say requests_cut "$(($2 + $3))"
+  case $1 in
+  busy)
+    log yellow "$(($2 + $3)) request(s) in flight at the restart ($2 running, \
+$3 waiting): the restart cuts them"
+    say requests_cut "$(($2 + $3))" ;;
+  open)
+    [ "$2" -gt 0 ] || return 0
+    log yellow "$2 connection(s) open to port $3 at the restart (no request \
+gauge): the restart cuts the request(s) they carry"
+    say requests_cut "$2" ;;
+  esac
+}
+
+# How many times systemd started UNIT ($1) since the run began (the run
+# journal's started_s): the unit's "Started" entries in the host's journal
+# (systemd's message id of a unit started), whoever started it: a switch, a
+# rollback, a restart. Nothing when the journal cannot tell.
+server_starts_since() {
+  _since=$(jget started_s)
+  [ -n "$_since" ] || return 0
+  _j=$(journalctl -q -u "$1" --since "@$_since" -o json \
+      --output-fields=MESSAGE_ID 2>/dev/null </dev/null) || return 0
+  printf '%s\n' "$_j" | grep -c 39f53479d3a045ac8e11786248231fbf
 }
 
 # What the serving process lacks of what is wanted (items "want:KEY=VALUE": KEY

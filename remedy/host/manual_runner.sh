@@ -75,7 +75,7 @@ start() {
     "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runbook" >"$holder"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   durable_failed='' stopped='' failed='' override_failed=''
-  new_rev='' boot_pending='' restarts=0 lock_commit=''
+  new_rev='' boot_pending='' restarts=0 starts=0 lock_commit=''
   toplevel='' ops='' current='(before the first step)'
   trap 'finish_record $?' EXIT
   trap 'on_signal INT' INT
@@ -123,6 +123,8 @@ step() {
     "@@remedy say boot_pending "*)
       boot_pending=${line#@@remedy say boot_pending } ;;
     "@@remedy say restarts "*) restarts=$((restarts + 1)) ;;
+    "@@remedy say server_starts "*)
+      starts=${line#@@remedy say server_starts } ;;
     "@@remedy say durable_failed "*)
       durable_failed=${line#@@remedy say durable_failed } path=fallback ;;
     "@@remedy say failed "*) failed=${line#@@remedy say failed } ;;
@@ -158,6 +160,9 @@ durable fix is deployed; a reboot reverts it"
   [ -z "$lock_commit" ] || line="$line; the checkout takes $new_rev"
   [ -z "$boot_pending" ] || line="$line; durable at next boot: $boot_pending \
 is the boot default (a reboot activates it)"
+  # the server's starts the host's journal counts (a switch or a rollback starts
+  # it too), at least the restarts the steps made: as the deploy's outcome
+  [ "$starts" -le "$restarts" ] || restarts=$starts
   line="$line; restarts $restarts"
   say_ ""
   say_ "$line"

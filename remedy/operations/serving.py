@@ -54,12 +54,13 @@ def runtime_carriers_removed(values: sv.RemoveCarriers, stop: StopRequest = NOT_
 @operation()
 def drained(values: sv.Drain, stop: StopRequest = NOT_STOPPED):
     """Wait for an idle server before the restart: read vLLM's /metrics until
-    vllm:num_requests_running and vllm:num_requests_waiting are both 0, bounded by
-    timeout_s. Past the bound an urgent restart goes ahead and says how many requests
-    it cuts; a window restart is postponed (the run journal says so: no override goes,
-    the switch only sets the boot default, nothing restarts). A server without
-    /metrics (404) is treated as idle, and said. The program waits in slices, so a stop
-    request ends the wait between two.
+    vllm:num_requests_running and vllm:num_requests_waiting are both 0 (without those
+    gauges: until no TCP connection is open to the server's port), bounded by
+    timeout_s. Past the bound an urgent restart (a setting that cannot wait, or
+    --restart now) goes ahead and says how many requests it cuts; a window restart is
+    postponed (the run journal says so: no override goes, the switch only sets the boot
+    default, nothing restarts). The program waits in slices, so a stop request ends the
+    wait between two.
 
     + values: the step's values (``step_values.Drain``)
     + stop: the run's stop request (SIGINT, SIGTERM) ends the wait

@@ -13,11 +13,13 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.conftest import (
+    PROJECT,
     HeldRequest,
     out_of_sync,
     run_deploy,
     server_starts,
     status_settings,
+    twin_inventory,
     unit_props,
 )
 
@@ -69,33 +71,90 @@ def test_a_window_restart_waits_for_its_window_then_for_the_request_in_flight(ma
     assert code == 0 and out_of_sync(settings) == set(), settings
 
 
-def test_a_metrics_page_without_gauges_is_load_unknown_and_a_window_restart_waits(
-    make_twin, tmp_path
-):
-    """vLLM started with --disable-log-stats serves /metrics without the request gauges
-    (vllm/v1/engine/async_llm.py): the load is unknown, never idle. A window restart with
-    a request in flight is postponed (the request completes), and the run says why."""
+def converge_json(inventory, *argv: str, locks) -> tuple[int, dict]:
+    """``remedy converge INVENTORY --json ARGV`` (its fleet lock in LOCKS): (exit code,
+    its document)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "REMEDY_LOCK_DIR": str(locks)}
+    proc = subprocess.run(
+        ["remedy", "converge", str(inventory), "--json", *argv],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900, env=env,
+    )  # fmt: skip
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON (exit {proc.returncode}): {proc.stderr[-3000:]}") from None
+
+
+def without_gauges(twin) -> None:
+    """TWIN's server started with --disable-log-stats, as vLLM then serves /metrics
+    without the request gauges (vllm/v1/engine/async_llm.py)."""
     from remedy.twin import machine
 
-    twin = make_twin(with_emergency_override=True)
     start = "/run/tt-serving-override/start"
     flag = "s/--enable-auto-tool-choice \\\\/&\\n  --disable-log-stats \\\\/"
     twin.exec(["sed", "-i", flag, start])
     assert "--disable-log-stats" in twin.exec(["cat", start]).stdout
     twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
     machine.wait_serving(twin)
+    page = twin.exec(["curl", "-s", f"{twin.server_url}/metrics"]).stdout
+    assert "vllm:num_requests_running" not in page
+
+
+def test_a_metrics_page_without_gauges_waits_for_the_open_connections(make_twin, tmp_path):
+    """Without the request gauges, a window restart waits until no connection is open
+    to the server's port (issue 43 E1): the request in flight completes, then the
+    server restarts once, cutting nothing."""
+    twin = make_twin(with_emergency_override=True)
+    without_gauges(twin)
     pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
 
-    held = HeldRequest(twin, hold_s=20, gauge=False)
+    held = HeldRequest(twin, hold_s=120, gauge=False)  # in flight at the drain
     log = tmp_path / "a.jsonl"
     proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
                       restart="window")  # fmt: skip
     said = out_of(proc)
     assert proc.returncode == 0, said[-4000:]
-    assert "load unknown (/metrics has no vllm:num_requests_running or _waiting gauge)" in said
-    assert "the window restart is postponed to the next run" in said, said[-4000:]
-    assert held.result() == "200"  # not cut by a restart that called the server idle
-    assert unit_props(twin)["MainPID"] == pid and server_starts(twin) == starts
+    assert "waiting up to 300s for an idle server" in said, said[-4000:]
+    assert held.result() == "200"  # it completed before the restart
+    assert server_starts(twin) == starts + 1 and unit_props(twin)["MainPID"] != pid
     details = json.loads(log.read_text().splitlines()[-1])["details"]
-    assert details["restarts"] == 0 and details["requests_cut"] == 0, details
-    assert "load unknown" in (details["restart_postponed"] or ""), details
+    assert details["restarts"] == 1 and details["requests_cut"] == 0, details
+    assert not details["restart_postponed"], details
+
+
+def test_restart_now_without_gauges_restarts_an_idle_server(make_twin, tmp_path):
+    """--restart now on a server without gauges, idle: the restart is now (issue 43 E2;
+    it was postponed with exit 6 every time, and next: said --restart now again)."""
+    twin = make_twin(with_emergency_override=True)
+    without_gauges(twin)
+    starts = server_starts(twin)
+    log = tmp_path / "a.jsonl"
+    short = twin_inventory(tmp_path / "inv.py", twin, audit_log=str(log))
+    code, doc = converge_json(short, "--restart", "now", locks=tmp_path)
+    (host,) = doc["hosts"]
+    assert code == 0, json.dumps(host, indent=1)[-3000:]
+    assert server_starts(twin) == starts + 1
+    details = json.loads(log.read_text().splitlines()[-1])["details"]
+    assert details["restarts"] == 1 and not details["restart_postponed"], details
+    assert "--restart now" not in (host["next"] or ""), host["next"]
+
+
+def test_restart_now_without_gauges_cuts_the_open_request_and_counts_it(make_twin, tmp_path):
+    """--restart now without gauges, a request held past drain_timeout_s: the restart
+    goes ahead after the bound and counts the request it cut (issue 43 E1: it recorded
+    requests_cut 0)."""
+    twin = make_twin(with_emergency_override=True)
+    without_gauges(twin)
+    held = HeldRequest(twin, hold_s=120, gauge=False)
+    log = tmp_path / "a.jsonl"
+    short = twin_inventory(tmp_path / "inv.py", twin, drain_timeout_s=3, audit_log=str(log))
+    code, doc = converge_json(short, "--restart", "now", locks=tmp_path)
+    (host,) = doc["hosts"]
+    assert code == 0, json.dumps(host, indent=1)[-3000:]
+    assert held.result() == "000"  # cut by the restart
+    details = json.loads(log.read_text().splitlines()[-1])["details"]
+    assert details["restarts"] == 1 and details["requests_cut"] == 1, details
+    assert "requests cut 1" in host["outcome"], host["outcome"]

@@ -277,13 +277,18 @@ def test_the_verify_fails_on_hermes_and_passes_once_the_override_runs(twin):
     failed = run(twin, verify(twin, ready_timeout_s=30), "check", "unparsed")
     assert failed.verdict == "give-up" and failed.said["probe_after"] in ("unparsed", "parsed")
     assert failed.text.startswith("verification failed: ")
+    # the server's starts since the run began, from the twin's journal (issue 43 E5)
+    assert failed.said["server_starts"] == 0, failed.said
     step(twin, override())
     step(twin, restart())
     passed = run(twin, verify(twin), "check", "parsed")
     assert passed.verdict == "noop" and passed.text == "verified: the tool-call probe is parsed"
-    assert passed.said["probe_after"] == "parsed"
+    assert passed.said["probe_after"] == "parsed" and passed.said["server_starts"] == 1
+    twin.exec(["systemctl", "restart", UNIT])  # as a rollback's activation does: no step says it
+    machine.wait_serving(twin)
     fallback = run(twin, verify(twin, stage="fallback", ready_timeout_s=20,
                                 items=("want:tool_call_parser=qwen3_coder",)), "check")  # fmt: skip
+    assert fallback.said["server_starts"] == 2, fallback.said
     assert fallback.verdict == "give-up" and fallback.said["failed"].startswith(
         "fallback verification failed: the probe is parsed but systemd runs without "
         "tool-call parser qwen3_coder (it has qwen3_xml)"

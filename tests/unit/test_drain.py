@@ -48,7 +48,7 @@ def server():
 
 def server_load(url: str) -> tuple[str, str]:
     """server_load's one line, as (its first word, the rest): ``idle``, ``busy R W``,
-    ``no-metrics CODE``, ``unreachable CODE`` or ``unknown WHY``."""
+    ``open N PORT WHY``, ``unreachable CODE`` or ``unknown WHY``."""
     program = host.text("server_load.sh") + 'server_load "$1"'
     proc = subprocess.run(
         ["sh", "-c", program, "sh", url], capture_output=True, text=True, timeout=30
@@ -72,22 +72,50 @@ def in_flight(found: tuple[str, str]) -> tuple[int, int]:
     return int(running), int(waiting)
 
 
+NO_GAUGE = "/metrics has no vllm:num_requests_running or _waiting gauge"
+
+
 @pytest.mark.parametrize(
     "status,body,outcome,detail",
     [
         (200, PROCESS + GAUGES.format(r="0.0", w="0.0"), "idle", ""),
-        (404, "Not Found", "no-metrics", "404"),
         (500, "Internal Server Error", "unknown", "/metrics answered HTTP 500"),
-        # vLLM started with --disable-log-stats: 200, and no vllm gauge at all
-        (200, PROCESS, "unknown", "/metrics has no vllm:num_requests_running or _waiting gauge"),
-        (200, "<html>a proxy's page</html>", "unknown", "/metrics has no vllm:num_requests_"
-         "running or _waiting gauge"),
         (200, GAUGES.format(r="NaN", w="0.0"), "unknown",
          "/metrics has a gauge that is not a number"),
     ],
 )  # fmt: skip
 def test_an_unreadable_load_is_unknown_never_idle(server, status, body, outcome, detail):
     assert drain(server, status, body) == (outcome, detail)
+
+
+@pytest.mark.parametrize(
+    "status,body,why",
+    [
+        # vLLM started with --disable-log-stats: 200, and no vllm gauge at all
+        (200, PROCESS, NO_GAUGE),
+        (200, "<html>a proxy's page</html>", NO_GAUGE),
+        (404, "Not Found", "{url}/metrics answers 404"),
+    ],
+)  # fmt: skip
+def test_without_gauges_the_connections_open_to_the_port_count(server, status, body, why):
+    """No request gauge: what is in flight is what the server's open connections carry,
+    counted on the host by ss (issue 43 E1), the drain's own read not among them."""
+    import socket
+
+    port = server.server_address[1]
+    url = f"http://127.0.0.1:{port}"
+    assert drain(server, status, body) == ("open", f"0 {port} {why.format(url=url)}")
+    with socket.create_connection(("127.0.0.1", port)) as held:  # a request not yet sent
+        held.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")
+        assert drain(server, status, body) == ("open", f"1 {port} {why.format(url=url)}")
+    # another port's connection is not the server's
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(other.server_address):
+            assert drain(server, status, body)[1].startswith("0 ")
+    finally:
+        other.shutdown()
 
 
 def test_requests_in_flight_are_summed_over_every_engine_and_state(server):

@@ -12,21 +12,42 @@ import pytest
 from remedy import fleet, lock
 from tests.conftest import PROJECT
 
+FLEET = {"g01": {"ssh_hostname": "127.0.0.1", "ssh_port": 2201},
+         "g02": {"ssh_hostname": "127.0.0.1", "ssh_port": 2202}}  # fmt: skip
 
-def test_a_second_run_over_the_inventory_waits_then_names_the_holder(tmp_path, monkeypatch):
-    """One converge at a time over an inventory, whatever its --limit: the restart budget
-    is fleet-wide (a second run over other hosts would restart them meanwhile)."""
+
+def test_a_second_run_over_the_same_hosts_waits_then_names_the_holder(tmp_path, monkeypatch):
+    """One converge at a time over the same hosts, whatever its --limit or the file that
+    names them: the restart budget is fleet-wide and belongs to the hosts (issue 43 B)."""
     monkeypatch.setenv("REMEDY_LOCK_DIR", str(tmp_path))
-    first = lock.acquire_fleet("inventory/fleet.py", 0, "pid 1 on mgmt: first")
+    first = lock.acquire_fleet(FLEET, 0, "pid 1 on mgmt: first")
     said: list[str] = []
+    # the same hosts under other names (a copy of the inventory, edited), one of them
+    # reached by another name of its address
+    other = {"a": {"ssh_hostname": "localhost", "ssh_port": 2202}}
     with pytest.raises(lock.LockHeld) as held:
-        lock.acquire_fleet("inventory/fleet.py", 0.5, "second", said.append)
-    assert "holds " in str(held.value) and "pid 1 on mgmt: first" in str(held.value)
+        lock.acquire_fleet(other, 0.5, "second", said.append)
+    assert "pid 1 on mgmt: first" in str(held.value) and "fleet lock of a " in str(held.value)
     assert said and "waiting up to 0.5s" in said[0]
-    # another inventory is another fleet
-    lock.acquire_fleet("inventory/other.py", 0, "third").release()
+    # other hosts are another fleet
+    g03 = {"g03": {"ssh_hostname": "127.0.0.1", "ssh_port": 2203}}
+    lock.acquire_fleet(g03, 0, "third").release()
     first.release()
-    lock.acquire_fleet("inventory/fleet.py", 0, "again").release()
+    lock.acquire_fleet(other, 0, "again").release()
+
+
+def test_a_host_is_known_by_where_ssh_reaches_it(tmp_path):
+    """The SSH config's HostName and Port count, as pyinfra connects: an alias of the
+    same address and port is the same host; another port is another host."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu1\n  HostName 127.0.0.1\n  Port 2201\n")
+    alias = lock.host_keys("gpu1", {"ssh_config_file": str(config)})
+    assert alias == lock.host_keys("g01", FLEET["g01"]) == ["127.0.0.1 2201"]
+    assert lock.host_keys("g02", FLEET["g02"]) != alias
+    # a name this machine cannot resolve (reached through a jump host) is its own key
+    assert lock.host_keys("x", {"ssh_hostname": "no-such-host.invalid"}) == [
+        "no-such-host.invalid 22"
+    ]
 
 
 def converge(inventory, *argv: str) -> subprocess.CompletedProcess:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from remedy.core.run.outcome import CHANGED, ERROR, NO_CHANGE, NOT_RUN, StepResult, outcome
 
 
@@ -15,8 +17,9 @@ def test_a_durable_path_that_gave_up_is_durable_plus_fallback_with_its_reason():
         step("nix.fix_proven", "durable", ERROR, why="needs vllm-tt compiled"),
         step("serving.runtime_override_written", "fallback", CHANGED),
         step("serving.restarted", "fallback", CHANGED, ignorable=False, restarts=1),
-        step("serving.toolcalling_verified", "fallback", NO_CHANGE, ignorable=False),
-    ]
+        step("serving.toolcalling_verified", "fallback", NO_CHANGE, ignorable=False,
+             probe_after="parsed"),
+    ]  # fmt: skip
     done = outcome("durable", ["x"], results, old_rev="a" * 40)
     assert (done.result, done.path) == ("ok", "durable+fallback")
     assert done.details["durable_failed"] == "needs vllm-tt compiled"
@@ -58,17 +61,45 @@ def test_a_refusal_interrupt_crash_and_unhealthy_noop():
 OVERRIDE = "serving.runtime_override_written"
 
 
+VERIFY = "serving.toolcalling_verified"
+
+
 def test_volatile_is_said_only_where_the_override_holds_tool_calling():
     failed_durable = step("nix.fix_proven", "durable", ERROR, why="does not build")
-    written = outcome("durable", ["x"], [failed_durable, step(OVERRIDE, "fallback", CHANGED)])
+    parsed = step(VERIFY, "fallback", NO_CHANGE, ignorable=False, probe_after="parsed")
+    written = outcome(
+        "durable", ["x"], [failed_durable, step(OVERRIDE, "fallback", CHANGED), parsed]
+    )
     assert "VOLATILE" in written.line
-    in_place = outcome("fallback", ["x"], [step(OVERRIDE, "fallback", NO_CHANGE)])
+    in_place = outcome("fallback", ["x"], [step(OVERRIDE, "fallback", NO_CHANGE), parsed])
     assert "VOLATILE" in in_place.line
     for status in (ERROR, NOT_RUN):  # refused by the memory gate, a read-only /run, never ran
         held = outcome("durable", ["x"], [failed_durable, step(OVERRIDE, "fallback", status)])
         assert "VOLATILE" not in held.line, status
     gate = step("memory.headroom_gated", "fallback", ERROR, ignorable=False, refused="low")
     assert "VOLATILE" not in outcome("fallback", ["x"], [gate]).line
+
+
+def test_a_failed_fallback_says_what_its_probe_and_the_journal_say():
+    """Issue 43 E5: a canary whose fallback probe stayed unparsed was said to rest on the
+    /run override ("VOLATILE"), with "restarts 1" where the host's journal showed the
+    server started twice (the switch's activation and the fallback's restart)."""
+    results = [
+        step("nix.system_switched", "durable", ERROR, why="switch exit 4", switch_exit=4),
+        step(OVERRIDE, "fallback", CHANGED),
+        step("nix.system_rolled_back", "fallback", CHANGED),
+        step("serving.restarted", "fallback", CHANGED, ignorable=False, restarts=1),
+        step(VERIFY, "fallback", ERROR, ignorable=False, probe_after="unparsed",
+             server_starts=2, failed="fallback verification failed: the probe stays unparsed"),
+    ]  # fmt: skip
+    done = outcome("durable", ["x"], results)
+    assert done.result == "failed" and "VOLATILE" not in done.line, done.line
+    assert "the /run override is in place, but the probe after it is unparsed" in done.line
+    assert "tool calling is not restored" in done.line
+    assert done.details["restarts"] == 2 and "restarts 2" in done.line, done.line
+    # no count from the journal: the restarts the steps made
+    uncounted = [dataclasses.replace(r, said={**r.said, "server_starts": None}) for r in results]
+    assert outcome("durable", ["x"], uncounted).details["restarts"] == 1
 
 
 def test_flake_lock_left_at_the_old_rev_only_where_it_is():

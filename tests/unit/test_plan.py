@@ -58,6 +58,12 @@ def test_seed_state_with_restart_now_removes_the_override_before_the_switch():
     p = plan.plan_restore(snapshot("emergency_override"), settings(restart="now"))
     assert (p.path, p.rebuild, p.remove_override, p.boot_only) == ("durable", True, True, False)
     assert p.restart_expected and p.restart.allowed
+    # a person asked for now: the restart is now, as for a setting that cannot wait (a
+    # drain past its bound restarts and says what it cuts, never postpones; issue 43 E2)
+    assert p.urgent
+    assert not plan.plan_restore(
+        snapshot("emergency_override"), settings(restart_window="always")
+    ).urgent  # a window restart is postponed instead
 
 
 def test_a_now_urgency_for_the_guard_restarts_the_seed_state_at_once():

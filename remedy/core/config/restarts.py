@@ -162,10 +162,15 @@ def old_generation_until(restart_window: str) -> str:
     return f"until a reboot or the restart window {restart_window.strip()}"
 
 
+# when a person asked for the restart now: it is then now, as for a setting that cannot
+# wait (a drain past its bound restarts anyway and says what it cuts; never postponed)
+ASKED_NOW = "now (--restart now)"
+
+
 def when_window(window: Window, run: str | None, local: datetime | None) -> tuple[bool, str]:
     """(a window restart may run now, when it will otherwise) under RUN (--restart)."""
     if run == NOW:
-        return True, "now (--restart now)"
+        return True, ASKED_NOW
     if run == NEVER:
         return False, "at next boot (--restart never)"
     if window.kind == ALWAYS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 MARK = "@@remedy "
 ACT, DONE, NOOP, GIVE_UP, WAIT = "act", "done", "noop", "give-up", "wait"
 VERDICTS = (ACT, DONE, NOOP, GIVE_UP, WAIT)
-INTS = ("switch_exit", "restarts", "requests_cut")
+INTS = ("switch_exit", "restarts", "requests_cut", "server_starts")
 BOOLS = ("rolled_back", "override_written")
 
 

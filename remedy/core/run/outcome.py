@@ -165,7 +165,14 @@ def _details(results: list[StepResult], old_rev, new_rev, notes: list[str]) -> d
     return {
         "old_rev": old_rev,
         "new_rev": new_rev,
-        "restarts": sum(int(r.said.get("restarts") or 0) for r in results),
+        # the server's starts as the host's journal counts them (a switch or a rollback
+        # starts it too), at least the restarts the steps made
+        "restarts": max(
+            [
+                sum(int(r.said.get("restarts") or 0) for r in results),
+                *(int(r.said.get("server_starts") or 0) for r in results),
+            ]
+        ),
         "durable_failed": None,
         "rollback_failed": _first(results, "rollback_failed"),
         "rollback_not_run": _first(results, "rollback_not_run"),
@@ -194,6 +201,19 @@ def _details(results: list[StepResult], old_rev, new_rev, notes: list[str]) -> d
         "restart_postponed": _first(results, "restart_postponed"),
         "override_held": override_held,
     }
+
+
+def _override_said(probe: str | None) -> str:
+    """What the /run override holds, as the probe after it said (its class)."""
+    if probe in ("parsed", "inconclusive"):  # the server answers tool calls
+        return (
+            "VOLATILE: tool calling rests on the /run override until the durable "
+            "fix is deployed; a reboot reverts it"
+        )
+    return (
+        f"the /run override is in place, but the probe after it is {probe or 'not run'}: "
+        "tool calling is not restored"
+    )
 
 
 def _line(plan_path, reasons, path, d, flake_input) -> str:
@@ -233,10 +253,7 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
     if d["unverified"]:
         parts.append(f"NOT VERIFIED: {d['unverified']}")
     if path in ("durable+fallback", FALLBACK) and not d["switch_locked"] and d["override_held"]:
-        parts.append(
-            "VOLATILE: tool calling rests on the /run override until the durable "
-            "fix is deployed; a reboot reverts it"
-        )
+        parts.append(_override_said(d["probe_after"]))
     if d.get("restart_postponed"):
         parts.append(f"restart postponed: {d['restart_postponed']}")
     parts.append(f"restarts {d['restarts']}")

@@ -62,9 +62,14 @@ class RestorePlan:
 
     @property
     def urgent(self) -> bool:
-        """A restart this run makes is for a setting that cannot wait (a drain past its
-        bound restarts anyway; a window restart is postponed instead)."""
-        return bool(self.restart and self.restart.urgent and self.restart.when == "now")
+        """A restart this run makes is for a setting that cannot wait, or a person asked
+        for it now (--restart now): a drain past its bound restarts anyway and says what
+        it cuts. A window restart is postponed instead."""
+        return bool(
+            self.restart
+            and self.restart.urgent
+            and self.restart.when in ("now", restarts.ASKED_NOW)
+        )
 
     def summary(self, host: str) -> str:
         """The plan for people, at most 80 columns wide: the path, why, and per setting

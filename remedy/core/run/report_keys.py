@@ -58,6 +58,8 @@ KEYS = MappingProxyType(
         "restart_reason": (str,),
         "requests_cut": (int,),
         "restart_postponed": (str,),
+        # the server's starts in the run, counted in the host's journal (the verify)
+        "server_starts": (int,),
         # the fallback's override was written
         "override_written": (bool,),
         # the verification: the last probe, a configuration right but unverified, why

@@ -62,7 +62,8 @@ if [ -n "$(jget recorded_profile)" ]; then
     override_failed= || give_up "cannot write the run journal $journal"
   noop "finishing the earlier run $run_id (started $(jget started))"
 fi
-jset "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "base_head=$head" \
+jset "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "started_s=$(date +%s)" \
+  "base_head=$head" \
   "recorded_profile=$(readlink -f "$system")" \
   "recorded_current=$(readlink -f /run/current-system)" \
   "pid_at_start=${pid:-0}" "plan_id=${plan_id:-}" ||

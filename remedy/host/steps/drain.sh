@@ -1,11 +1,13 @@
 # Wait for an idle server before a restart: read vLLM's /metrics once a second
 # until nothing is in flight, for up to wait_s seconds of this call (the deploy
 # calls again, so a stop request is seen between two; last=yes: the end of
-# timeout_s). Past the bound an urgent restart goes ahead and says how many
-# requests it cuts; a window restart is postponed (the run journal says so: no
-# override goes, the switch only sets the boot default, nothing restarts). A
-# server without /metrics (404) is treated as idle, and said. It changes nothing
-# but the run journal (a postponement).
+# timeout_s). A server without the request gauges (--disable-log-stats, or no
+# /metrics) is waited for until no connection is open to its port (ss counts
+# them: server_load.sh). Past the bound an urgent restart (a setting that cannot
+# wait, or --restart now) goes ahead and says how many requests it cuts; a
+# window restart is postponed (the run journal says so: no override goes, the
+# switch only sets the boot default, nothing restarts). It changes nothing but
+# the run journal (a postponement).
 need journal run_id server_url timeout_s wait_s last first urgent
 postponed=$(jget restart_postponed)
 [ -z "$postponed" ] || noop "restart postponed already: $postponed"
@@ -23,7 +25,7 @@ said_at=$(date +%s)
 waited=0
 while :; do
   found=$(server_load "$server_url")
-  case $found in busy*) ;; *) break ;; esac
+  case $found in busy* | "open "[1-9]*) ;; *) break ;; esac
   [ "$(date +%s)" -lt "$end" ] || break
   if [ "$waited" = 0 ] && [ "$first" = yes ]; then
     log blue "waiting up to ${timeout_s}s for an idle server \
@@ -33,7 +35,11 @@ while :; do
   if [ $(($(date +%s) - said_at)) -ge 10 ]; then
     # shellcheck disable=SC2086  # its words
     set -- $found
-    log blue "$2 running, $3 waiting; $((end - $(date +%s)))s left"
+    case $1 in
+    open) log blue "$2 connection(s) open to port $3; $((end - $(date +%s)))s \
+left" ;;
+    *) log blue "$2 running, $3 waiting; $((end - $(date +%s)))s left" ;;
+    esac
     said_at=$(date +%s)
   fi
   sleep 1
@@ -46,24 +52,39 @@ idle)
   noop "the server is idle: no request in flight" ;;
 unreachable) noop "the server does not answer (${2:-no answer}): nothing to \
 drain" ;;
-no-metrics)
-  said="$server_url/metrics answers 404: no request count, treated as idle"
-  log yellow "$said"
-  note "$said"
-  noop "$said" ;;
+open)
+  [ "$2" = 0 ] || [ "$last" = yes ] || { answer wait "$2 connection(s) open to \
+port $3"; exit 0; }
+  n=$2 port=$3
+  shift 3
+  if [ "$n" = 0 ]; then
+    [ "$waited" = 0 ] || noop "the server is idle: its connections closed ($*)"
+    noop "the server is idle: no connection open to port $port ($*)"
+  fi
+  if [ "$urgent" = yes ]; then
+    said="still $n connection(s) open to port $port after ${timeout_s}s ($*): \
+restarting anyway (the restart is now), cutting $n request(s)"
+    log yellow "$said"
+    noop "$said"
+  fi
+  why="$n connection(s) still open to port $port after \
+drain_timeout_s=$timeout_s ($*): the window restart is postponed to the next \
+run"
+  would "$why"
+  record "$why" ;;
 esac
 [ "$1" = busy ] && [ "$last" != yes ] && { answer wait "$2 running, $3 \
 waiting"; exit 0; }
 if [ "$urgent" = yes ] && [ "$1" = unknown ]; then
   shift
-  said="load unknown ($*): restarting anyway (a setting that cannot wait); \
-whatever is in flight is cut"
+  said="load unknown ($*): restarting anyway (the restart is now); whatever is \
+in flight is cut"
   log yellow "$said"
   note "$said"
   noop "$said"
 elif [ "$urgent" = yes ]; then
-  said="still $2 running, $3 waiting after ${timeout_s}s: restarting anyway (a \
-setting that cannot wait), cutting $(($2 + $3)) request(s)"
+  said="still $2 running, $3 waiting after ${timeout_s}s: restarting anyway \
+(the restart is now), cutting $(($2 + $3)) request(s)"
   log yellow "$said"
   noop "$said"
 elif [ "$1" = unknown ]; then

@@ -6,13 +6,17 @@
 # answers in a row end the wait; the model answering in prose three rounds
 # running, with the configuration right, is "not verified", never a reason to
 # roll back. probe_head and probe_tail: the probe's request body before and
-# after the model id.
+# after the model id. It says the server's starts in this run (server_starts).
 need journal run_id unit stage server_url model probe_timeout_s \
     ready_timeout_s \
   parsed_before probe_head probe_tail
 shift "$nargs"
 # @include-text PROBE probe.sh
 # @include probe_outcome.sh
+# the server's starts so far in this run, from the host's journal (the outcome's
+# restarts: a switch or a rollback starts it too)
+starts=$(server_starts_since "$unit")
+[ -z "$starts" ] || say server_starts "$starts"
 postponed=$(jget restart_postponed)
 if [ -n "$postponed" ]; then  # live waits for the postponed restart
   wanted=
