@@ -357,6 +357,9 @@ running_exec_start() {
 # @include-text SWITCH_RUN switch_run.sh
 # @include-text SWITCH_HOLDERS switch_holders.sh
 SWITCH_UNIT=nixos-rebuild-switch-to-configuration
+# How long a switch may run before remedy stops waiting for its end (a bound,
+# not a cut-off: the wait ends when the unit does; switch_run.sh).
+SWITCH_BOUND_S=3600
 LOCK_SAID="Could not acquire lock|$SWITCH_UNIT\\.service (was already \
 loaded|already exists)|Unit ${SWITCH_UNIT}[^ ]* (was already loaded|already \
 exists)"
@@ -381,13 +384,13 @@ transient() { [ -d /run/systemd/system ] && command -v systemd-run >/dev/null \
 # done, units-failed, boot-pending, inhibited, locked or failed.
 switch_to() {
   if transient; then
-    set -- "$SWITCH_UNIT" "${3%.*}" env NIXOS_INSTALL_BOOTLOADER=0 \
-      systemd-run -E LOCALE_ARCHIVE -E NIXOS_INSTALL_BOOTLOADER --collect \
-          --wait \
+    set -- "$SWITCH_UNIT" "${3%.*}" "$SWITCH_BOUND_S" env \
+        NIXOS_INSTALL_BOOTLOADER=0 systemd-run -E LOCALE_ARCHIVE -E \
+        NIXOS_INSTALL_BOOTLOADER --collect --wait \
       --no-ask-password --quiet --service-type=exec "--unit=$SWITCH_UNIT" \
       "$1/bin/switch-to-configuration" "$2"
   else
-    set -- "" "${3%.*}" env NIXOS_INSTALL_BOOTLOADER=0 \
+    set -- "" "${3%.*}" "$SWITCH_BOUND_S" env NIXOS_INSTALL_BOOTLOADER=0 \
         "$1/bin/switch-to-configuration" "$2"
   fi
   switch_said=$(sh -c "$(SWITCH_RUN)" sh "$@" 2>&1 </dev/null)
@@ -395,7 +398,14 @@ switch_to() {
       's/^@@remedy:switch-exit //p' |
     tail -n 1)
   switch_said=$(printf '%s\n' "$switch_said" | grep -v '^@@remedy:switch-exit ')
-  case $switch_exit in
+  # a lock another holds: switch-to-configuration-ng dies with the errno as its
+  # exit code (main.rs die(): 11, EWOULDBLOCK), so its words decide, before any
+  # number (an errno may be 4)
+  _lock=''
+  [ "${switch_exit:-0}" = 0 ] || ! printf '%s\n' "$switch_said" | grep -Eq \
+      "$LOCK_SAID" || _lock=yes
+  case $_lock$switch_exit in
+  yes*) switch_outcome=locked ;;
   0) switch_outcome="done" ;;
   4) switch_outcome=units-failed ;;
   100) switch_outcome=boot-pending ;;
@@ -404,9 +414,6 @@ switch_to() {
       printf '%s\n' "$switch_said" | grep -q "Pre-switch check \
 'switchInhibitors' failed"; then
       switch_outcome=inhibited
-    elif [ -n "$switch_exit" ] && printf '%s\n' "$switch_said" | grep -Eq \
-        "$LOCK_SAID"; then
-      switch_outcome=locked
     else
       switch_outcome=failed
     fi

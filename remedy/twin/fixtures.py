@@ -946,6 +946,8 @@ in
       default = { };
     };
     system.preSwitchChecks = lib.mkOption { type = types.lines; default = ""; };
+    # NixOS 26.05 (switchable-system.nix): store paths whose change refuses a live switch
+    system.switch.inhibitors = lib.mkOption { type = types.listOf types.str; default = [ ]; };
     system.build.toplevel = lib.mkOption { type = types.package; };
   };
   # nixos/modules/config/sysctl.nix's own default
@@ -957,6 +959,7 @@ in
     dropins = config.systemd.dropins;
     kernelParams = config.boot.kernelParams;
     preSwitchChecks = config.system.preSwitchChecks;
+    switchInhibitors = config.system.switch.inhibitors;
   }).config.system.build.toplevel;
 }
 """
@@ -966,7 +969,9 @@ SYSTEM_LIB = r"""# A NixOS-like system toplevel built with builtins.derivation (
 # preSwitchChecks: shell run by switch-to-configuration before anything else (as
 # NixOS's system.preSwitchChecks); a failing check stops the switch. sysctlText:
 # etc/sysctl.d/60-nixos.conf, which systemd-sysctl applies at boot and after a switch.
-{ hostName, revision, units, dropins ? { }, kernelParams, preSwitchChecks ? "", sysctlText ? "", system ? "x86_64-linux" }:
+# switchInhibitors: the toplevel's switch-inhibitors file, one path a line (NixOS 26.05's
+# system.build.inhibitSwitch, linked as $out/switch-inhibitors).
+{ hostName, revision, units, dropins ? { }, kernelParams, preSwitchChecks ? "", sysctlText ? "", switchInhibitors ? [ ], system ? "x86_64-linux" }:
 let
   names = builtins.attrNames units;
   # <unit>.d/<name>.conf files, as NixOS writes overrides.conf (env: dropin_<n>)
@@ -987,6 +992,7 @@ let
     builder = "/bin/sh";
     PATH = "/usr/bin:/bin";
     kernelParams = builtins.concatStringsSep " " kernelParams;
+    switchInhibitors = builtins.concatStringsSep "\n" switchInhibitors;
     inherit revision;
     preSwitchCheck = ''
       #!/bin/sh
@@ -1003,6 +1009,7 @@ let
       ${dropinFiles}
       printf '%s' "$sysctlText" > $out/etc/sysctl.d/60-nixos.conf
       printf '%s' "$kernelParams" > $out/kernel-params
+      printf '%s' "$switchInhibitors" > $out/switch-inhibitors
       printf '%s' "$revision" > $out/configuration-revision
       printf '%s' "twin" > $out/nixos-version
       printf '%s' "$preSwitchCheck" > $out/bin/pre-switch-check

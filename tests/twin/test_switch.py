@@ -277,7 +277,9 @@ def test_the_switch_inhibitors_make_it_durable_at_next_boot_without_a_rollback(m
     when the new generation changes an inhibiting package; `boot` skips that check."""
     twin = make_twin(with_emergency_override=True)
     before = systems(twin)
-    knob(twin, "switch-inhibitors-changed", "systemd : 257.9 -> 258.1")
+    from tests.twin.test_switch_upstream import commit_inhibitor
+
+    commit_inhibitor(twin)  # the new generation's inhibitors differ from the booted one's
     log = tmp_path / "a.jsonl"
     proc = run_deploy(twin, "converge", audit_log=log)
     out = out_of(proc)
@@ -291,7 +293,6 @@ def test_the_switch_inhibitors_make_it_durable_at_next_boot_without_a_rollback(m
     record = audit_of(log)
     assert record["details"]["boot_pending"] == after["profile"], record
     assert "rolled_back" not in json.dumps(record), record
-    knob(twin, "switch-inhibitors-changed", None)
     machine.reboot(twin.name, progress=lambda _m: None)
     code, _ = status_settings(twin)
     assert code == 0  # with no run
@@ -303,7 +304,9 @@ def test_the_manual_script_takes_the_switch_inhibitors_as_the_deploy_does(make_t
 
     twin = make_twin(with_emergency_override=True)
     before = systems(twin)
-    knob(twin, "switch-inhibitors-changed", "systemd : 257.9 -> 258.1")
+    from tests.twin.test_switch_upstream import commit_inhibitor
+
+    commit_inhibitor(twin)  # the new generation's inhibitors differ from the booted one's
     script = over_ssh(twin, manual_script("inventory/twin.py", twin))
     said = out_of(script)
     assert script.returncode == 6, said[-3000:]  # boot pending, as status says after it

@@ -186,17 +186,22 @@ SWITCH_UNIT = "nixos-rebuild-switch-to-configuration"  # nixos-rebuild-ng's tran
 # Run the switch, then say its exit code on stdout (the command itself succeeds, so the
 # code reaches remedy whatever it is: 0, 4 and 100 mean different things).
 #
-# $1 is the transient unit ("": none, the command runs here) and $2 how many seconds a
-# leftover of that unit is waited for; the command follows. In a transient unit the
-# switch's stdout and stderr are the journal, not this session: switch-to-configuration-ng
-# panics (exit 101) on a write to a closed pipe (nixpkgs#462179), so a dropped SSH
-# session must not be its stderr. `systemd-run --wait` waits for it; its output and its
-# exit status are then read from the journal after a cursor taken before (systemd 252's
-# `systemd-run --wait` says 1 for any failure). A unit of that name that is loaded but
-# not running is the last switch's, not yet collected by systemd ("was already loaded"):
-# waited for, then started again; a running one is another switch (the caller reads the
-# words and calls it locked).
+# $1 is the transient unit ("": none, the command runs here), $2 how many seconds a
+# leftover of that unit is waited for and $3 how long the switch may run; the command
+# follows. In a transient unit the switch's stdout and stderr are the journal, not this
+# session: switch-to-configuration-ng panics (exit 101) on a write to a closed pipe
+# (nixpkgs#462179), so a dropped SSH session must not be its stderr. `systemd-run
+# --wait` can return before the unit ends (PID 1 re-executed during the switch,
+# systemd#27204): the unit is waited for until it is no longer active, and its exit
+# status is systemd's record of it (the journal after a cursor taken before, else
+# ExecMainCode/ExecMainStatus), never systemd-run's. A unit of that name that is loaded
+# but not running is the last switch's, not yet collected by systemd ("was already
+# loaded"): waited for, then started again; a running one is another switch (the caller
+# reads the words and calls it locked).
 SWITCH_SH = host.text("switch_run.sh")
+
+
+SWITCH_BOUND_S = 3600  # lib.sh's: how long a switch may run before remedy stops waiting
 
 
 def switch(
@@ -205,8 +210,8 @@ def switch(
     """TOPLEVEL's switch-to-configuration ACTION as nixos-rebuild-ng runs it: in the
     transient unit nixos-rebuild-switch-to-configuration (on a host booted with systemd),
     so the activation finishes when the SSH session drops, with
-    NIXOS_INSTALL_BOOTLOADER=0 passed in; its output goes to the journal and
-    ``systemd-run --wait`` waits for it (the fix of nixpkgs#462179: no ``--pipe``). A
+    NIXOS_INSTALL_BOOTLOADER=0 passed in; its output goes to the journal (the fix of
+    nixpkgs#462179: no ``--pipe``) and its end is the unit's, not ``systemd-run``'s. A
     leftover of the unit is waited for up to WAIT_S. Its exit code is printed after
     ``@@remedy:switch-exit`` (lib.sh's switch_to reads it), its output before."""
     argv = [f"{toplevel}/bin/switch-to-configuration", action]
@@ -219,7 +224,7 @@ def switch(
             f"--unit={SWITCH_UNIT}", *argv,
         ]  # fmt: skip
     return [
-        "sh", "-c", SWITCH_SH, "sh", unit, str(int(wait_s)),
+        "sh", "-c", SWITCH_SH, "sh", unit, str(int(wait_s)), str(SWITCH_BOUND_S),
         "env", "NIXOS_INSTALL_BOOTLOADER=0", *argv,
     ]  # fmt: skip
 

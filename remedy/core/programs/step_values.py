@@ -254,6 +254,7 @@ class Override(RunValues):
 @dataclass(frozen=True, kw_only=True)
 class Rollback(RunValues):
     PROGRAM: ClassVar[str] = "rollback"
+    unit: str
     flake_dir: str
     flake_host: str
     min_gb: float

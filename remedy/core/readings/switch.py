@@ -64,6 +64,11 @@ def outcome(code: int | None, said: str) -> Outcome:
     printed SAID."""
     if code == 0:
         return Outcome(DONE, 0)
+    # switch-to-configuration-ng dies with the errno as its exit code (main.rs die():
+    # 11, EWOULDBLOCK, for a lock another holds): its words decide, before any number
+    if code is not None and _LOCK_SAID.search(said):
+        lines = [ln.strip() for ln in said.splitlines() if _LOCK_SAID.search(ln)]
+        return Outcome(LOCKED, code, holders=tuple(dict.fromkeys(lines)))
     if code == 4:
         units: list[str] = []
         for m in _FAILED_UNITS.finditer(said):
@@ -73,9 +78,6 @@ def outcome(code: int | None, said: str) -> Outcome:
         return Outcome(BOOT_PENDING, 100)
     if code == 1 and _INHIBITED.search(said):
         return Outcome(INHIBITED, 1)
-    if code is not None and _LOCK_SAID.search(said):
-        lines = [ln.strip() for ln in said.splitlines() if _LOCK_SAID.search(ln)]
-        return Outcome(LOCKED, code, holders=tuple(dict.fromkeys(lines)))
     return Outcome(FAILED, code)
 
 
@@ -90,12 +92,17 @@ def locked(holders, waited_s: float) -> str:
 
 @dataclass(frozen=True)
 class LastSwitch:
-    """The transient unit's last switch in this boot, as systemd recorded it."""
+    """The transient unit's last switch in this boot, as systemd recorded it, and what
+    the system's state says of the next one. Never the switch's words: a person's
+    switch (released nixos-rebuild-ng: ``systemd-run --pipe``) says them on their
+    terminal, not in the journal."""
 
     running: bool = False  # a switch is running now (a person's, or a dropped run's)
     exit_code: int | None = None  # of the last one that ended (None: none this boot)
     failed_units: tuple[str, ...] = field(default_factory=tuple)  # failed now
-    # the last `switch` was refused by NixOS 26.05's switch inhibitors (a `boot` may follow)
+    # NixOS 26.05's switch inhibitors would refuse a live switch of the boot default: its
+    # switch-inhibitors differ from the *booted* system's (switchable-system.nix), so a
+    # reboot activates it (a `boot` may have made it the default)
     inhibited: bool = False
 
     @property
@@ -105,15 +112,20 @@ class LastSwitch:
 
 
 def parse_last_switch(lines: list[str]) -> LastSwitch:
-    """The ``nix.switch`` section: ``state``, ``journal <json>`` and ``failed`` lines (the
-    transient unit's journal: systemd's words about it, and its own output)."""
-    state, code, failed, inhibited = "", None, [], False
+    """The ``nix.switch`` section: ``state``, ``journal <json>`` (systemd's records of the
+    transient unit: its exit status), ``failed`` and ``inhibitors booted|profile SHA``
+    lines."""
+    state, code, failed = "", None, []
+    inhibitors: dict[str, str] = {}
     for line in lines:
         word, _, rest = line.partition(" ")
         if word == "state":
             state = rest.strip()
         elif word == "failed" and rest.strip():
             failed.append(rest.strip())
+        elif word == "inhibitors":
+            which, _, sha = rest.strip().partition(" ")
+            inhibitors[which] = sha.strip() or "none"
         elif word == "journal":
             try:
                 entry = json.loads(rest)
@@ -122,10 +134,6 @@ def parse_last_switch(lines: list[str]) -> LastSwitch:
             if not isinstance(entry, dict):
                 continue
             message = str(entry.get("MESSAGE") or "")
-            if _INHIBITED.search(message):
-                inhibited = True
-            elif re.search(r"^Start(ing|ed) .*/bin/switch-to-configuration switch\b", message):
-                inhibited = False  # a later switch: its own words decide
             if entry.get("EXIT_STATUS") not in (None, ""):
                 try:
                     code = int(entry["EXIT_STATUS"])
@@ -136,4 +144,7 @@ def parse_last_switch(lines: list[str]) -> LastSwitch:
             elif message.startswith("Started ") or message.startswith("Starting "):
                 code = None  # a later start: its end decides
     running = state in ("active", "activating", "deactivating")
+    booted, profile = inhibitors.get("booted", "none"), inhibitors.get("profile", "none")
+    # the check's own rule: a side without the file has nothing to check
+    inhibited = "none" not in (booted, profile) and booted != profile
     return LastSwitch(running, code, tuple(failed), inhibited)

@@ -525,8 +525,9 @@ def _not_loaded(sit: Situation) -> RestorePlan:
 
 def _boot_pending(snap: HostSnapshot) -> bool:
     """The profile's switch exited 100 in this boot (the init interface changed), or NixOS'
-    switch inhibitors refused a live switch and it was made the boot default: a reboot
-    activates it (another switch would be refused again)."""
+    switch inhibitors would refuse a live switch of it (its switch-inhibitors differ from
+    the booted system's: the system's state, whoever switched): a reboot activates it
+    (another switch would be refused again)."""
     last = snap.last_switch
     return (last.exit_code == 100 or last.inhibited) and not last.running
 
@@ -535,12 +536,16 @@ def _awaiting_reboot(sit: Situation) -> RestorePlan:
     """Durable at next boot; live is right (on the /run override): nothing to do but
     wait for the reboot that activates it, with no restart."""
     g = sit.snap.generations
+    why = (
+        "its switch-inhibitors differ from the booted system's: NixOS refuses to switch to it live"
+        if sit.snap.last_switch.inhibited
+        else "its switch-to-configuration exited 100: the init interface changed"
+    )
     return RestorePlan(
         NOOP,
         [
-            f"durable at next boot; reboot to activate: {g.profile} is the boot default (its "
-            "switch-to-configuration exited 100: the init interface changed); live is right "
-            "until then, so nothing restarts"
+            f"durable at next boot; reboot to activate: {g.profile} is the boot default "
+            f"({why}); live is right until then, so nothing restarts"
         ],
         **sit.base,
     )

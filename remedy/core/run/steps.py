@@ -510,7 +510,7 @@ class _Values:
     def rollback(self) -> sv.Rollback:
         s = self.s
         return sv.Rollback(
-            **self.run, flake_dir=s.flake_dir, flake_host=s.flake_host,
+            **self.run, unit=s.unit, flake_dir=s.flake_dir, flake_host=s.flake_host,
             min_gb=s.min_mem_available_gb, lock_wait_s=s.lock_wait_s, host=self.host_name,
             skip=None if self.plan.path == DURABLE else "no switch in this run",
         )  # fmt: skip

@@ -7,6 +7,13 @@
 # The state: the last of the unit's lines whose third field (ACTIVE) is active,
 # activating, deactivating or reloading, else the first line's; the failed units' first
 # fields. The programs' lines are read in the shell (fields split as awk splits them).
+#
+# A person's switch says what went wrong on their terminal, not in the journal
+# (released nixos-rebuild-ng runs it with `systemd-run --pipe`): so no words of it are
+# read here, only systemd's record (the exit status) and the system's state. NixOS
+# 26.05's switch inhibitors compare the new system's switch-inhibitors with the booted
+# system's (switchable-system.nix): "inhibitors booted|profile SHA256" ("none": no such
+# file) say whether a switch of the boot default would be refused.
 echo "@@remedy:section nix.switch"
 u='@SWITCH_UNIT@*.service'
 switch_read() {
@@ -48,5 +55,11 @@ switch_read() {
     IFS=$_nl
   done
   unset IFS; set +f
+  for _w in booted:/run/booted-system profile:/nix/var/nix/profiles/system; do
+    _f=$(readlink -f "${_w#*:}" 2>/dev/null)/switch-inhibitors
+    _h=none
+    [ ! -f "$_f" ] || _h=$(sha256sum < "$_f" 2>/dev/null | awk '{ print $1 }')
+    printf 'inhibitors %s %s\n' "${_w%%:*}" "${_h:-none}"
+  done
 }
 switch_read

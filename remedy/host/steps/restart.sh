@@ -21,6 +21,11 @@ if [ "$stage" = fallback ] && [ -n "$running" ]; then
     noop "already restarted onto the /run override (pid $at_override -> $pid); \
 not restarting again"
   fi
+  rolled=$(jget pid_after_rollback)
+  if [ -n "$rolled" ] && [ "$pid" = "$rolled" ]; then
+    noop "already restarted by the rollback's switch (pid $rolled); not \
+restarting again"
+  fi
   if [ "$override_ran_before" = yes ] && [ "$pid" = "$pid_before" ]; then
     noop "pid $pid still runs the override it ran before this run (parsed \
 then); not restarting"

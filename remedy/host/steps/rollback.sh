@@ -8,7 +8,14 @@
 # Not after a switch that exited 100 or that the switch inhibitors turned into a
 # boot (the new generation is meant to boot), nor one another switch held. A
 # rollback that fails gives up: the run goes on to the fallback.
-need journal run_id flake_dir flake_host min_gb lock_wait_s
+#
+# A switch that exited 2 went on after its failing activation script
+# (switch-to-configuration-ng main.rs): the serving unit may have restarted
+# onto the new generation already (the switch step counted it:
+# pid_after_switch). The rollback says so, counts only a restart its own switch
+# makes, and records the pid it leaves (pid_after_rollback), so the fallback's
+# restart does not restart a second time without need.
+need journal run_id unit flake_dir flake_host min_gb lock_wait_s
 owner_of "$flake_dir"
 system=/nix/var/nix/profiles/system
 profile=$(jget recorded_profile) current=$(jget recorded_current) base=$(jget \
@@ -61,6 +68,11 @@ if [ "$exit_" != locked ]; then
 another switch holds the system after waiting $lock_wait_s s (lock_wait_s): \
 $holders; run again once it is done"
     else
+      after_switch=$(jget pid_after_switch)
+      [ -z "$after_switch" ] || note "the failed switch had already restarted \
+$unit (pid $after_switch) onto the new generation; the old one restarts it \
+once more"
+      pid0=$(main_pid "$unit")
       while IFS= read -r a; do
         t=${a% *} act=${a#* }
         switch_to "$t" "$act" "$lock_wait_s"
@@ -80,6 +92,12 @@ $(lock_holders)"
       done <<ACTIONS
 $actions
 ACTIONS
+      pid1=$(main_pid "$unit")
+      if [ "${pid1:-0}" -gt 0 ] && [ "$pid1" != "${pid0:-0}" ]; then
+        jset "pid_after_rollback=$pid1"
+        say restarts 1
+        say restart_reason "the rollback activated $c"
+      fi
     fi
   fi
 fi

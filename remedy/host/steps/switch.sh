@@ -34,8 +34,23 @@ fi
 [ -z "$postponed" ] || log yellow "$postponed: making $toplevel the boot \
 default only"
 [ "$action" != switch ] || cut_by_restart
+pid0=$(main_pid "$unit")
 switch_to "$toplevel" "$action" "$lock_wait_s"
 code=$switch_exit
+pid1=$(main_pid "$unit")
+w=$(printf '%s\n' "$switch_said" | grep '^systemd-run returned' | head -n 1)
+[ -z "$w" ] || log yellow "$w"
+# switch-to-configuration-ng goes on after a failing activation script (exit 2
+# comes at the end): the serving unit may have restarted already. Counted here
+# when the switch gives up (the restart step counts a switch that succeeded).
+restarted=''
+if [ "$switch_outcome" != "done" ] && [ "${pid1:-0}" -gt 0 ] &&
+  [ "$pid1" != "${pid0:-0}" ]; then
+  restarted="$unit restarted during the switch (pid ${pid0:-none} -> $pid1)"
+  jset "pid_after_switch=$pid1"
+  say restarts 1
+  say restart_reason "the switch activated $toplevel before it failed"
+fi
 [ "$switch_outcome" != locked ] || code=locked
 jset "switching=$toplevel" "switch_exit=$code"
 say switch_exit "${switch_exit:-none}"
@@ -108,6 +123,7 @@ activates it); the /run override keeps live right until then"
     why="switch-to-configuration switch exited $switch_exit: $(why_of \
 "$switch_said" "$switch_exit")"
   fi
+  [ -z "$restarted" ] || why="$why; the activation went on: $restarted"
   ;;
 esac
 then_="the /run override goes back, then the rollback"
