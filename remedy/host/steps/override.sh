@@ -64,19 +64,65 @@ fi
 would "write $override_script and $override_dropin (ExecStart with \
 --tool-call-parser $parser), daemon-reload"
 fail() { say failed "$1"; give_up "$1"; }
-out=$(sh -c "$(WRITABLE)" sh "${override_script%/*}" "${override_dropin%/*}" \
-    2>&1) ||
+# The pair is written whole or not at all: each into a file beside its place
+# (.remedy-new), synced, then both renamed in; the pair they replace is kept
+# aside (.remedy-old) until systemd has loaded the new one. Any failure, or a
+# signal, puts back what was there and removes what this run made (the files
+# and the directories it created).
+script_dir=${override_script%/*} dropin_dir=${override_dropin%/*}
+made_dirs=
+for d in "$script_dir" "$dropin_dir"; do
+  [ -d "$d" ] || made_dirs="$d$_nl$made_dirs"
+done
+placed=
+undo() {
+  for f in "$override_script" "$override_dropin"; do
+    rm -f -- "$f.remedy-new" "$f.remedy-new.remedy-tmp"
+    [ -n "$placed" ] || continue
+    if [ -e "$f.remedy-old" ] || [ -L "$f.remedy-old" ]; then
+      mv -f -T -- "$f.remedy-old" "$f"
+    else
+      rm -f -- "$f"
+    fi
+  done
+  printf '%s' "$made_dirs" | while IFS= read -r d; do
+    rmdir -- "$d" 2>/dev/null || :
+  done
+}
+trap 'undo' EXIT
+trap 'exit 130' HUP INT TERM
+out=$(sh -c "$(WRITABLE)" sh "$script_dir" "$dropin_dir" 2>&1) ||
   fail "$(why_of "$out")"
-install -d -m 0755 -o root -g root "${override_script%/*}" \
-    "${override_dropin%/*}" ||
-  fail "cannot make ${override_script%/*} or ${override_dropin%/*}"
-out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_script" 0755 root:root \
-  awk -v "parser=$parser" -v "exports=$exports" "$(OVERRIDE_AWK)" "$store" \
-      2>&1) ||
-  fail "$(why_of "$out")"
-out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_dropin" 0644 root:root \
-  printf %s "$dropin_text" 2>&1) || fail "$(why_of "$out")"
-systemctl daemon-reload || fail "systemctl daemon-reload failed"
+install -d -m 0755 -o root -g root "$script_dir" "$dropin_dir" ||
+  fail "cannot make $script_dir or $dropin_dir"
+out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_script.remedy-new" 0755 \
+    root:root awk -v "parser=$parser" -v "exports=$exports" "$(OVERRIDE_AWK)" \
+    "$store" 2>&1) ||
+  fail "$(why_of "$out" | sed 's/\.remedy-new: /: /'); nothing was written"
+out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_dropin.remedy-new" 0644 root:root \
+  printf %s "$dropin_text" 2>&1) ||
+  fail "$(why_of "$out" | sed 's/\.remedy-new: /: /'); nothing was written"
+sync -- "$override_script.remedy-new" "$override_dropin.remedy-new" \
+    2>/dev/null || :
+placed=yes
+for f in "$override_script" "$override_dropin"; do
+  rm -f -- "$f.remedy-old"
+  if [ -e "$f" ] || [ -L "$f" ]; then
+    mv -f -T -- "$f" "$f.remedy-old" || fail "cannot set $f aside"
+  fi
+done
+mv -f -T -- "$override_script.remedy-new" "$override_script" ||
+  fail "cannot rename the new $override_script into place; nothing was changed"
+mv -f -T -- "$override_dropin.remedy-new" "$override_dropin" ||
+  fail "cannot rename the new $override_dropin into place; nothing was \
+changed"
+if ! out=$(systemctl daemon-reload 2>&1); then
+  fail "systemctl daemon-reload failed ($(why_of "$out")): the /run override \
+is not loaded; the files are as they were"
+fi
+rm -f -- "$override_script.remedy-old" "$override_dropin.remedy-old"
+made_dirs='' placed=''
+trap - EXIT HUP INT TERM
 say override_written true
 jset "pid_at_override=$(main_pid "$unit")" || fail "cannot write the run \
 journal $journal"
