@@ -65,7 +65,7 @@ def adopt(inventory, subject, host, issue, urgency, flag_option, label, adopt_se
     _checked_with_the_others(where, path.name, a.text)
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     if old == a.text:
-        console.print(f"{path}: already says so; nothing to write", markup=False)
+        said_folded("", f"{path}: already says so; nothing to write")
         return
     shown = _shown(path)
     diff = difflib.unified_diff(

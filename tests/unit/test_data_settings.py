@@ -435,7 +435,7 @@ def test_adopt_writes_the_live_value_of_a_drop_ins_variable():
     assert a.setting.file == "settings/vllm-logging-level.yaml"
     assert a.text.endswith(LOGGING)
     assert a.text.startswith(
-        f"# Adopted by `remedy adopt` from cfx-llm2:\n#   {DEBUG}:\n#   VLLM_LOGGING_LEVEL=DEBUG\n"
+        f"# Adopted by `remedy adopt` from cfx-llm2:\n# {DEBUG}: VLLM_LOGGING_LEVEL=DEBUG\n"
     )
     # the drop-in's path, or the bare name, say the same
     for subject in (DEBUG, "VLLM_LOGGING_LEVEL"):

@@ -266,5 +266,5 @@ def adoption(
         flag_option,
         data.RUNTIME if data.RUNTIME_FORM[found.kind] else data.NO_FALLBACK,
     )
-    origin = f"Adopted by `remedy adopt` from {host}: {found.seen}"
+    origin = f"Adopted by `remedy adopt` from {host}:\n{found.seen}"
     return Adoption(d, data.render(d, origin), found)

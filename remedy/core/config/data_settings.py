@@ -543,13 +543,11 @@ def slug(name: str) -> str:
 
 
 def render(d: DataSetting, origin: str) -> str:
-    """The text of D's file, with ORIGIN (where its value came from) as a comment."""
-    import textwrap
-
+    """The text of D's file, with ORIGIN (where its value came from, lines) as a comment.
+    Each line of ORIGIN is written whole: data in a file is never wrapped (a path cut at
+    80 columns was written as two lines of a file name that does not exist)."""
     lines = [
-        *textwrap.wrap(
-            origin, 78, initial_indent="# ", subsequent_indent="#   ", break_on_hyphens=False
-        ),
+        *(f"# {line}".rstrip() for line in origin.splitlines()),
         "# Checked by settings/schema.json (`remedy settings check`).",
         f"issue: {d.issue}",
         f"kind: {d.kind}",
