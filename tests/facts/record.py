@@ -288,6 +288,32 @@ def record_runtime_state(twin):
     machine.wait_serving(twin)
 
 
+ODD_DIR = "/run/systemd/system/tenstorrent-serving.service.d"
+ODD_NAMES = r"""mkdir -p "$1"
+nl=$(printf '\nx'); nl=${nl%x}
+printf '[Service]\nEnvironment=X=1\n' > "$1/a${nl}.bashrc"
+printf '[Service]\nEnvironment=Y=1\n' > "$1/zz-$(printf '\377').conf"
+systemctl daemon-reload
+"""
+
+
+def record_odd_dropin_names(twin):
+    """Issue 43 G1: a drop-in named with a newline (``a\\n.bashrc``) and one whose name is
+    not UTF-8, loaded by a daemon-reload (then every ``systemctl show`` of the unit fails:
+    the unit is read over busctl); then they are removed."""
+    twin.exec(["sh", "-c", ODD_NAMES, "sh", ODD_DIR])
+    record(
+        twin,
+        "serving",
+        facts.serving.HostSnapshot,
+        "odd_dropin_names",
+        server_url=twin.server_url,
+        managed_file="hosts/cfx-llm2/remedy.nix",
+    )
+    twin.exec(["sh", "-c", 'rm -f "$1"/a?.bashrc "$1"/zz-?.conf && systemctl daemon-reload',
+               "sh", ODD_DIR])  # fmt: skip
+
+
 FOLLOWS_FLAKE = """{
   inputs.tt-stack.url = "git+file:///srv/git/tt-stack";
   inputs.upstream.url = "path:/tmp/inner";
@@ -356,6 +382,7 @@ def main() -> int:
     twin = machine.up("rec-facts", progress=print)
     try:
         record_state(twin, "fresh")
+        record_odd_dropin_names(twin)
         record_command_answers(twin)
         record_definitions(twin, "fresh")
         record_options_record(twin)

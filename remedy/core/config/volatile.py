@@ -513,7 +513,7 @@ def unshowable(snap: HostSnapshot, s: HostData) -> list[str]:
     dirs = (f"/run/systemd/system/{s.unit}.d/", f"/run/systemd/system.control/{s.unit}.d/")
     return [
         f"{f.path}: its name is not UTF-8; once systemd loads it (any daemon-reload) "
-        f'`systemctl show {s.unit}` fails with "Invalid argument" and remedy cannot see '
+        f'`systemctl show {s.unit}` fails with "Invalid argument" and no step of a run can see '
         "the unit: rename or remove it (a reboot removes it too), then run again"
         for f in snap.runtime.files
         if f.path.startswith(dirs) and NOT_UTF8.search(f.path)

@@ -55,14 +55,15 @@ def unescape(line: str) -> str:
     )
 
 
-_FIELD_ESCAPE = re.compile(r"\\(\\|040|011)")
-_FIELD_CHARS = {"\\": "\\", "040": " ", "011": "\t"}
+_FIELD_ESCAPE = re.compile(r"\\(\\|040|011|012)")
+_FIELD_CHARS = {"\\": "\\", "040": " ", "011": "\t", "012": "\\n"}
 
 
 def read_name(text: str) -> str:
     """A name as the host printed it among blank-separated fields (``qname`` in
-    facts/_remote.py: a backslash as ``\\\\``, a blank as ``\\040``, a tab as ``\\011``),
-    back to the name."""
+    remedy/host/facts/prelude.sh: a backslash as ``\\\\``, a blank as ``\\040``, a tab as
+    ``\\011``, a newline as ``\\012``), back to the name. A newline is named ``\\n``, as
+    a byte that is not UTF-8 is named ``\\xNN``: one entry, on one line."""
     if "\\" not in text:
         return text
     return _FIELD_ESCAPE.sub(lambda m: _FIELD_CHARS[m.group(1)], text)

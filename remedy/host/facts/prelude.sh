@@ -88,21 +88,23 @@ istext() {
   _tc=$_tc$_nl$1${_tab}n$_nl
   return 1
 }
-# $1 for a line of blank-separated fields, in _q: a backslash as \\, a blank as \040
-# and a tab as \011 (remedy.core.readings.sections.read_name reads it back).
+# $1 for a line of blank-separated fields, in _q: a backslash as \\, a blank as \040,
+# a tab as \011 and a newline as \012 (remedy.core.readings.sections.read_name reads
+# it back).
 qname() {
   case $1 in
-  *["\\ $_tab"]*) ;;
+  *["\\ $_tab$_nl"]*) ;;
   *) _q=$1; return 0 ;;
   esac
   _q='' _qr=$1
   while :; do
-    _qh=${_qr%%["\\ $_tab"]*}
+    _qh=${_qr%%["\\ $_tab$_nl"]*}
     [ "$_qh" != "$_qr" ] || { _q=$_q$_qr; return 0; }
     _qr=${_qr#"$_qh"}
     case $_qr in
     "\\"*) _q="$_q$_qh\\\\" ;;
     " "*) _q="$_q$_qh\\040" ;;
+    "$_nl"*) _q="$_q$_qh\\012" ;;
     *) _q="$_q$_qh\\011" ;;
     esac
     _qr=${_qr#?}

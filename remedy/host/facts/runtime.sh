@@ -117,18 +117,27 @@ volatile_lines() {
     _lines=$_lines$_l$_nl
   done
 }
+# Every link, then every file, under the two directories, at any depth, each
+# name whole (a name with a newline is one entry: qname escapes it).
 volatile_each() {
   echo "@@remedy:section volatile.links"
   for d in /run/systemd/system /run/systemd/system.control; do
-    [ -d "$d" ] && find "$d" -mindepth 1 -type l 2>/dev/null | sort | while read -r f; do
-      linkline "$f" "$(readlink -- "$f")"
-    done
+    [ -d "$d" ] && volatile_tree "$d" l
   done
   echo "@@remedy:section volatile.files"
   for d in /run/systemd/system /run/systemd/system.control; do
-    [ -d "$d" ] && find "$d" -mindepth 1 -type f 2>/dev/null | sort | while read -r f; do
-      catfile "$f"
-    done
+    [ -d "$d" ] && volatile_tree "$d" f
+  done
+}
+volatile_tree() {  # DIR l|f: its links (l) or files (f), the shell's globs sorted
+  for _e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    if [ -L "$_e" ]; then
+      [ "$2" = l ] && linkline "$_e" "$(readlink -- "$_e")"
+    elif [ -f "$_e" ]; then
+      [ "$2" = f ] && catfile "$_e"
+    elif [ -d "$_e" ]; then
+      volatile_tree "$_e" "$2"
+    fi
   done
 }
 volatile_run

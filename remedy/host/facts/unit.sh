@@ -2,6 +2,7 @@
 # (what RUNTIME reads too) taken from its answer as `systemctl show -P NAME` prints them.
 # The scripts' exec targets are kept for RUNTIME's search for wrappers (_l1), so RUNTIME
 # must follow UNIT in a script (command() checks).
+# @include facts/unit_bus.sh
 u=$REMEDY_UNIT
 echo "@@remedy:section unit.show"
 _props='-p Id -p LoadState -p ActiveState -p SubState -p MainPID -p NRestarts
@@ -33,10 +34,13 @@ if [ -n "$_swk" ]; then
   unset IFS; set +f
   [ "$_swn" -le 1 ] || _swk=
 fi
+_bus=
 if [ -z "$_swk" ]; then
   set -f
   # shellcheck disable=SC2086
-  _show=$(systemctl show "$u" $_props 2>&1)
+  _show=$(systemctl show "$u" $_props 2>&1) || case $_show in
+    *"Invalid argument"*) _show=$(unit_bus "$u") && _bus=1 ;;
+  esac
   set +f
 fi
 [ -z "$_show" ] || printf '%s\n' "$_show"
@@ -97,6 +101,7 @@ dropin_lines() {
   done
 }
 dropin_lines
+[ -z "$_bus" ] || dropins=$(unit_bus_dropins "$u")
 next=/nix/var/nix/profiles/system/etc/systemd/system/$u
 # The unit's files that exist, one a line in _ufs: its fragment and drop-ins, the next
 # boot's unit and drop-ins.
