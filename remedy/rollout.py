@@ -24,7 +24,7 @@ from remedy.core.run import rollout as core
 from remedy.core.run.plan import unhealthy
 from remedy.operations.results import step_results
 
-COMMIT_STEP = "fast_forward"  # the first step that changes a host for good
+COMMIT_STEP = "hugepages"  # the first step after the proof: it changes the host
 WINDOW_END = "scratch_removed"  # the first step after the verify of the fallback
 KEPT_WHEN_HELD_BACK = ("scratch_removed",)
 ROTATION_TIMEOUT_S = 300

@@ -99,3 +99,42 @@ def test_a_refused_reload_puts_the_previous_pair_back(twin, tmp_path):
     assert twin.exec(["stat", "-c", "%a", SCRIPT, DROPIN]).stdout.split() == ["755", "644"]
     assert twin.exec(["systemctl", "show", "-P", "ExecStart", UNIT]).stdout == loaded
     assert leftovers(twin) == []
+
+
+JOURNAL = "/var/lib/remedy/run-tenstorrent-serving.service.json"
+# once the build is proven (the journal holds its toplevel), MemAvailable reads 1 MB:
+# the memory falls below the threshold between the build and the switch
+LOW_AFTER_BUILD = f"""sed 's/^MemAvailable:.*/MemAvailable:        1000 kB/' /proc/meminfo \
+> /run/lowmem
+until grep -q '"toplevel"' {JOURNAL} 2>/dev/null; do sleep 0.2; done
+mount --bind /run/lowmem /proc/meminfo
+"""
+
+
+def test_memory_short_after_the_build_leaves_the_checkout_and_the_system_and_no_clone(
+    twin, tmp_path
+):
+    """Issue 43 F2: the memory fell below the threshold after the build (after the bump's
+    commits): the checkout was fast-forwarded, nothing was switched, the fallback did not
+    run. The fast-forward and the switch stand or fall together, and the scratch clone
+    always goes."""
+    from tests.conftest import owner_git
+
+    head = owner_git(twin, "rev-parse", "HEAD").stdout
+    system = twin.exec(["readlink", "-f", "/run/current-system"]).stdout
+    twin.exec(["systemd-run", "--unit=low-after-build", "--", "sh", "-c", LOW_AFTER_BUILD])
+    try:
+        proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
+        mounted = twin.exec(["grep", "-c", " /proc/meminfo ", "/proc/mounts"], check=False)
+    finally:
+        twin.exec(["systemctl", "stop", "low-after-build"], check=False)
+        twin.exec(["umount", "/proc/meminfo"], check=False)
+    out = said(proc)
+    assert mounted.stdout.strip() == "1", out[-3000:]  # the build was proven first
+    assert proc.returncode != 0, out[-3000:]
+    assert "is below min_mem_available_gb" in out, out[-3000:]
+    # nothing switched, so the checkout is where it was: the two fall together
+    assert twin.exec(["readlink", "-f", "/run/current-system"]).stdout == system
+    assert owner_git(twin, "rev-parse", "HEAD").stdout == head, out[-3000:]
+    clones = twin.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null; exit 0"]).stdout
+    assert clones == "", clones

@@ -15,7 +15,7 @@ from remedy.core.config.host_data import from_host_data
 from remedy.core.run import rollout as core
 from remedy.core.run.stop import StopRequest
 from remedy.errors import ConfigError
-from remedy.rollout import Gates
+from remedy.rollout import COMMIT_STEP, Gates
 
 
 def turns(*spec: str) -> list[core.Turn]:
@@ -155,7 +155,7 @@ def run_fleet(spec, policy, monkeypatch, settings=None, fail=()):
 
     def host(name: str) -> None:
         gevent.sleep(0.01)  # the build, in parallel
-        if gates.before(name, "fast_forward"):
+        if gates.before(name, COMMIT_STEP):
             start = now()
             gevent.sleep(0.05)  # drain, switch, verify
             windows.append((name, start, now()))

@@ -248,7 +248,7 @@ def test_extra_field_names_file_line_and_path(project):
     line = line_of(path, "colour: red")
     problems = problems_of(root, package)
     assert len(problems) == 1, problems
-    expected = f"{RUNBOOK_001}:{line}: $.steps[5].colour: unknown field 'colour'; allowed here:"
+    expected = f"{RUNBOOK_001}:{line}: $.steps[9].colour: unknown field 'colour'; allowed here:"
     assert problems[0].startswith(expected), problems
 
 
@@ -306,7 +306,7 @@ def test_step_with_both_operation_and_manual_fails(project):
     )
     problems = problems_of(root, package)
     assert any(
-        "$.steps[5]: a step has exactly one of operation or manual, not operation and manual" in p
+        "$.steps[9]: a step has exactly one of operation or manual, not operation and manual" in p
         for p in problems
     ), problems
 
@@ -323,7 +323,7 @@ def test_step_or_verification_with_nothing_to_do_fails(project):
     problems = problems_of(root, package)
     commit_line = line_of(path, "- id: commit-lock")
     verify_line = line_of(path, "- description: Effective parser qwen3_xml")
-    assert f"{RUNBOOK_001}:{commit_line}: $.steps[5]: a step needs one of operation or manual" in (
+    assert f"{RUNBOOK_001}:{commit_line}: $.steps[9]: a step needs one of operation or manual" in (
         problems
     )
     assert (
@@ -371,7 +371,7 @@ def test_a_step_id_used_twice_fails(project):
     edit(path, "  - id: commit-lock\n", "  - id: managed-file\n")
     line = line_of(path, "id: managed-file", occurrence=2)
     assert problems_of(root, package) == [
-        f"{RUNBOOK_001}:{line}: $.steps[5].id: step id 'managed-file' is already used by steps[3]"
+        f"{RUNBOOK_001}:{line}: $.steps[9].id: step id 'managed-file' is already used by steps[3]"
     ]
 
 
@@ -393,7 +393,7 @@ def test_a_step_id_used_twice_fails(project):
         (
             "  - id: commit-lock\n",
             "  - id: Commit_Lock\n",
-            "$.steps[5].id: 'Commit_Lock' does not match ^[a-z0-9]+(?:-[a-z0-9]+)*$",
+            "$.steps[9].id: 'Commit_Lock' does not match ^[a-z0-9]+(?:-[a-z0-9]+)*$",
         ),
         (
             "issues: [tt-stack#49, tt-stack#34, tt-stack#44]",

@@ -77,14 +77,16 @@ TEMPLATES: tuple[StepTemplate, ...] = (
       "tt-stack#52", ignorable=True),
     T("prove", "nix.fix_proven", "Prove the build holds the desired state", D,
       "tt-stack#34", ignorable=True),
-    T("fast_forward", "nix.flake_lock_committed",
-      "Fast-forward the checkout to the proven commits", D, ignorable=True),
     T("hugepages", "memory.hugepages_reduced", "Release free hugepages", D, ignorable=True),
     T("gate_switch", "memory.headroom_gated", "Memory gate before the switch", D),
     T("drain", "serving.drained", "Wait for an idle server before the restart", D,
       ignorable=True),
     T("remove_override", "serving.runtime_override_removed", "Remove the stale /run override",
       D, ignorable=True),
+    # the checkout moves right before the switch: a gate that refuses, a drain, or the
+    # removal of the stale override that fails leaves both where they were
+    T("fast_forward", "nix.flake_lock_committed",
+      "Fast-forward the checkout to the proven commits", D, ignorable=True),
     T("switch", "nix.system_switched", "Switch to the proven system", D, ignorable=True),
     T("restart", "serving.restarted", "Restart if what systemd starts changed", D,
       ignorable=True),
