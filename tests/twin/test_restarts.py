@@ -56,7 +56,9 @@ def test_a_window_restart_waits_for_its_window_then_for_the_request_in_flight(ma
     assert unit_props(twin)["MainPID"] == pid  # --dry changed nothing
 
     # in the window (always), with one request in flight: it completes, then one restart
-    held = HeldRequest(twin, hold_s=8)
+    # held long enough that the run reaches its drain while it is open, however slow
+    # the machine (the drain waits up to drain_timeout_s=300)
+    held = HeldRequest(twin, hold_s=40)
     log = tmp_path / "a.jsonl"
     proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
                       restart="window")  # fmt: skip
