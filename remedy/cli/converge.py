@@ -514,7 +514,7 @@ def _metrics(
         read.name,
         up=True,
         drift={d.key: d.state == desired.DRIFTED for d in drifts},
-        volatile={d.key: d.state == desired.VOLATILE for d in drifts},
+        volatile=_reverted_by_a_reboot(read, [d.key for d in drifts]),
         probe_ok=read.snapshot.probe.parsed,
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
         mem_threshold_bytes=round(read.host_data.min_mem_available_gb * 1e9),
@@ -532,6 +532,18 @@ def _metrics(
         exit_code=exit_code,
         run_ok=run_ok,
     )
+
+
+def _reverted_by_a_reboot(read: fleet.HostRead, keys: list[str]) -> dict[str, bool]:
+    """Per setting: the live value holds it and the next boot does not, so a reboot
+    breaks it (remedy_setting_volatile, which pages). The report's "volatile" also
+    says a /run override that is present: the next boot removes it, as it should, so
+    it is no setting a reboot breaks (a host that waits for that boot is boot pending)."""
+    now = desired.live(read.snapshot, read.host_data)
+    nxt = desired.next_boot(read.snapshot, read.host_data)
+    holds = {key: (desired.BY_KEY[key].holds(now, read.host_data),
+                   desired.BY_KEY[key].holds(nxt, read.host_data)) for key in keys}  # fmt: skip
+    return {key: live and not boot for key, (live, boot) in holds.items()}
 
 
 def _print(rep: dict) -> None:
