@@ -20,6 +20,10 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # are run under
 command -v shellcheck >/dev/null || need_apt+=(shellcheck)
 command -v dash >/dev/null || need_apt+=(dash)
+# the shipped alert rules' checks (promtool, in CI before any test) and the twin test that
+# runs them in a real Prometheus scraping a real node exporter (tests/twin/test_alerts.py)
+{ command -v promtool >/dev/null && command -v prometheus >/dev/null; } || need_apt+=(prometheus)
+command -v prometheus-node-exporter >/dev/null || need_apt+=(prometheus-node-exporter)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

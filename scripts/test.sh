@@ -14,6 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(scripts/setup.sh)
 export PATH="$PWD/$VENV/bin:$PATH"
+# The shipped alert rules, as teams load them: a file promtool rejects, or a rule whose
+# unit case fails, fails CI before any test runs.
+promtool check rules monitoring/remedy.rules.yml
+promtool test rules monitoring/remedy.rules.test.yml
 logs=$(mktemp -d "${TMPDIR:-/tmp}/remedy-test.XXXXXXXX")
 trap 'rm -rf -- "$logs"' EXIT
 # The suite's own state root: remedy's audit log, its fleet locks and each pytest

@@ -48,6 +48,9 @@ wait_option = click.option(
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
 @click.option("--textfile", metavar="PATH", help="Write node_exporter textfile metrics to PATH.")
 @click.option("--limit", multiple=True, metavar="HOST", help="Only this host (repeatable).")
+@click.option("--interval", "interval", metavar="SPAN",
+              help="How often a schedule runs this (the timer passes it): --textfile says it "
+              "(remedy_run_interval_seconds) so an alert sees a run that is late.")  # fmt: skip
 @click.option(
     "--unattended",
     is_flag=True,
@@ -72,13 +75,14 @@ wait_option = click.option(
               help="This run: stop the rollout once more than N hosts failed (host data "
               "max_failures, default 0).")  # fmt: skip
 @wait_option
-def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, restart,
+def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unattended, restart,
              max_restarting, canary, max_failures):  # fmt: skip
     """Converge every managed setting (deploys/converge.py) on every host in one pyinfra
     run: reads and builds in parallel, restarts as the rollout allows (a canary first, at
     most max_restarting at once, stop after max_failures); then report per host and
     setting: desired, live, next boot, and the action."""
     started = time.monotonic()
+    interval_s = _interval_s(interval)
     if textfile:
         metrics.check_writable(textfile)
     say = progress if not as_json else (lambda m: None)
@@ -134,20 +138,53 @@ def converge(inventory, check, as_json, textfile, limit, wait_s, unattended, res
         for r in reads
     ]
     code = worst([rep["exit_code"] for rep in reports])
+    unwritten = None
     if textfile:
-        metrics.write(
-            textfile,
-            [
-                _metrics(r, unattended, applied.get(r.name), host_data.get(r.name), audit_from)
-                for r in reads
-            ],
-            time.time(),
-            time.monotonic() - started,
-            code == EXIT_OK,
-            run.rollout.counts() if run is not None else None,
-        )
+        codes = {rep["host"]: rep["exit_code"] for rep in reports}
+        per_host = [
+            _metrics(
+                r,
+                unattended,
+                applied.get(r.name),
+                host_data.get(r.name),
+                audit_from,
+                codes.get(r.name),
+            )
+            for r in reads
+        ]
+        try:
+            metrics.write(
+                textfile,
+                per_host,
+                time.time(),
+                time.monotonic() - started,
+                run.rollout.counts() if run is not None else None,
+                inventory=[h.name for h in inventory_mod.load_inventory(inventory)],
+                interval_s=interval_s,
+            )
+        except metrics.TextfileError as exc:  # the report first, then why the run fails
+            unwritten = exc
     _output(code, reports, run, as_json)
+    if unwritten is not None:
+        err_console.print(textwrap.fill(str(unwritten), 80, break_on_hyphens=False),
+                          style="red", markup=False, highlight=False)  # fmt: skip
+        code = EXIT_ERROR
     raise SystemExit(code)
+
+
+def _interval_s(interval: str | None) -> float | None:
+    """--interval in seconds (a systemd time span, as `remedy schedule install` takes)."""
+    if interval is None:
+        return None
+    from remedy.core.run import schedule as schedule_core
+    from remedy.errors import ConfigError
+
+    if not schedule_core.SPAN_RE.match(interval) or not schedule_core.span_seconds(interval):
+        raise ConfigError(
+            f"--interval {interval!r} is not a systemd time span of a second or more "
+            "(examples: 10min, 1h, 90s)"
+        )
+    return schedule_core.span_seconds(interval)
 
 
 def _canary_data(value: str) -> str:
@@ -454,9 +491,14 @@ def _metrics(
     run=None,
     data: dict | None = None,
     audit_from: dict | None = None,
+    exit_code: int | None = None,
 ) -> metrics.HostMetrics:
+    """The host's metrics; EXIT_CODE: its code in the report (its state)."""
+    # the run did its work on the host: read it and, if it applied, neither failed nor
+    # waited out a lock there
+    run_ok = not read.error and (run is None or run.returncode == 0)
     if read.error:
-        return metrics.HostMetrics(read.name, up=False)
+        return metrics.HostMetrics(read.name, up=False, exit_code=exit_code, run_ok=False)
     from remedy.core.render.report import host_status
 
     status = host_status(read.name, read.host_data, read.snapshot)
@@ -472,9 +514,10 @@ def _metrics(
         read.name,
         up=True,
         drift={d.key: d.state == desired.DRIFTED for d in drifts},
-        volatile={d.key: d.state == desired.VOLATILE for d in drifts},
+        volatile=_reverted_by_a_reboot(read, [d.key for d in drifts]),
         probe_ok=read.snapshot.probe.parsed,
         mem_available_bytes=read.snapshot.memory.mem_available_kb * 1024,
+        mem_threshold_bytes=round(read.host_data.min_mem_available_gb * 1e9),
         bump_blocked=bump_blocked(s) if needs_bump else None,
         switch_failed_units=len(read.snapshot.last_switch.units_failed),
         boot_pending=status.boot_pending is not None or bool(status.reboot_for),
@@ -486,7 +529,21 @@ def _metrics(
                 volatile.unmanaged(read.snapshot, read.host_data), read.host_data.ignore_volatile
             )[0]
         ),
+        exit_code=exit_code,
+        run_ok=run_ok,
     )
+
+
+def _reverted_by_a_reboot(read: fleet.HostRead, keys: list[str]) -> dict[str, bool]:
+    """Per setting: the live value holds it and the next boot does not, so a reboot
+    breaks it (remedy_setting_volatile, which pages). The report's "volatile" also
+    says a /run override that is present: the next boot removes it, as it should, so
+    it is no setting a reboot breaks (a host that waits for that boot is boot pending)."""
+    now = desired.live(read.snapshot, read.host_data)
+    nxt = desired.next_boot(read.snapshot, read.host_data)
+    holds = {key: (desired.BY_KEY[key].holds(now, read.host_data),
+                   desired.BY_KEY[key].holds(nxt, read.host_data)) for key in keys}  # fmt: skip
+    return {key: live and not boot for key, (live, boot) in holds.items()}
 
 
 def _print(rep: dict) -> None:

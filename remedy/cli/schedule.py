@@ -42,7 +42,7 @@ def _remedy_executable() -> str:
     return str(Path(found).absolute())
 
 
-def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
+def _spec(inventory, interval, check_only, textfile, wait_s, limit=()) -> core.Schedule:
     path = Path(inventory)
     if not path.is_file():
         raise ConfigError(f"inventory {inventory} does not exist")
@@ -62,11 +62,14 @@ def _spec(inventory, interval, check_only, textfile, wait_s) -> core.Schedule:
         check_only=check_only,
         textfile=str(Path(textfile).resolve()) if textfile else None,
         wait_s=wait_s,
+        limit=tuple(limit),
     )
-    if not check_only:  # what the run's converge refuses before it connects, refused now
-        from remedy.cli import converge
+    # what the run's converge refuses before it connects, refused now: a --limit host
+    # the inventory lacks (or only builders), and for a run that applies, the rollout keys
+    from remedy.cli import converge
 
-        host_data, names, _fleet = converge._host_data(spec.inventory, ())
+    host_data, names, _fleet = converge._host_data(spec.inventory, spec.limit)
+    if not check_only:
         converge._rollout_policy(spec.inventory, host_data, spec.run_data(), names)
     return spec
 
@@ -78,6 +81,12 @@ def _options(f):
             click.option("--interval", default="10min", show_default=True, help="systemd span."),
             click.option("--check-only", is_flag=True, help="Report drift; never apply."),
             click.option("--textfile", metavar="PATH", help="node_exporter textfile to write."),
+            click.option(
+                "--limit",
+                multiple=True,
+                metavar="HOST",
+                help="Only this host of the inventory (repeatable).",
+            ),  # fmt: skip
             wait_option,
         ]
     ):
@@ -99,9 +108,9 @@ def schedule():
 
 @schedule.command(short_help="Print the units install would write; change nothing.")
 @_options
-def show(inventory, interval, check_only, textfile, wait_s):
+def show(inventory, interval, check_only, textfile, limit, wait_s):
     """Print the service and timer `install` would write, and the same for NixOS."""
-    spec = _spec(inventory, interval, check_only, textfile, wait_s)
+    spec = _spec(inventory, interval, check_only, textfile, wait_s, limit)
     click.echo(f"# {UNIT_DIR / core.SERVICE}\n{core.service_unit(spec)}")
     click.echo(f"# {UNIT_DIR / core.TIMER}\n{core.timer_unit(spec)}")
     click.echo(core.nixos_snippet(spec))
@@ -109,10 +118,10 @@ def show(inventory, interval, check_only, textfile, wait_s):
 
 @schedule.command(short_help="Write and start the converge timer and its service.")
 @_options
-def install(inventory, interval, check_only, textfile, wait_s):
+def install(inventory, interval, check_only, textfile, limit, wait_s):
     """Write remedy-converge.service and .timer, check them with systemd-analyze verify,
     and enable the timer. Run it again to change the options."""
-    spec = _spec(inventory, interval, check_only, textfile, wait_s)
+    spec = _spec(inventory, interval, check_only, textfile, wait_s, limit)
     texts = {core.SERVICE: core.service_unit(spec), core.TIMER: core.timer_unit(spec)}
     with tempfile.TemporaryDirectory(prefix="remedy-units.") as tmp:
         for name, text in texts.items():
@@ -150,7 +159,8 @@ def install(inventory, interval, check_only, textfile, wait_s):
     said_folded(
         "",
         f"installed {UNIT_DIR / core.SERVICE} and {core.TIMER}: every {interval} it {mode} "
-        f"{spec.inventory}; next run {next_run or 'after boot'}",
+        + (f"{', '.join(spec.limit)} of " if spec.limit else "")
+        + f"{spec.inventory}; next run {next_run or 'after boot'}",
     )
 
 

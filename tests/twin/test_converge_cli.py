@@ -133,7 +133,8 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     assert values[("remedy_host_up", (host,))] == 1
     drift = [v for (name, _), v in values.items() if name == "remedy_setting_drift"]
     assert len(drift) == 6 and set(drift) == {0}
-    assert values[("remedy_last_run_success", ())] == 1
+    assert values[("remedy_last_run_success", (host,))] == 1
+    assert values[("remedy_host_state", (host, ("state", "healthy")))] == 1
     unmanaged = [v for (name, _), v in values.items() if name == "remedy_unmanaged_volatile"]
     assert len(unmanaged) == 4 and set(unmanaged) == {0}  # a kind each, sysctl included
 

@@ -242,7 +242,11 @@ def test_a_schedule_with_a_blank_a_percent_and_a_dollar_in_its_paths_runs_as_giv
     status = twin.exec([*remedy, "status", "--json"], check=False)
     doc = json.loads(status.stdout)
     assert doc["command"][1:] == ["converge", inventory, "--unattended", "--wait", "30",
-                                  "--check", "--textfile", textfile]  # fmt: skip
+                                  "--check", "--interval", "20s",
+                                  "--textfile", textfile]  # fmt: skip
+    # the run says its interval, for the alert on a run that is late (issue 45)
+    said = twin.exec(["cat", textfile]).stdout
+    assert f'remedy_run_interval_seconds{{host="{twin.name}"}} 20.0' in said, said
     assert status.returncode == doc["last_run"]["exit_code"] == int(first["ExecMainStatus"])
 
     # A run that exits 2 (the inventory now has a key remedy does not know): status says

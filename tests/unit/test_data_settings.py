@@ -272,7 +272,7 @@ def test_metrics_carry_a_data_setting_under_its_name(tmp_path, managed):
         volatile={d.key: d.state == desired.VOLATILE for d in drifts},
     )
     path = tmp_path / "remedy.prom"
-    metrics.write(str(path), [h], 0.0, 1.0, False)
+    metrics.write(str(path), [h], 0.0, 1.0)
     assert 'remedy_setting_volatile{host="cfx-llm2",setting="VLLM_LOGGING_LEVEL"} 1.0' in (
         path.read_text()
     )

@@ -111,7 +111,7 @@ def test_the_textfile_counts_the_rollouts_hosts_by_how_they_ended(tmp_path):
 
     prom = tmp_path / "remedy.prom"
     counts = {**dict.fromkeys(rollout.STATES, 0), "converged": 3, "not started": 1}
-    metrics.write(str(prom), [metrics.HostMetrics("g01", up=False)], 0.0, 42.0, False, counts)
+    metrics.write(str(prom), [metrics.HostMetrics("g01", up=False)], 0.0, 42.0, counts)
     said = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(prom.read_text())
@@ -121,5 +121,5 @@ def test_the_textfile_counts_the_rollouts_hosts_by_how_they_ended(tmp_path):
     assert said[("remedy_rollout_hosts", (("state", "not started"),))] == 1
     assert said[("remedy_rollout_hosts", (("state", "failed"),))] == 0
     assert said[("remedy_rollout_duration_seconds", ())] == 42.0
-    metrics.write(str(prom), [], 0.0, 1.0, True)  # --check: no rollout
+    metrics.write(str(prom), [], 0.0, 1.0)  # --check: no rollout
     assert "remedy_rollout_hosts" not in prom.read_text()

@@ -29,9 +29,9 @@ def test_a_host_that_could_not_be_read_has_only_host_up_zero(tmp_path):
             probe_ok=True,
             mem_available_bytes=24_000_000_000,
         ),
-        metrics.HostMetrics("cfx-llm3", False),
+        metrics.HostMetrics("cfx-llm3", False, exit_code=1, run_ok=False),
     ]
-    metrics.write(str(path), hosts, 1_790_000_000.0, 12.5, False)
+    metrics.write(str(path), hosts, 1_790_000_000.0, 12.5)
     values = read(path)
     assert values[("remedy_host_up", (("host", "cfx-llm2"),))] == 1
     assert values[("remedy_host_up", (("host", "cfx-llm3"),))] == 0
@@ -39,10 +39,17 @@ def test_a_host_that_could_not_be_read_has_only_host_up_zero(tmp_path):
     key = ("remedy_setting_volatile", (("host", "cfx-llm2"), ("setting", "tool_call_parser")))
     assert values[key] == 1
     assert values[("remedy_mem_available_bytes", (("host", "cfx-llm2"),))] == 24e9
-    assert [k for k in values if ("host", "cfx-llm3") in k[1]] == [
-        ("remedy_host_up", (("host", "cfx-llm3"),))
-    ]
-    assert values[("remedy_last_run_success", ())] == 0
+    # what the run knows of an unreadable host: that it is, when, and no stale value
+    said = {k[0] for k, v in values.items() if ("host", "cfx-llm3") in k[1] and v}
+    assert said == {"remedy_host_state", "remedy_last_run_timestamp_seconds",
+                    "remedy_host_exit_code"}, said  # fmt: skip
+    assert {k[0] for k in values if ("host", "cfx-llm3") in k[1]} == {
+        "remedy_host_up", "remedy_host_state", "remedy_host_exit_code",
+        "remedy_last_run_success", "remedy_last_run_timestamp_seconds",
+    }  # fmt: skip
+    unreadable = (("host", "cfx-llm3"), ("state", "unreadable"))
+    assert values[("remedy_host_state", unreadable)] == 1
+    assert values[("remedy_last_run_success", (("host", "cfx-llm3"),))] == 0
     assert values[("remedy_run_duration_seconds", ())] == 12.5
     assert not list(tmp_path.glob("*.tmp*"))  # written under a temporary name, renamed
 

@@ -125,7 +125,7 @@ def test_the_audit_log_never_holds_a_secret_and_an_old_one_is_masked_when_read(t
 def test_the_textfile_holds_no_secret(tmp_path):
     path = tmp_path / "remedy.prom"
     host = metrics.HostMetrics("cfx-llm2", True, bump_blocked="fetch of http://u:pr0xypw@h")
-    metrics.write(str(path), [host], 1_790_000_000.0, 1.0, False)
+    metrics.write(str(path), [host], 1_790_000_000.0, 1.0)
     assert "remedy_bump_blocked" in path.read_text() and leaked(path.read_text()) == []
 
 

@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,7 @@ def test_the_service_runs_converge_with_absolute_paths_and_the_timer_repeats():
     assert (
         "ExecStart=/opt/remedy/bin/remedy converge /etc/remedy/production.py --unattended "
         "--wait 30 "
-        "--textfile /var/lib/node_exporter/remedy.prom"
+        "--interval 15min --textfile /var/lib/node_exporter/remedy.prom"
     ) in service
     assert "Type=oneshot" in service and "WorkingDirectory=/opt/remedy-src" in service
     for line in ("OnBootSec=1min", "OnUnitActiveSec=15min", "RandomizedDelaySec=30s",
@@ -108,7 +109,8 @@ def test_paths_with_blanks_percent_dollar_quotes_and_backslashes_run_as_given():
     lines = schedule.service_unit(s).splitlines()
     exec_start = (
         'ExecStart="/opt/re medy%%n$HOME/bin/remedy" converge '
-        '"/var/lib/x y/x%%n $$HOME\\\\q\\"it\'s.py" --unattended --wait 30 --textfile '
+        '"/var/lib/x y/x%%n $$HOME\\\\q\\"it\'s.py" --unattended --wait 30 --interval 10min '
+        "--textfile "
         '"/var/lib/x y/x%%n $$HOME\\\\q\\"it\'s.prom"'
     )
     assert exec_start in lines, "\n".join(lines)
@@ -411,3 +413,49 @@ def test_the_next_run_of_a_monotonic_timer_in_wall_clock_time(monotonic, at):
     timer = {"NextElapseUSecRealtime": "", "NextElapseUSecMonotonic": monotonic}
     found = schedule.next_elapse(timer, now=1000.0, since_boot=100.0)
     assert found == (None if at is None else pytest.approx(at))
+
+
+# -- --limit (issue 45 item 7) ------------------------------------------------------------
+
+
+def test_limit_is_carried_into_the_run_word_for_word():
+    s = spec(limit=("g01", "odd host $x%n"), textfile="/var/lib/n/remedy.prom")
+    service = schedule.service_unit(s)
+    words = schedule.parse_exec_start(service)
+    assert words[words.index("--limit") :][:4] == ["--limit", "g01", "--limit", "odd host $x%n"]
+    assert '--limit "odd host $$x%%n"' in service
+    assert "--limit g01 --limit 'odd host $x%n'" in schedule.nixos_snippet(s)
+
+
+def test_limit_runs_only_those_hosts_and_refuses_a_name_the_inventory_lacks(unit_dir, systemd):
+    where, inventory = unit_dir
+    inventory.write_text(
+        "hosts = [('a', {'ssh_hostname': '127.0.0.1'}), ('b', {'ssh_hostname': '127.0.0.2'})]\n"
+    )
+    result = _install(str(inventory), "--limit", "a", "--limit", "c")
+    assert isinstance(result.exception, ConfigError), result.output
+    assert "--limit c: not in" in str(result.exception) and "hosts: a, b" in str(result.exception)
+    assert list(where.iterdir()) == [] and not (systemd[0] / "calls.log").exists()
+    from click.testing import CliRunner
+
+    from remedy.cli import schedule as cli
+
+    shown = CliRunner().invoke(cli.schedule, ["show", str(inventory), "--limit", "b"])
+    assert shown.exit_code == 0, shown.output
+    (exec_start,) = [line for line in shown.output.splitlines() if line.startswith("ExecStart=")]
+    words = schedule.exec_words(exec_start.removeprefix("ExecStart="))
+    assert words[words.index("--limit") :][:2] == ["--limit", "b"] and words.count("--limit") == 1
+
+
+def test_a_limit_a_unit_file_cannot_carry_is_refused():
+    with pytest.raises(ConfigError, match=re.escape("--limit 'a\\nb'")):
+        spec(limit=("a\nb",))
+
+
+def test_success_exit_status_is_what_the_readme_says_and_why():
+    """SuccessExitStatus=3 6: a volatile (3) or boot-pending (6) run did its work and the
+    metrics carry the state; 1, 2, 4 and 5 fail the unit. The README says the same."""
+    assert schedule.SUCCESS_EXIT.split() == ["3", "6"]
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "`SuccessExitStatus=3 6`" in readme
+    assert "SuccessExitStatus=3:" not in readme and 'SuccessExitStatus = "3";' not in readme

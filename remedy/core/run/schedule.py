@@ -35,10 +35,14 @@ _UNIT_S = {
     "d": 86400, "day": 86400, "days": 86400,
     "w": 604800, "week": 604800, "weeks": 604800,
 }  # fmt: skip
-# The oneshot's exit codes that are not a failure of the unit: 6 (boot pending: the next
-# boot holds every setting) and 3, remedy's report of
-# drift or volatile state (the /run fallback holds production), which the metrics carry;
-# marking the unit failed for it would page for an expected, reported state.
+# The oneshot's exit codes that are not a failure of the unit, beside 0 (healthy and
+# durable): 6, boot pending (healthy; the next boot holds every setting, a reboot is
+# due) and 3, volatile or drifted (the /run fallback holds production): the run did its
+# work and reported a state the textfile carries and the alerts watch
+# (RemedySettingVolatile, RemedyRebootPending, with their bounds); a failed unit for it
+# would page at once for an expected state. 1 (error), 2 (bad input), 4 (broken: tool
+# calls unparsed) and 5 (a lock held past --wait) fail the unit: the run could not do its
+# work, or production is broken now.
 SUCCESS_EXIT = "3 6"
 # The longest --interval taken: a converge timer rarer than yearly is no schedule, and
 # systemd overflows on spans past 2^64 microseconds.
@@ -74,6 +78,7 @@ class Schedule:
     check_only: bool = False
     textfile: str | None = None
     wait_s: float = 30.0
+    limit: tuple[str, ...] = ()  # only these hosts of the inventory (converge --limit)
 
     def __post_init__(self):
         paths = {"the remedy executable": self.remedy, "INVENTORY": self.inventory,
@@ -93,6 +98,12 @@ class Schedule:
                 "drops from WorkingDirectory=; give the project a path without it "
                 "(REMEDY_PROJECT)"
             )
+        for host in self.limit:
+            if not host or any(ord(c) < 32 or ord(c) == 127 for c in host):
+                raise ConfigError(
+                    f"--limit {host!r}: a host name a unit file can carry (no control "
+                    "character, not empty); name a host of the inventory"
+                )
         if isinstance(self.wait_s, bool) or not (math.isfinite(self.wait_s) and self.wait_s >= 0):
             raise ConfigError(
                 f"--wait {self.wait_s:g}: give the seconds a run waits for another run's host "
@@ -141,8 +152,10 @@ class Schedule:
         ]
         if self.check_only:
             out.append("--check")
-        if self.textfile:
-            out += ["--textfile", self.textfile]
+        for host in self.limit:
+            out += ["--limit", host]
+        if self.textfile:  # the interval too: the textfile says it, for the age alert
+            out += ["--interval", self.interval, "--textfile", self.textfile]
         return out
 
 
