@@ -14,21 +14,59 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
-def said_folded(label: str, text: str, style: str | None = None) -> None:
-    """LABEL TEXT folded at 80 columns; a `command` in backquotes is never broken, so it
-    can be pasted (a command longer than a line gets a line of its own)."""
+# a shell word as written: quoted parts and escapes kept whole
+_SHELL_WORD = r"""(?:'[^']*'|"(?:\\.|[^"\\])*"|\\.|[^\s'"])+"""
+
+
+def folded_lines(label: str, text: str, width: int = 80) -> list[str]:
+    """LABEL TEXT folded at WIDTH columns. A `command` in backquotes stays pasteable: it
+    is broken only between its shell words, each break a backslash-newline (a shell's
+    line continuation), so the lines pasted together run the same command."""
     import re
 
     words = re.findall(r"\S*`[^`]*`\S*|\S+", text)  # a command and what clings to it
+    indent = " " * len(label)
     lines, line = [], label.rstrip()
     for word in words:
-        if len(line) + 1 + len(word) > 80 and line.strip():
-            lines.append(line)
-            line = " " * len(label) + word
-        else:
+        if len(line) + 1 + len(word) <= width or not line.strip():
             line = f"{line} {word}" if line.strip() else label + word
+            continue
+        if "`" in word and len(indent) + len(word) > width:  # a long command: its own lines
+            lines.append(line)
+            lines += _command_lines(word, indent, width)
+            line = lines.pop()
+            continue
+        lines.append(line)
+        line = indent + word
     lines.append(line)
-    console.print("\n".join(lines), style=style, markup=False, highlight=False, soft_wrap=True)
+    return lines
+
+
+def _command_lines(word: str, indent: str, width: int) -> list[str]:
+    """WORD (text`command`text) on lines after INDENT, broken between the command's
+    shell words with a backslash-newline."""
+    import re
+
+    head, rest = word.split("`", 1)
+    command, tail = rest.rsplit("`", 1)
+    parts = re.findall(_SHELL_WORD, command) or [""]
+    parts[0], parts[-1] = f"{head}`{parts[0]}", f"{parts[-1]}`{tail}"
+    lines, line = [], indent + parts[0]
+    for part in parts[1:]:
+        if len(line) + 1 + len(part) + 2 > width:  # room for " \\"
+            lines.append(line + " \\")
+            line = indent + "  " + part
+        else:
+            line = f"{line} {part}"
+    return [*lines, line]
+
+
+def said_folded(label: str, text: str, style: str | None = None) -> None:
+    """LABEL TEXT folded at 80 columns (folded_lines): a command stays pasteable."""
+    console.print(
+        "\n".join(folded_lines(label, text)), style=style, markup=False, highlight=False,
+        soft_wrap=True,
+    )  # fmt: skip
 
 
 def progress(message: str) -> None:

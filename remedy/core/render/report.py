@@ -557,9 +557,11 @@ def next_step(
     if code == EXIT_VOLATILE and unmanaged and not managed_drift:
         subject = unmanaged[0]
         more = f" (and {len(unmanaged) - 1} more, each alike)" if len(unmanaged) > 1 else ""
-        remove = shlex.join(["rm", "--", subject]) + " && systemctl daemon-reload"
+        # each word of the host's command quoted for the host's shell, then for this
+        # one: short words a long command can be folded between
+        remote = " ".join(shlex.quote(shlex.quote(w)) for w in ["rm", "--", subject])
         removal = (
-            f"remove it: `{ssh} {shlex.quote(remove)}`"
+            f"remove it: `{ssh} {remote} '&&' systemctl daemon-reload`"
             if subject.startswith("/")
             else "silence it with host data ignore_volatile"
         )
