@@ -484,10 +484,18 @@ builder_nix() {  # WHAT ARGV...
   on_builder sh -c "$(NIX_BOUNDED)" sh "remedy-nix-$_what-$(scope_id)" 0 \
       "${builder_timeout_s}s" "$@"
 }
-# Why a bounded nix that failed (its output $1) stopped at a bound (empty: it
-# did not).
+# Why a bounded nix that failed (its output $1) stopped at a bound, or what
+# else ended it: a signal before its time bound (empty: it failed by itself).
 bound_hit() {  # OUTPUT WHAT BOUND TIMEOUT_S
   case $1 in
+  *"error: remedy: ended by signal "*)
+    _sig=$(printf '%s\n' "$1" | sed -n \
+      's/.*error: remedy: ended by signal \([^ ]*\) \([0-9]*\)s in.*/\1 \2/p' |
+      tail -n 1)
+    echo "the $2 was ended by signal ${_sig% *} ${_sig#* }s in, before its \
+time bound (nix_timeout_s=$4): not by remedy, and no verdict on what it \
+ran (the kernel's OOM killer or a person: see the journal where it ran); run \
+again" ;;
   *"stopped at its time bound"*)
     echo "the $2 ran past its time bound (nix_timeout_s=$4) and was stopped: a \
 build or check that hangs must not hold the host; find what hangs, or raise \
@@ -501,6 +509,15 @@ nix):" \
       "reboot reclaims the tenstorrent pinned-page leak) or raise" \
       "nix_memory_max_gb" ;;
   esac
+}
+# Why a command on the builder failed, when its connection did (ssh's own exit
+# 255: refused, reset, closed): the builder became unreachable, no verdict on
+# what ran there (empty: the command itself answered).
+builder_lost() {  # RC WHAT OUTPUT
+  [ "$1" = 255 ] || return 0
+  echo "the builder $(builder_label) became unreachable during the $2 (ssh \
+exit 255: $(why_of "$3")): no verdict on it; the durable path waits until the \
+builder answers again"
 }
 nix_at_least() {  # MAJOR MINOR: this host's Nix is at least that version
   _v=$(nix --version 2>/dev/null | sed -n \

@@ -185,3 +185,48 @@ def test_the_first_sigterm_stops_a_hung_check_at_once_and_the_run_ends_interrupt
     while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
         assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
         time.sleep(1)
+
+
+def test_a_check_killed_by_a_signal_says_the_signal_not_the_time_bound(twin, tmp_path):
+    """Issue 43 E3: a nix killed with SIGKILL seconds into a build was reported as having
+    run past its time bound (nix_timeout_s=1800) with the advice to raise it: 137 is also
+    timeout's own KILL. The signal is said, and the bound only when it was reached."""
+    import os
+    import subprocess
+    import time
+
+    from tests.conftest import PROJECT, RESTART_NOW
+
+    log = tmp_path / "a.jsonl"
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.checked_commit())
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.hanging_check_commit())
+    lock = twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout
+    run = subprocess.Popen(
+        ["pyinfra", "-y", *RESTART_NOW, "--limit", twin.name, "inventory/twin.py",
+         "deploys/restore_toolcalling.py"],
+        cwd=PROJECT, env={**os.environ, "REMEDY_AUDIT_LOG": str(log)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode != 0:
+        assert run.poll() is None and time.monotonic() < deadline, run.stdout.read()[-3000:]
+        time.sleep(0.2)
+    # the owner's nix, the check's client (as the OOM killer or a person would)
+    twin.exec(["pkill", "-KILL", "-u", fixtures.OWNER, "-x", "nix"])
+    out, _ = run.communicate(timeout=600)
+    out = " ".join(out.split())
+    assert run.returncode == 0, out[-4000:]
+    assert f"the flake check {CHECK} was ended by signal KILL" in out, out[-4000:]
+    assert "before its time bound (nix_timeout_s=1800)" in out, out[-4000:]
+    assert "ran past its time bound" not in out and "raise nix_timeout_s" not in out
+    assert "the check rejects" not in out  # no verdict of the check
+    record = last_audit(log)
+    assert record["path"] == "durable+fallback", record
+    assert "ended by signal KILL" in record["details"]["durable_failed"], record
+    assert twin.exec(["test", "-e", DROPIN], check=False).returncode == 0  # the fallback holds
+    assert probe_inside(twin).outcome == "parsed"
+    assert twin.exec(["cat", "/etc/nixos/flake.lock"]).stdout == lock
+    deadline = time.monotonic() + 30  # the daemon ends the build its client left
+    while twin.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
+        assert time.monotonic() < deadline, twin.exec(["ps", "axo", "pid,user,args"]).stdout
+        time.sleep(1)

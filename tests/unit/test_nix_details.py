@@ -303,3 +303,17 @@ def test_a_command_that_hangs_is_stopped_at_its_time_bound_and_says_so():
     assert "error: remedy: stopped at its time bound (nix_timeout_s=1s)" in proc.stderr
     quick = subprocess.run(commands.nix_bounded(["true"], None, "n", 5), capture_output=True)
     assert quick.returncode == 0 and quick.stderr == b""
+
+
+def test_a_command_a_signal_ends_before_its_time_bound_says_the_signal_not_the_bound():
+    """Issue 43 E3: a nix killed by SIGKILL under a second in was said to have run past
+    its time bound (137 is timeout's own KILL too): the bound is said only once its time
+    has passed, a signal before it by name."""
+    proc = subprocess.run(
+        commands.nix_bounded(["sh", "-c", "kill -KILL $$"], None, "n", 600),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 128 + 9
+    assert re.search(r"error: remedy: ended by signal KILL \d+s in, before its time bound",
+                     proc.stderr), proc.stderr
+    assert "stopped at its time bound" not in proc.stderr

@@ -86,10 +86,12 @@ $builder_max_jobs, cores $builder_cores)"
     build --no-link --json --max-jobs "$builder_max_jobs" --cores \
         "$builder_cores" \
     "$attr" 2>"$err" </dev/null); then
+    rc=$?
     e=$(cat "$err")
     said_out "$e"
-    why=$(bound_hit "$e" "build on the builder $(builder_label)" 0 \
-        "$builder_timeout_s")
+    why=$(builder_lost "$rc" build "$e")
+    [ -n "$why" ] || why=$(bound_hit "$e" "build on the builder \
+$(builder_label)" 0 "$builder_timeout_s")
     give_up "${why:-the new configuration does not build on the builder \
 $(builder_label): $(why_of "$e$_nl$out")}"
   fi
@@ -134,10 +136,13 @@ for check in $checks; do
         'nix-command flakes' \
     build --no-link
   if [ -n "${builder_name:-}" ]; then
+    ok=
     dry=$(builder_nix eval "$@" --dry-run --impure --expr "$(CHECK_EXPR)" 2>&1 \
-        </dev/null) && ok=yes || ok=
+        </dev/null) && rc=0 || rc=$?
+    [ "$rc" != 0 ] || ok=yes
   else
     gate "evaluating $what"
+    ok=
     dry=$(owner_nix eval "$bound" "$@" --dry-run --impure --expr \
         "$(CHECK_EXPR)" 2>&1 </dev/null) &&
       ok=yes || ok=
@@ -149,8 +154,11 @@ for check in $checks; do
     esac
     said_out "$dry"
     if [ -n "${builder_name:-}" ]; then
-      give_up "$what does not evaluate on the builder $(builder_label): \
-$(why_of "$dry")"
+      why=$(builder_lost "$rc" "evaluation of $what" "$dry")
+      [ -n "$why" ] || why=$(bound_hit "$dry" "evaluation of $what on the \
+builder $(builder_label)" 0 "$builder_timeout_s")
+      give_up "${why:-$what does not evaluate on the builder $(builder_label): \
+$(why_of "$dry")}"
     fi
     why=$(bound_hit "$dry" evaluation "$bound" "$nix_timeout_s")
     give_up "${why:-$what does not evaluate: $(why_of "$dry")}"
@@ -166,17 +174,22 @@ $(why_of "$dry")"
     on='' timeout=$nix_timeout_s
   else
     log blue "building $what on $builder_name"
+    ok=yes
     built=$(builder_nix check "$@" --json --max-jobs "$builder_max_jobs" \
       --cores "$builder_cores" --impure --expr "$(CHECK_EXPR)" 2>&1 \
-          </dev/null) && ok=yes || ok=
+          </dev/null) || { rc=$? ok=; }
     on=" on the builder $(builder_label)" timeout=$builder_timeout_s bound=0
+    if [ -z "$ok" ]; then
+      why=$(builder_lost "$rc" "build of $what" "$built")
+      [ -z "$why" ] || { said_out "$built"; give_up "$why"; }
+    fi
   fi
   if [ -n "$ok" ]; then
     results="$results${_nl}passed $check"
     continue
   fi
   why=$(bound_hit "$built" "$what$on" "$bound" "$timeout")
-  [ -z "$why" ] || give_up "$why"
+  [ -z "$why" ] || { said_out "$built"; give_up "$why"; }
   tail=$(printf '%s\n' "$built" | sed -n \
       's/^[[:space:]]*> \{0,1\}\(.*[^[:space:]]\)[[:space:]]*$/\1/p' |
     tail -n 3)
