@@ -298,11 +298,14 @@ def test_a_build_killed_on_the_builder_or_a_copy_cut_gives_the_fallback_naming_i
         builder.exec(["pkill", "-KILL", "-f", "sleep 3600"], check=False)
     out.seek(0)
     killed = subprocess.CompletedProcess(argv, run.returncode, out.read(), "")
+    # a check its signal ended is no verdict of the check (issue 43 E3)
     assert_fell_back_untouched(
         serving, killed, head, profile,
-        f"flake check tt-stack#checks.x86_64-linux.tenstorrent-serving failed on the builder "
+        f"the flake check tt-stack#checks.x86_64-linux.tenstorrent-serving on the builder "
         f"{builder.name} (remedy-build@",
+        "was ended by signal KILL",
     )  # fmt: skip
+    assert "the check rejects" not in said(killed)
 
     # the check now passes; the copy is cut 50 ms in
     builder.exec(["git", "-C", fixtures.TT_STACK_DIR, "revert", "--no-edit", "HEAD"],
@@ -314,12 +317,62 @@ def test_a_build_killed_on_the_builder_or_a_copy_cut_gives_the_fallback_naming_i
         serving, cut, head, profile, f"from the builder {builder.name} (remedy-build@"
     )
     assert "the copy of /nix/store/" in said(cut), said(cut)[-4000:]
+    # the copy KILLed 50 ms in: the signal, not its time bound (issue 43 E3)
+    assert "(the copy was ended by signal KILL" in said(cut), said(cut)[-4000:]
+    assert "time bound (nix_timeout_s=1800) and was stopped" not in said(cut)
 
     serving.exec(["rm", "/etc/remedy-twin-cut-copy"])
     again = converge(inventory, serving)
     assert again.returncode == 0, said(again)[-4000:]
     assert "outcome: path durable" in said(again), said(again)[-4000:]
     assert probe_inside(serving).outcome == "parsed"
+
+
+@pytest.mark.nix_cli
+def test_a_builder_that_goes_down_mid_check_is_unreachable_not_a_verdict(
+    make_twin, builder, tmp_path
+):
+    """Issue 43 E4: a builder that went down while it built a flake check was reported as
+    the check rejecting the bumped rev. ssh's own exit (255) is no verdict: the builder
+    became unreachable, and the fallback holds."""
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    profile = serving.exec(["readlink", "-f", PROFILE]).stdout
+    for commit in (fixtures.checked_commit(), fixtures.hanging_check_commit()):
+        machine.commit_as_owner(builder, fixtures.TT_STACK_DIR, commit)
+    out = open(tmp_path / "run.log", "w+")
+    argv = ["pyinfra", "-y", "--limit", serving.name, "--data", "restart=now",
+            inventory, "deploys/converge.py"]  # fmt: skip
+    run = subprocess.Popen(argv, cwd=PROJECT, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and run.poll() is None:
+            if builder.exec(["pgrep", "-f", "sleep 3600"], check=False).returncode == 0:
+                break
+            time.sleep(0.1)
+        assert run.poll() is None, "the run ended before the check's build hung"
+        # the builder goes down: no new connection, and the ones open are cut
+        builder.exec(["systemctl", "stop", "ssh.service", "ssh.socket"], check=False)
+        builder.exec(["pkill", "-KILL", "sshd"], check=False)
+        assert run.wait(timeout=600) is not None
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait()
+        builder.exec(["pkill", "-KILL", "-f", "sleep 3600"], check=False)
+    out.seek(0)
+    lost = subprocess.CompletedProcess(argv, run.returncode, out.read(), "")
+    assert_fell_back_untouched(
+        serving, lost, head, profile,
+        f"the builder {builder.name} (remedy-build@127.0.0.1:",
+        "became unreachable during the build of flake check "
+        "tt-stack#checks.x86_64-linux.tenstorrent-serving (ssh exit 255",
+    )  # fmt: skip
+    text = said(lost)
+    assert "the check rejects" not in text and "failed on the builder" not in text, text[-4000:]
 
 
 def _nix_conf(twin: machine.Twin, line: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -314,6 +315,7 @@ def test_a_command_a_signal_ends_before_its_time_bound_says_the_signal_not_the_b
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 128 + 9
-    assert re.search(r"error: remedy: ended by signal KILL \d+s in, before its time bound",
-                     proc.stderr), proc.stderr
+    assert re.search(
+        r"error: remedy: ended by signal KILL \d+s in, before its time bound", proc.stderr
+    ), proc.stderr
     assert "stopped at its time bound" not in proc.stderr
