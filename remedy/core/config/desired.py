@@ -366,10 +366,17 @@ def live(snap: HostSnapshot, s: HostData) -> Observed:
     pools = {size: p.total for size, p in snap.memory.pools.items()}
     proc, r = snap.runtime.process, snap.readings
     argv = _script_argv(now)
+    observed = serving(now)
     if proc is not None and "serve" in proc.argv:  # what the server runs, as it runs it
         argv = tuple(proc.argv[proc.argv.index("serve") + 1 :])
+        parser = flag_map(list(argv))[1].get("--tool-call-parser")
+        observed = dataclasses.replace(observed, parser=parser, flags=argv)
+    if proc is not None and proc.environ is not None:
+        # the process's environment, not the unit's loaded config: a unit changed since
+        # the start (a postponed restart, a drop-in gone) runs what it started with
+        observed = dataclasses.replace(observed, env=dict(proc.environ))
     return dataclasses.replace(
-        serving(now), hugepages=pools, overrides=tuple(overrides), argv=argv,
+        observed, hugepages=pools, overrides=tuple(overrides), argv=argv,
         sysctl=r.sysctl_now, properties=r.properties_now,
     )  # fmt: skip
 

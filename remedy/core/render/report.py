@@ -300,13 +300,13 @@ def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:
                 unit.now.environment.get(d.key),
                 unit.after_reboot.environment.get(d.key),
             )
+            now_w = _where("now", now_e) if now_e else None
+            proc = snap.runtime.process
+            if now_e and proc is not None and proc.environ is not None:
+                if proc.environ.get(d.key) != now_e.value:  # the unit changed since the start
+                    now_w = f"now:\nthe process; a restart gives {now_e.value or 'unset'}"
             where = [
-                w
-                for w in (
-                    _where("now", now_e) if now_e else None,
-                    _where("after a reboot", after_e) if after_e else None,
-                )
-                if w
+                w for w in (now_w, _where("after a reboot", after_e) if after_e else None) if w
             ]
         rows.append(Row(d.label, d.live, d.next_boot, not d.in_sync, where))
         if d.state == desired.VOLATILE and d.key != "runtime_override":
