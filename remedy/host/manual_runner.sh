@@ -147,12 +147,21 @@ OUT
   [ "$name:$result" != override:error ] || override_failed=yes
 }
 
+# The run's path, by the deploy's rule (remedy/core/run/outcome.py): durable at
+# next boot when its switch left the boot default pending, durable+fallback when
+# the durable path gave up, else the plan's.
+run_path() {
+  p=$path
+  if [ -n "$boot_pending" ]; then p="durable at next boot"
+  elif [ -n "$durable_failed" ]; then p=durable+fallback
+  fi
+}
+
 # The run's outcome, said and recorded on the host (root's, 0600) for the next
 # remedy command that reads the host to import into its audit log, once.
 finish() {
   [ "$mode" = plan ] && exit 0
-  p=$path
-  [ -z "$durable_failed" ] || p=durable+fallback
+  run_path
   line="outcome: path $p"
   [ "$path" != fallback ] || [ -n "$failed$override_failed" ] ||
     line="$line; VOLATILE: tool calling rests on the /run override until the \
@@ -181,8 +190,7 @@ finish_record() {
   case $st in 0 | 3 | 6) result=ok ;; 5) result=locked ;;
   130 | 143) result=interrupted ;; *) result=failed ;; esac
   [ -z "$stopped" ] || result=interrupted
-  p=$path
-  [ -z "$durable_failed" ] || p=durable+fallback
+  run_path
   record=${journal%/run-*}/manual-runs-${journal##*/run-}
   record=${record%.json}.jsonl
   o=$(printf '%s' "$ops" | while IFS='	' read -r n t r w; do

@@ -137,8 +137,10 @@ def begin_restore(
     allowed = None
     if s.trusted_signers:  # read here, on the machine that runs remedy; sent with the check
         allowed = _allowed_signers(run, project, runbook, s.trusted_signers)
+    runbook_id, issues = _runbook_of(project, runbook)  # the commits name them
+    ran = steps_core.Ran(runbook_id, tuple(issues))
     planned = steps_core.plan_steps(
-        plan, snap, s, run.run_id, unhealthy(plan, snap), builder, host.name
+        plan, snap, s, run.run_id, unhealthy(plan, snap), builder, host.name, ran
     )
     if allowed is not None:
         planned = steps_core.with_allowed_signers(planned, allowed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -37,6 +38,8 @@ pytestmark = pytest.mark.twin
 UNIT = "tenstorrent-serving.service"
 DROPIN = f"/run/systemd/system/{UNIT}.d/override.conf"
 JOURNAL = journal.path(UNIT)
+# where the manual script records its run on the host (remedy/host/manual_runner.sh)
+MANUAL_RECORD = JOURNAL.replace("/run-", "/manual-runs-").removesuffix(".json") + ".jsonl"
 
 
 def deploy(inventory, audit_log, *extra: str, restart: str | None = "now",
@@ -128,6 +131,29 @@ def inventory_of(twin, tmp_path, data: dict):
 # -- what a person looks at after ---------------------------------------------------
 
 
+def run_commits(twin, base: str) -> list[str]:
+    """The messages of the run's commits, revs as <rev> (each twin's tt-stack has its own)."""
+    log = owner_git(twin, "log", "--format=%B%x00", f"{base}..HEAD").stdout
+    return [re.sub(r"\b[0-9a-f]{12,40}\b", "<rev>", m.strip()) for m in log.split("\0")
+            if m.strip()]  # fmt: skip
+
+
+def the_run(record: dict, exit_code: int | None = None) -> dict:
+    """What a person reads of a run: its audit record's result and path (and its exit
+    code, where both drivers give one)."""
+    said = {"result": record["result"], "path": record["path"]}
+    return said if exit_code is None else {"exit": exit_code, **said}
+
+
+def manual_record(twin) -> dict:
+    """The manual script's record of its run, on the host (read before a status imports it)."""
+    return json.loads(twin.exec(["cat", MANUAL_RECORD]).stdout.splitlines()[-1])
+
+
+def last_record(path) -> dict:
+    return json.loads(path.read_text().splitlines()[-1])
+
+
 def end_state(twin, base: str, starts: int) -> dict:
     raw = owner_git(twin, "diff", "--raw", "--no-abbrev", base, "HEAD").stdout
     current = twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip()
@@ -178,11 +204,23 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
     print(f"deploy (exit {ran.returncode}):\n{ran.stdout[-3000:]}")
     print(f"manual script (exit {manual.returncode}):\n{out_of(manual)[-3000:]}")
 
+    recorded = {"deploy": last_record(tmp_path / "deploy.jsonl"),
+                "manual script": manual_record(by_script)}  # fmt: skip
     after = {
         "deploy": end_state(by_deploy, base[by_deploy.name], starts[by_deploy.name]),
         "manual script": end_state(by_script, base[by_script.name], starts[by_script.name]),
     }
     assert after["deploy"] == after["manual script"], json.dumps(after, indent=1)
+    # one message and one audit record for the same work (issue 43 E6)
+    runs = {
+        "deploy": (the_run(recorded["deploy"]), run_commits(by_deploy, base[by_deploy.name])),
+        "manual script": (the_run(recorded["manual script"]),
+                          run_commits(by_script, base[by_script.name])),
+    }  # fmt: skip
+    assert runs["deploy"] == runs["manual script"], json.dumps(runs, indent=1)
+    ours = "remedy's runbook 001 (tt-stack#49, tt-stack#34, tt-stack#44)"
+    if state != "pending_generation":  # (its first commits are the converge's, 006's)
+        assert all(ours in m for m in runs["deploy"][1]), runs["deploy"][1]
     # and that state is the one the case is about
     one = after["deploy"]
     assert one["probe"] == "parsed"
@@ -195,3 +233,51 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
         assert one["running_the_boot_default"], one
     if state == "bump_to_off_the_tip":
         assert one["locked_rev"] == data[by_deploy.name]["bump_to"]
+
+
+@pytest.mark.parametrize(
+    "state", [pytest.param("seed", marks=[pytest.mark.nix_cli]), "dirty_checkout"]
+)
+def test_remedy_converge_and_its_manual_script_exit_record_and_commit_alike(
+    state, make_twin, tmp_path
+):
+    """Issue 43 E6: the converge's lock commit said "Committed by remedy's
+    restore_toolcalling deploy", the manual script's remedy.nix commit lacked the issues
+    the deploy's named, and on a dirty checkout the two exited and recorded apart. The
+    same work (runbook 006 from the same state): one exit code, one audit result and
+    path, the same commit messages, naming the runbook and its issues."""
+    by_deploy = make_twin(with_emergency_override=True)
+    by_script = make_twin(with_emergency_override=True)
+    base = {}
+    for twin in (by_deploy, by_script):
+        base[twin.name] = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
+        own = tmp_path / twin.name
+        own.mkdir()
+        assert STATES[state](twin, own) == {}
+
+    log = tmp_path / "deploy.jsonl"
+    ran = subprocess.run(
+        ["remedy", "converge", str(inventory_of(by_deploy, tmp_path, {})), "--restart", "now"],
+        cwd=PROJECT, env={**os.environ, "REMEDY_AUDIT_LOG": str(log)},
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    script = manual_script(inventory_of(by_script, tmp_path, {}), by_script, runbook="006")
+    manual = over_ssh(by_script, script)
+    print(f"remedy converge (exit {ran.returncode}):\n{(ran.stdout + ran.stderr)[-3000:]}")
+    print(f"manual script (exit {manual.returncode}):\n{out_of(manual)[-3000:]}")
+    runs = {
+        "remedy converge": (the_run(last_record(log), ran.returncode),
+                            run_commits(by_deploy, base[by_deploy.name])),
+        "manual script": (the_run(manual_record(by_script), manual.returncode),
+                          run_commits(by_script, base[by_script.name])),
+    }  # fmt: skip
+    assert runs["remedy converge"] == runs["manual script"], json.dumps(runs, indent=1)
+    (run, messages) = runs["remedy converge"]
+    if state == "dirty_checkout":  # the durable path refused: the fallback, volatile
+        assert run == {"exit": 3, "result": "ok", "path": "fallback"}, run
+        assert messages == []
+    else:  # the lock and remedy's managed file, each naming the runbook and its issues
+        assert run["exit"] in (0, 6) and run["path"].startswith("durable"), run
+        assert len(messages) == 2, messages
+        ours = "remedy's runbook 006 (tt-stack#49, tt-stack#44, tt-stack#52)"
+        assert all(ours in m for m in messages), messages

@@ -98,16 +98,17 @@ def render(
     if s.trusted_signers and allowed_signers is None:
         raise ValueError("trusted_signers is set: render with its text (allowed_signers)")
     person = as_person(s)
+    ran = steps_core.Ran(rb["id"], tuple(rb["issues"]))  # as the deploy's commits say
     if "nix.flake_input_updated" not in runbook.step_operations():
         return _standalone(runbook, person, r)
     if snapshot is not None:
         plan = plan_restore(snapshot, person, scope)
         planned = steps_core.plan_steps(
-            plan, snapshot, person, MANUAL_RUN_ID, unhealthy(plan, snapshot), None, host
+            plan, snapshot, person, MANUAL_RUN_ID, unhealthy(plan, snapshot), None, host, ran
         )
     else:
         plan = steps_core.unread_plan(person, scope)
-        planned = steps_core.plan_steps(plan, None, person, MANUAL_RUN_ID, None, None, host)
+        planned = steps_core.plan_steps(plan, None, person, MANUAL_RUN_ID, None, None, host, ran)
     if allowed_signers is not None and s.trusted_signers:
         planned = steps_core.with_allowed_signers(planned, allowed_signers)
     plan.reasons[:0] = not_carried(s)

@@ -139,16 +139,29 @@ class Steps:
         raise KeyError(op)
 
 
-def lock_message(s: HostData, old_rev: str | None, by: str = "restore_toolcalling deploy") -> str:
+@dataclass(frozen=True)
+class Ran:
+    """What the steps carry out: the runbook (its id) and its issues. The deploy and the
+    manual script of the same runbook give the same, so their commits say the same."""
+
+    runbook: str
+    issues: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        issues = f" ({', '.join(self.issues)})" if self.issues else ""
+        return f"remedy's runbook {self.runbook}{issues}"
+
+
+def lock_message(s: HostData, old_rev: str | None, ran: Ran | None = None) -> str:
     """The lock commit's message (the new rev is known once Nix fetched it: {new})."""
     return (
         f"flake.lock: bump {s.flake_input} {(old_rev or '?')[:12]} -> {{new}} (tt-stack#49)\n\n"
         f"Deploys the tool-call parser fix (tt-stack#34, tt-stack#44): "
-        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by remedy's {by}."
+        f"--tool-call-parser {s.tool_call_parser}.\nCommitted by {ran or 'remedy'}."
     )
 
 
-def managed_message(s: HostData, scope: tuple[str, ...]) -> str:
+def managed_message(s: HostData, scope: tuple[str, ...], ran: Ran | None = None) -> str:
     issues = sorted(
         {
             desired.BY_KEY[k].issue
@@ -159,7 +172,7 @@ def managed_message(s: HostData, scope: tuple[str, ...]) -> str:
     return (
         f"{s.managed_file}: remedy's managed settings ({', '.join(issues)})\n\n"
         "Values tt-stack's defaults do not give this host: the hugepage pool and the\n"
-        "Phase 2a options. Written by remedy's converge deploy from its host data."
+        f"Phase 2a options. Written by {ran or 'remedy'} from its host data."
     )
 
 
@@ -189,8 +202,11 @@ class _Values:
     """The values of each step of one host's run: a method per template key, each
     giving the step's typed values (``remedy.core.programs.step_values``)."""
 
-    def __init__(self, plan, snap, s: HostData, run_id: str, unhealthy, builder=None, name=None):
+    def __init__(
+        self, plan, snap, s: HostData, run_id: str, unhealthy, builder=None, name=None, ran=None
+    ):
         self.plan, self.snap, self.s, self.unhealthy = plan, snap, s, unhealthy
+        self.ran = ran
         self.host_name = name or s.flake_host
         self.builder = builder
         self.resuming = None
@@ -264,7 +280,7 @@ class _Values:
             allowed_signers=None,  # read on this machine at prepare (remedy.operations)
             trusted_signers=s.trusted_signers,
             required_fix_rev=s.required_fix_rev,
-            lock_message=lock_message(s, locked.rev if locked else None),
+            lock_message=lock_message(s, locked.rev if locked else None, self.ran),
             builder=self.builder,
             skip=self.skip_durable(self.resuming or own),
         )
@@ -289,7 +305,7 @@ class _Values:
             flake_dir=s.flake_dir,
             managed_file=s.managed_file,
             text=plan.managed_text or "",
-            message=managed_message(s, plan.scope),
+            message=managed_message(s, plan.scope, self.ran),
             flake_host=s.flake_host,
             builder=self.builder,
             skip=self.skip_durable(own),
@@ -569,10 +585,12 @@ def plan_steps(
     unhealthy: str | None = None,
     builder: Builder | None = None,
     host_name: str | None = None,
+    ran: Ran | None = None,
 ) -> Steps:
     """Every step of this host's run with its values (see the module's doc); BUILDER:
-    the builder its build_host names (the inventory knows it), or None."""
-    values = _Values(plan, snap, s, run_id, unhealthy, builder, host_name)
+    the builder its build_host names (the inventory knows it), or None; RAN: the
+    runbook the run carries out (its commits name it and its issues)."""
+    values = _Values(plan, snap, s, run_id, unhealthy, builder, host_name, ran)
     path = FALLBACK if plan.path == FALLBACK else DURABLE
     steps = tuple(Step(t, staged(t, getattr(values, t.key)(), path)) for t in TEMPLATES)
     return Steps(steps, values.resuming)
