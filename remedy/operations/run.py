@@ -173,11 +173,16 @@ def start_recording(run: Run, state, project: Path, runbook: str) -> None:
 
 
 def _built_on(b) -> str:
-    trust = "signatures checked" if b.signed else "--no-check-sigs: root trusts its builder"
+    if b.signed:
+        trust = "signatures checked against trusted-public-keys"
+        check = "verify the whole closure's contents and signatures (nix store verify -r)"
+    else:
+        trust = "--no-check-sigs: builder_unsigned_copy, root trusts the builder's user"
+        check = "verify the whole closure's contents only (nix store verify -r --no-trust)"
     return (
         f"will build on the builder {b.label}, not here: the bumped configuration and "
         f"the flake checks; then copy the built system's closure here (nix copy --from "
-        f"{b.store}, {trust}), check it valid and read its start script; no nix "
+        f"{b.store}, {trust}), {check} and read its start script; no nix "
         "evaluates here"
     )
 

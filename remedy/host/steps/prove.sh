@@ -233,10 +233,9 @@ $(builder_label): $(why_of "$out")"
     else
       case $out in
       # Nix 2.8 says "lacks a valid signature", later ones "lacks a signature"
-      *"lacks a signature"* | *"lacks a valid signature"*) hint=" (copy_signed \
-is true: the builder must \
-sign with secret-key-files and this host trust its key in \
-trusted-public-keys)" ;;
+      *"lacks a signature"* | *"lacks a valid signature"*) hint=" (the copy \
+checks signatures: the builder must sign with secret-key-files and this host \
+trust its key in trusted-public-keys; or builder_unsigned_copy = true)" ;;
       *"No space left"*) hint=" (this host's store is full: collect garbage, \
 nix-collect-garbage -d)" ;;
       esac
@@ -244,9 +243,15 @@ nix-collect-garbage -d)" ;;
     give_up "the copy of $toplevel from the builder $(builder_label) failed: \
 $(why_of "$out")$hint"
   fi
-  out=$(nix-store --verify-path "$toplevel" 2>&1) ||
-    give_up "$toplevel is not valid here after the copy from $(builder_label): \
-$(why_of "$out")"
+  # the whole closure, its contents and (signed) its signatures against this
+  # host's trusted-public-keys; unsigned, the contents only: their hashes came
+  # from the builder too
+  trust=
+  [ "$builder_signed" = yes ] || trust=--no-trust
+  # shellcheck disable=SC2086  # $trust is one flag or none
+  out=$(nix_ store verify -r $trust "$toplevel" 2>&1 </dev/null) ||
+    give_up "the closure of $toplevel copied from $(builder_label) does not \
+verify here (nix store verify -r${trust:+ $trust}): $(why_of "$out")"
 fi
 # the proof: the built system holds every setting it must
 lacks=$(system_lacks "$toplevel" "$unit" "$(printf '%s' "$items" |
