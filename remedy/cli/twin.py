@@ -66,14 +66,28 @@ def twin():
     help="With --role builder: a serving twin, already up, whose root may log in to "
     "this builder (its key, the builder's host key). Repeatable.",
 )
+@click.option(
+    "--with-git",
+    is_flag=True,
+    help="With --role builder: the builder has git (a stock NixOS builder has none, "
+    "and a builder twin neither unless this is given).",
+)
+@click.option(
+    "--unsigned",
+    is_flag=True,
+    help="With --role builder: its nix-daemon signs nothing (by default it signs what "
+    "it builds, and --for makes the serving twins trust its key).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the twin as JSON.")
-def up(name, with_emergency_override, fresh, suite, role, serving, as_json):
+def up(name, with_emergency_override, fresh, suite, role, serving, with_git, unsigned, as_json):
     """Build or reuse the cached rootfs, boot a twin, wait until SSH and the server answer
     (a builder: SSH only)."""
     if serving and role != "builder":
         raise click.UsageError("--for pairs a builder with serving twins: add --role builder")
     if role == "builder" and with_emergency_override:
         raise click.UsageError("--with-emergency-override is for a serving twin, not a builder")
+    if (with_git or unsigned) and role != "builder":
+        raise click.UsageError("--with-git and --unsigned are for a builder: add --role builder")
     # the serving twins first: a name that is not up fails before anything boots
     pairs = [_serving_twin(s, name) for s in dict.fromkeys(serving)]
     if fresh and name in {t.name for t in machine.all_twins()}:
@@ -83,6 +97,8 @@ def up(name, with_emergency_override, fresh, suite, role, serving, as_json):
         suite=suite,
         with_emergency_override=with_emergency_override,
         role=role,
+        builder_git=with_git,
+        builder_signs=not unsigned,
         progress=_progress,
     )
     for s in pairs:
@@ -91,12 +107,14 @@ def up(name, with_emergency_override, fresh, suite, role, serving, as_json):
         doc = {"name": t.name, "suite": t.suite, "role": t.role, **t.inventory_data()}
         if t.role == "builder":
             doc["paired_with"] = [s.name for s in pairs]
+            doc.update(git=t.git, signs=t.signs)
         click.echo(json.dumps(doc, indent=2))
         return
     if t.role == "builder":
         console.print(
             f"builder twin [bold]{t.name}[/] ({t.suite}) is up; it serves nothing; "
-            f"its user {machine.BUILDER_USER}"
+            f"its user {machine.BUILDER_USER}; {'git' if t.git else 'no git'}; "
+            f"{'signs what it builds' if t.signs else 'signs nothing'}"
         )
         for s in pairs:
             console.print(f"root of [bold]{s.name}[/] logs in to it with (inside {s.name}):")

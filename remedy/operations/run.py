@@ -148,9 +148,10 @@ def begin_restore(
     if _dry_run() and plan.update_input and not planned.resuming:
         _preview_bump(r, allowed)
     logger.info(plan.summary(host.name))
-    if builder is not None and plan.rebuild and not planned.resuming:
+    if plan.rebuild and not planned.resuming:
+        said = _built_on(builder) if builder is not None else _bounded(s)
         logger.info(
-            "\n".join(textwrap.wrap(f"{host.name}: {_built_on(builder)}", 76,
+            "\n".join(textwrap.wrap(f"{host.name}: {said}", 76,
                                      subsequent_indent="  ", break_on_hyphens=False))
         )  # fmt: skip
     if planned.resuming:
@@ -174,12 +175,29 @@ def start_recording(run: Run, state, project: Path, runbook: str) -> None:
     commits.update(audit.commits_of(project))
 
 
+def _bounded(s) -> str:
+    """What the memory bound bounds when this host builds (issue 44 item 7)."""
+    cap = f", at most nix_memory_max_gb={s.nix_memory_max_gb:g} GB" if s.nix_memory_max_gb else ""
+    return (
+        "will evaluate and build here, memory-gated; bounded in memory: the owner's nix "
+        "in a transient scope (MemoryMax), and nix-daemon.service's builds by a "
+        "runtime MemoryMax for the run, restored after (the builds run in the daemon's "
+        "cgroup, not in the scope); the bound is what the host can spare above "
+        f"min_mem_available_gb={s.min_mem_available_gb:g} GB{cap}"
+    )
+
+
 def _built_on(b) -> str:
-    trust = "signatures checked" if b.signed else "--no-check-sigs: root trusts its builder"
+    if b.signed:
+        trust = "signatures checked against trusted-public-keys"
+        check = "verify the whole closure's contents and signatures (nix store verify -r)"
+    else:
+        trust = "--no-check-sigs: builder_unsigned_copy, root trusts the builder's user"
+        check = "verify the whole closure's contents only (nix store verify -r --no-trust)"
     return (
         f"will build on the builder {b.label}, not here: the bumped configuration and "
         f"the flake checks; then copy the built system's closure here (nix copy --from "
-        f"{b.store}, {trust}), check it valid and read its start script; no nix "
+        f"{b.store}, {trust}), {check} and read its start script; no nix "
         "evaluates here"
     )
 

@@ -147,12 +147,15 @@ START_SCRIPT_CONFIG = r"""  # Config derivations are built locally and never sub
 # writeTextFile's runCommand gives the derivation (nixpkgs
 # pkgs/build-support/trivial-builders/default.nix: writeTextFile, runCommandWith,
 # writeShellApplication): text passed as a file, executable, the default checkPhase (a
-# dry run of the script), allowSubstitutes = true and preferLocalBuild = false, like a
-# package. `destination` is no attribute: it appears only in buildCommand, which moves
+# dry run of the script, then `${lib.getExe shellcheck-minimal} "$target"`, as nixpkgs
+# 24.11 (77d57157) has it: shellcheck-minimal is a build input of the start script;
+# later nixpkgs (00ee9b64) moved it to passthru.tests), allowSubstitutes = true and
+# preferLocalBuild = false, like a package. `destination` is no attribute: it appears only in buildCommand, which moves
 # the text to $out/bin/NAME. builder and args stand in for stdenv (its setup's PATH and
 # runHook, then genericBuild sourcing $buildCommandPath); stdenv's own attributes are
 # left out. Its script starts as writeShellApplication's does.
 START_SCRIPT_STRICT = r"""  # writeShellApplication: a strict-shell script, substitutable like a package.
+  shellcheckMinimal = import ../packages/shellcheck-minimal.nix { inherit system; };
   startScript = builtins.derivation {
     name = "start-tenstorrent-serving";
     inherit system;
@@ -164,6 +167,10 @@ START_SCRIPT_STRICT = r"""  # writeShellApplication: a strict-shell script, subs
     checkPhase = ''
       runHook preCheck
       /bin/bash -n -O extglob "$target"
+      # use shellcheck which does not include docs
+      # pandoc takes long to build and documentation isn't needed for just running the cli
+      ${shellcheckMinimal}/bin/shellcheck "$target"
+
       runHook postCheck
     '';
     allowSubstitutes = true;
@@ -574,13 +581,42 @@ def later_commit(signed_by: str | None, n: int = 1) -> Commit:
     )
 
 
+# shellcheck-minimal as nixpkgs has it: a package (a Haskell program, built with GHC
+# where no cache has it), no preferLocalBuild. The stand-in checks the syntax only;
+# its derivation does not depend on where the file is read from, so nix-build of this
+# file makes the very output the start script's checkPhase needs (SHELLCHECK_FILE: a
+# test puts it in the store as a substitute would).
+SHELLCHECK_MINIMAL = r"""# shellcheck-minimal (twin stand-in): a package, not a config derivation.
+{ system ? "x86_64-linux" }:
+builtins.derivation {
+  name = "shellcheck-minimal-0.10.0";
+  inherit system;
+  builder = "/bin/sh";
+  PATH = "/usr/bin:/bin";
+  args = [ "-c" ''
+    mkdir -p $out/bin
+    printf '#!/bin/sh\nexec /bin/bash -n "$@"\n' > $out/bin/shellcheck
+    chmod 0555 $out/bin/shellcheck
+  '' ];
+}
+"""
+SHELLCHECK_FILE = "packages/shellcheck-minimal.nix"
+
+
 def strict_shell_commit() -> Commit:
     """A tt-stack commit on top of #44 whose start script is made as
-    writeShellApplication makes it: no preferLocalBuild, yet no compile."""
+    writeShellApplication makes it: no preferLocalBuild, yet no compile; its checkPhase
+    runs shellcheck-minimal, a package (a compile on the host unless it is in the store
+    or substituted)."""
     return Commit(
         "serve: the start script through writeShellApplication (strict shell)\n\n"
         "shellcheck at build time; errexit, nounset and pipefail at run time.",
-        {"modules/tenstorrent-serving.nix": _serving("qwen3_xml", FIX_EXPORTS, strict_shell=True)},
+        {
+            "modules/tenstorrent-serving.nix": _serving(
+                "qwen3_xml", FIX_EXPORTS, strict_shell=True
+            ),
+            SHELLCHECK_FILE: SHELLCHECK_MINIMAL,
+        },
         "2026-09-26T09:00:00+02:00",
     )
 

@@ -85,6 +85,13 @@ class Twin:
     # "serving" (the host), or "builder" (serves nothing; see pair_builder). State
     # written before roles existed has none: those twins serve.
     role: str = "serving"
+    # A builder's tools and trust (issue 44). git: a stock NixOS has none
+    # (nixos/modules/config/system-path.nix's defaultPackages and requiredPackages
+    # list no git), so a builder twin has none unless made with it. signs: its
+    # nix-daemon signs what it builds (secret-key-files), and pair_builder makes the
+    # serving twin trust the key (trusted-public-keys).
+    git: bool = False
+    signs: bool = True
 
     # -- paths ---------------------------------------------------------------
     @property
@@ -285,14 +292,17 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _allocate(name: str, base: Path, suite: str, role: str) -> Twin:
+def _allocate(
+    name: str, base: Path, suite: str, role: str, git: bool = False, signs: bool = True
+) -> Twin:
     used = {t.slot for t in all_twins()}
     for slot in range(MAX_SLOTS):
         if slot in used:
             continue
         twin = Twin(
-            name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base), suite, role
-        )
+            name, slot, SSH_PORT_BASE + slot, SERVER_PORT_BASE + slot, str(base), suite, role,
+            git, signs,
+        )  # fmt: skip
         if _port_free(twin.ssh_port) and _port_free(twin.server_port):
             twin.dir.mkdir(parents=True, exist_ok=True)
             twin.save()
@@ -610,12 +620,15 @@ def up(
     suite: str | None = None,
     with_emergency_override: bool = False,
     role: str = "serving",
+    builder_git: bool = False,
+    builder_signs: bool = True,
     progress=print,
 ) -> Twin:
     """Boot twin NAME on a SUITE base (default ``rootfs.default_suite()``: the
     ``REMEDY_TWIN_SUITE`` environment variable, else trixie), as ROLE: "serving" (wait
     until the model server answers) or "builder" (wait for SSH; then the model server
-    masked and ``BUILDER_USER`` made, see ``make_builder``)."""
+    masked and ``BUILDER_USER`` made, see ``make_builder``). A builder has no git unless
+    BUILDER_GIT, as a stock NixOS, and signs what it builds unless not BUILDER_SIGNS."""
     validate_name(name)
     if role not in ROLES:
         raise TwinError(f"twin role {role!r}: expected one of {', '.join(ROLES)}.")
@@ -629,7 +642,7 @@ def up(
         try:
             twin = load(name)
         except TwinError:
-            twin = _allocate(name, base, suite, role)
+            twin = _allocate(name, base, suite, role, builder_git, builder_signs)
         if twin.suite != suite:
             raise TwinError(
                 f"twin {name} runs {twin.suite}, not {suite}; take it down first "
@@ -666,6 +679,13 @@ def up(
 
 
 SAFE_TT_STACK = f"\tdirectory = {fixtures.TT_STACK_DIR}"
+# Where a builder twin without git keeps the base's git (out of every PATH).
+GIT_ABSENT = "/usr/lib/remedy-twin-git-absent"
+# A builder twin's signing key pair (nix-store --generate-binary-cache-key), as a real
+# builder's nix.conf names it in secret-key-files.
+SIGNING_KEY = "/etc/nix/remedy-builder.sk"
+SIGNING_PUB = "/etc/nix/remedy-builder.pk"
+NIX_CONF = "/etc/nix/nix.conf"
 
 
 def make_builder(twin: Twin, progress=print) -> None:
@@ -706,6 +726,53 @@ def make_builder(twin: Twin, progress=print) -> None:
             text = "[safe]\n" + text.replace("[safe]\n", "")
         twin.exec(["install", "-m", "644", "-o", user, "-g", user, "/dev/stdin", gitconfig],
                   input=text)  # fmt: skip
+    _builder_git(twin, progress)
+    if twin.signs:
+        _builder_signs(twin, progress)
+
+
+def _builder_git(twin: Twin, progress=print) -> None:
+    """A builder twin without git (twin.git false), as a stock NixOS builder: the base's
+    /usr/bin/git moved out of every PATH; with git, put back."""
+    has = twin.exec(["test", "-e", "/usr/bin/git"], check=False).returncode == 0
+    if has and not twin.git:
+        progress(f"twin {twin.name}: no git (as a stock NixOS builder)")
+        twin.exec(["mv", "/usr/bin/git", GIT_ABSENT])
+    elif not has and twin.git:
+        progress(f"twin {twin.name}: git put back")
+        twin.exec(["mv", GIT_ABSENT, "/usr/bin/git"])
+
+
+def set_nix_conf_line(twin: Twin, line: str, progress=print) -> bool:
+    """LINE once in TWIN's nix.conf (written whole, mode 0644), its nix-daemon restarted
+    to read it; False when it was there already."""
+    text = with_line(_read(twin, NIX_CONF), line)
+    if text is None:
+        return False
+    progress(f"twin {twin.name}: {line} in {NIX_CONF}")
+    twin.exec(["sh", "-c", 'cat > "$1.new" && chmod 0644 "$1.new" && mv "$1.new" "$1"',
+               "sh", NIX_CONF], input=text)  # fmt: skip
+    twin.exec(["systemctl", "restart", "nix-daemon.service"], check=False)
+    return True
+
+
+def _builder_signs(twin: Twin, progress=print) -> None:
+    """The builder's nix-daemon signs what it builds: a key pair named after the twin,
+    the secret half in secret-key-files (0600, root's: the daemon reads it)."""
+    if twin.exec(["test", "-e", SIGNING_PUB], check=False).returncode != 0:
+        progress(f"twin {twin.name}: a signing key {SIGNING_KEY} ({twin.name}-1)")
+        twin.exec(["sh", "-c", 'umask 077 && nix-store --generate-binary-cache-key "$1" '
+                   '"$2" "$3" && chmod 0644 "$3"', "sh", f"{twin.name}-1", SIGNING_KEY,
+                   SIGNING_PUB])  # fmt: skip
+    set_nix_conf_line(twin, f"secret-key-files = {SIGNING_KEY}", progress)
+
+
+def builder_public_key(builder: Twin) -> str | None:
+    """The public key a signing builder twin signs with (NAME:BASE64), None if it does
+    not sign."""
+    if not builder.signs:
+        return None
+    return builder.exec(["cat", SIGNING_PUB]).stdout.strip()
 
 
 def _ensure_dir(twin: Twin, path: str, mode: str, owner: str) -> None:
@@ -754,12 +821,14 @@ def with_known_host(text: str | None, host: str, key: str) -> tuple[str | None, 
     return "".join(f"{ln}\n" for ln in [*kept, entry]), dropped
 
 
-def pair_builder(serving: Twin, builder: Twin, progress=print) -> None:
+def pair_builder(serving: Twin, builder: Twin, progress=print, trust: bool = True) -> None:
     """Let root of twin SERVING log in to builder twin BUILDER as BUILDER_USER, as a
     serving host reaches its builder; idempotent. In SERVING, root's key BUILDER_KEY
     (ed25519, no passphrase; made if absent); its public half once in the builder user's
     authorized_keys; the builder's host key once in root's known_hosts, as
-    ``[127.0.0.1]:PORT`` (twins share this machine's network namespace)."""
+    ``[127.0.0.1]:PORT`` (twins share this machine's network namespace). A builder that
+    signs: its public key in SERVING's nix.conf (extra-trusted-public-keys), unless not
+    TRUST."""
     if serving.role != "serving" or builder.role != "builder":
         raise TwinError(
             f"pairing twin {serving.name} ({serving.role}) with twin {builder.name} "
@@ -800,6 +869,10 @@ def pair_builder(serving: Twin, builder: Twin, progress=print) -> None:
     if mode != ["600", user]:
         builder.exec(["chown", f"{user}:{user}", auth])
         builder.exec(["chmod", "0600", auth])
+
+    public = builder_public_key(builder)
+    if public and trust:
+        set_nix_conf_line(serving, f"extra-trusted-public-keys = {public}", progress)
 
     host_key = builder.exec(["cat", "/etc/ssh/ssh_host_ed25519_key.pub"]).stdout.split()
     host = f"[127.0.0.1]:{builder.ssh_port}"

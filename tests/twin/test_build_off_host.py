@@ -75,8 +75,8 @@ def nix_calls(twin: machine.Twin) -> list[str]:
 
 def not_allowed(calls: list[str]) -> list[str]:
     """The calls that are none of: the copy's receiving side (nix copy --from, the
-    path's check), the profile (nix-env --set), reading the version (no evaluation),
-    the daemon socket-activated for the copy."""
+    closure's check: nix store verify -r), the profile (nix-env --set), reading the
+    version (no evaluation), the daemon socket-activated for the copy."""
 
     def allowed(line: str) -> bool:
         name, _, args = line.partition(" ")
@@ -85,8 +85,8 @@ def not_allowed(calls: list[str]) -> list[str]:
             return True
         if name == "nix" and words == ["--version"]:
             return True
-        if name == "nix-store" and words[:1] == ["--verify-path"]:
-            return True
+        if name == "nix" and "store" in words and "verify" in words:
+            return True  # the copied closure's check
         if name == "nix-env" and "--set" in words:
             return True
         return name == "nix-daemon"
@@ -94,15 +94,33 @@ def not_allowed(calls: list[str]) -> list[str]:
     return [line for line in calls if not allowed(line)]
 
 
-@pytest.fixture
-def builder():
+def _builder_twin(**kw):
     name = _twin_name("b")
     twin = machine.up(name, suite=os.environ.get("REMEDY_TWIN_SUITE") or "trixie",
-                      role="builder", progress=lambda _m: None)  # fmt: skip
+                      role="builder", progress=lambda _m: None, **kw)  # fmt: skip
     try:
         yield twin
     finally:
         machine.down(name, progress=lambda _m: None)
+
+
+@pytest.fixture
+def builder():
+    """A builder that has git and signs what it builds (its key trusted by the serving
+    twins paired with it)."""
+    yield from _builder_twin(builder_git=True)
+
+
+@pytest.fixture
+def stock_builder():
+    """A builder as a stock NixOS: no git; it signs what it builds."""
+    yield from _builder_twin()
+
+
+@pytest.fixture
+def unsigned_builder():
+    """A builder with git that signs nothing."""
+    yield from _builder_twin(builder_git=True, builder_signs=False)
 
 
 def paired_inventory(path, serving: machine.Twin, builder: machine.Twin, **data):
@@ -375,38 +393,106 @@ def test_a_builder_that_goes_down_mid_check_is_unreachable_not_a_verdict(
     assert "the check rejects" not in text and "failed on the builder" not in text, text[-4000:]
 
 
-def _nix_conf(twin: machine.Twin, line: str) -> None:
-    twin.exec(["sh", "-c", 'printf "%s\\n" "$1" >> /etc/nix/nix.conf', "sh", line])
-    twin.exec(["systemctl", "restart", "nix-daemon.service"], check=False)
-
-
 @pytest.mark.nix_cli
 def test_a_signed_copy_needs_the_builders_key_trusted_on_the_serving_host(
     make_twin, builder, tmp_path
 ):
+    """Issue 44 item 1: signed copies are the default. The builder twin signs what it
+    builds (secret-key-files); a serving host that does not trust its key takes nothing
+    from it; once it trusts the key the copy checks signatures and the whole copied
+    closure is verified against the trusted keys (nix store verify -r)."""
     serving = make_twin(with_emergency_override=True)
-    machine.pair_builder(serving, builder)
+    machine.pair_builder(serving, builder, progress=lambda _m: None, trust=False)
     wrap_nix(serving)
-    inventory = paired_inventory(tmp_path / "inv.py", serving, builder, copy_signed=True)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
     head = owner_git(serving, "rev-parse", "HEAD").stdout
     profile = serving.exec(["readlink", "-f", PROFILE]).stdout
-    builder.exec(["nix-store", "--generate-binary-cache-key", "builder-1", "/etc/nix/sk",
-                  "/etc/nix/pk"])  # fmt: skip
-    _nix_conf(builder, "secret-key-files = /etc/nix/sk")  # the daemon signs what it builds
 
+    dry = converge(inventory, serving, "--dry")
+    assert "signatures checked against trusted-public-keys" in said(dry), said(dry)[-3000:]
     untrusted = converge(inventory, serving)
     assert_fell_back_untouched(
-        serving, untrusted, head, profile, "the copy of /nix/store/", "copy_signed is true"
-    )
+        serving, untrusted, head, profile, "the copy of /nix/store/",
+        "this host trust its key in trusted-public-keys",
+    )  # fmt: skip
 
-    public = builder.exec(["cat", "/etc/nix/pk"]).stdout.strip()
-    _nix_conf(serving, f"extra-trusted-public-keys = {public}")
+    machine.pair_builder(serving, builder, progress=lambda _m: None)  # trusts its key
+    assert machine.builder_public_key(builder) in serving.exec(["cat", machine.NIX_CONF]).stdout
     trusted = converge(inventory, serving)
     text = said(trusted)
     assert trusted.returncode == 0, text[-4000:]
-    assert "signatures checked" in text and "outcome: path durable" in text, text[-4000:]
-    copies = [c for c in nix_calls(serving) if " copy " in c]
+    assert "outcome: path durable" in text, text[-4000:]
+    calls = nix_calls(serving)
+    copies = [c for c in calls if " copy " in c]
     assert copies and not [c for c in copies if "--no-check-sigs" in c], copies
+    verified = [c for c in calls if " store verify " in c]
+    assert verified and all(" -r " in c and "--no-trust" not in c for c in verified), calls
+    code, settings = status_settings(inventory, serving)
+    assert code == 0 and out_of_sync(settings) == set(), settings
+
+
+@pytest.mark.nix_cli
+def test_an_unsigned_copy_only_with_builder_unsigned_copy_and_status_lists_the_risk(
+    make_twin, unsigned_builder, tmp_path
+):
+    """Issue 44 item 1: a builder that signs nothing gives nothing by default; host data
+    builder_unsigned_copy = true copies without signatures, checks the closure's
+    contents only, and remedy status lists it as a risk."""
+    builder = unsigned_builder
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, builder, progress=lambda _m: None)
+    wrap_nix(serving)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    profile = serving.exec(["readlink", "-f", PROFILE]).stdout
+    signed = paired_inventory(tmp_path / "signed.py", serving, builder)
+    refused = converge(signed, serving)
+    assert_fell_back_untouched(
+        serving, refused, head, profile, "the copy of /nix/store/", "builder_unsigned_copy"
+    )
+
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder,
+                                 builder_unsigned_copy=True)  # fmt: skip
+    dry = converge(inventory, serving, "--dry")
+    assert "--no-check-sigs: builder_unsigned_copy" in said(dry), said(dry)[-3000:]
+    proc = converge(inventory, serving)
+    text = said(proc)
+    assert proc.returncode == 0 and "outcome: path durable" in text, text[-4000:]
+    calls = nix_calls(serving)
+    assert [c for c in calls if " copy " in c and "--no-check-sigs" in c], calls
+    verified = [c for c in calls if " store verify " in c]
+    assert verified and all(" -r --no-trust " in c for c in verified), calls
+    code, doc = remedy_json("status", inventory, "--limit", serving.name)
+    (host,) = doc["hosts"]
+    risks = [n for n in host["notes"] if n.startswith("risk: builder_unsigned_copy is true")]
+    assert risks and builder.name in risks[0], host["notes"]
+
+
+@pytest.mark.nix_cli
+def test_a_builder_without_git_is_named_before_the_run_with_the_option_that_adds_it(
+    make_twin, stock_builder, tmp_path
+):
+    """Issue 44 item 2: a stock NixOS builder has no git (system-path.nix); remedy asks
+    the builder before it sends anything there and names the NixOS option, the fallback
+    holds, and nothing is left on the builder."""
+    serving = make_twin(with_emergency_override=True)
+    machine.pair_builder(serving, stock_builder, progress=lambda _m: None)
+    wrap_nix(serving)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, stock_builder)
+    head = owner_git(serving, "rev-parse", "HEAD").stdout
+    profile = serving.exec(["readlink", "-f", PROFILE]).stdout
+    lacks = stock_builder.exec(
+        ["sh", "-c", "command -v git"], check=False, user=machine.BUILDER_USER
+    )
+    assert lacks.returncode != 0, lacks.stdout  # the twin is as a stock NixOS builder
+
+    proc = converge(inventory, serving)
+    assert_fell_back_untouched(
+        serving, proc, head, profile,
+        f"the builder {stock_builder.name} (remedy-build@127.0.0.1:",
+        "has no git", "programs.git.enable = true;",
+    )  # fmt: skip
+    left = stock_builder.exec(["sh", "-c", "ls -d /tmp/remedy-bump.* 2>/dev/null"], check=False)
+    assert left.stdout.strip() == ""
 
 
 @pytest.mark.nix_cli

@@ -46,9 +46,22 @@ def after_reboot(twin) -> dict:
 
 
 @pytest.mark.nix_cli
-def test_a_strict_shell_start_script_is_not_a_compile(twin, tmp_path):
-    """writeShellApplication sets preferLocalBuild = false: it is still no compile."""
+def test_a_strict_shell_start_script_is_not_a_compile_but_its_shellcheck_is(twin, tmp_path):
+    """writeShellApplication sets preferLocalBuild = false: the script is still no
+    compile. Its checkPhase runs shellcheck-minimal (nixpkgs 24.11), a package: where
+    the host must build it, that is a compile on the host and the bump is refused
+    naming it; once it is in the store (as a substitute puts it), the run goes on."""
     machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.strict_shell_commit())
+    refused = run_restore(twin, audit_log=tmp_path / "r.jsonl")
+    out = out_of(refused)
+    said = " ".join(out.split())
+    assert "compiled on the serving host (" in said, out[-4000:]
+    assert "shellcheck-minimal-0.10.0.drv" in said, out[-4000:]
+    assert "start-tenstorrent-serving.drv" not in said.split("compiled on the serving host")[1]
+
+    # shellcheck-minimal in the store, as a substitute from a binary cache leaves it
+    stand_in = f"{fixtures.TT_STACK_DIR}/{fixtures.SHELLCHECK_FILE}"
+    twin.exec(["nix-build", "--no-out-link", stand_in], timeout=300)
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     out = out_of(proc)
     assert proc.returncode == 0, out[-4000:]

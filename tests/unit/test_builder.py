@@ -41,6 +41,7 @@ def test_a_serving_host_with_a_builder_of_the_inventory_is_accepted():
         ([("b1", {"remedy_role": "builds"})], "'remedy_role'"),
         ([("b1", {"remedy_role": "builder", "builder_user": "Root;"})], "'builder_user'"),
         ([("s1", {"builder_key": "key"})], "'builder_key' must be an absolute path"),
+        ([("s1", {"copy_signed": True})], "builder_unsigned_copy = true"),
     ],
 )
 def test_bad_builder_data_is_refused_before_connecting_naming_the_host_and_key(hosts, said):
@@ -51,13 +52,15 @@ def test_bad_builder_data_is_refused_before_connecting_naming_the_host_and_key(h
 
 
 def test_the_builder_is_made_from_its_own_data_and_the_serving_hosts_trust():
-    s = host_data.from_host_data("s1", {"build_host": "b1", "copy_signed": True})
+    signed = host_data.from_host_data("s1", {"build_host": "b1"})
+    assert host_data.builder_of(signed, "b1", {"remedy_role": "builder"}).signed
+    s = host_data.from_host_data("s1", {"build_host": "b1", "builder_unsigned_copy": True})
     b = host_data.builder_of(
         s, "b1", {"remedy_role": "builder", "ssh_hostname": "10.1.2.3", "ssh_port": 2222,
                   "build_max_jobs": 4, "nix_timeout_s": 99}
     )  # fmt: skip
     assert (b.user, b.address, b.port, b.key, b.signed) == (
-        "remedy-build", "10.1.2.3", 2222, "/root/.ssh/remedy-builder", True
+        "remedy-build", "10.1.2.3", 2222, "/root/.ssh/remedy-builder", False
     )  # fmt: skip
     assert (b.max_jobs, b.timeout_s) == (4, 99)
     moved = host_data.builder_of(s, "b1", {"builder_address": "b1.lan"})

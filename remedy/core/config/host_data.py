@@ -219,10 +219,12 @@ class HostData:
     # this host reaches over SSH with builder_key; the closure is copied here.
     build_host: str = "serving"
     builder_key: str = "/root/.ssh/remedy-builder"
-    # The builder signs what it builds (its nix.conf secret-key-files) and this host
-    # trusts the key (trusted-public-keys): the copy checks signatures. False: the copy
-    # passes --no-check-sigs (root trusts the builder it reaches over SSH).
-    copy_signed: bool = False
+    # The copy from the builder checks signatures: the builder signs what it builds (its
+    # nix.conf secret-key-files) and this host trusts the key (trusted-public-keys), and
+    # the copied closure is verified against the trusted keys (nix store verify -r).
+    # True: the copy passes --no-check-sigs and root takes whatever the builder's user
+    # serves (only the contents' hashes are checked); remedy status lists it as a risk.
+    builder_unsigned_copy: bool = False
     # A builder's own data: its role, the unprivileged user the serving hosts' root
     # logs in as, and the address they reach it at (default: its ssh_hostname).
     remedy_role: str = "serving"
@@ -591,7 +593,7 @@ CHECKS = {
     "rotation_in": _optional(_argv),
     "build_host": _build_host,
     "builder_key": _pattern(PATH_RE, "an absolute path of plain characters (on the host)"),
-    "copy_signed": _bool,
+    "builder_unsigned_copy": _bool,
     "remedy_role": _choice(ROLES),
     "builder_user": _pattern(USER_RE, "a plain user name like remedy-build"),
     "builder_address": _optional(_pattern(ADDRESS_RE, "a host name or IP address")),
@@ -618,10 +620,19 @@ def _check_together(host: str, s: HostData) -> None:
         )
 
 
+# Keys that meant something once: what replaced them.
+RETIRED = {
+    "copy_signed": "is retired: the copy from a builder checks signatures unless "
+    "builder_unsigned_copy = true (a risk remedy status lists)",
+}
+
+
 def check_keys(host: str, data: dict) -> None:
     for key in data:
         if key in KEYS or _passthrough(key):
             continue
+        if key in RETIRED:
+            raise _fail(host, key, RETIRED[key])
         close = difflib.get_close_matches(key, sorted(KEYS), n=1, cutoff=0.6)
         hint = (
             f"; did you mean {close[0]!r}?"
@@ -725,7 +736,7 @@ def builder_of(
         str(address),
         port,
         s.builder_key,
-        s.copy_signed,
+        not s.builder_unsigned_copy,
         b.build_max_jobs,
         b.build_cores,
         b.nix_timeout_s,

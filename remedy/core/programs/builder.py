@@ -35,7 +35,7 @@ class Builder:
     address: str
     port: int
     key: str
-    signed: bool = False
+    signed: bool = True
     max_jobs: int = 1
     cores: int = 2
     timeout_s: int = 1800

@@ -36,7 +36,7 @@ NOT_CARRIED = {
     "build_host": "this script builds on the host, memory-gated and bounded; run the "
     "deploy to build on the builder",
     "builder_key": "this script builds on the host (see build_host)",
-    "copy_signed": "this script builds on the host: nothing is copied",
+    "builder_unsigned_copy": "this script builds on the host: nothing is copied",
 }
 MANUAL_RUN_ID = "manual"  # the run id of a plan made for the script (it makes its own)
 

@@ -150,6 +150,14 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
             f"the server's environment (/proc/{proc.pid}/environ) is not readable by this "
             "user: its variables are not compared with the next boot's (connect as root)"
         )
+    if settings.build_host != "serving" and settings.builder_unsigned_copy:
+        notes.append(
+            f"risk: builder_unsigned_copy is true: the copy from the builder "
+            f"{settings.build_host} takes its closure without signatures (nix copy "
+            "--no-check-sigs), so whoever controls the builder's user can hand root a "
+            "system that remedy activates; sign on the builder (secret-key-files), trust "
+            "its key here (trusted-public-keys) and drop the key"
+        )
     if ignored:
         notes.append(
             f"{len(ignored)} unmanaged volatile {'entry' if len(ignored) == 1 else 'entries'} "

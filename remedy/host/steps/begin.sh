@@ -7,6 +7,7 @@
 # that state: the plan was made for another; unless an earlier run of the same
 # plan (plan_id) changed it: then this run finishes that one.
 need journal run_id unit flake_dir host
+# @include-text DAEMON_BOUND daemon_bound.sh
 owner_of "$flake_dir"
 system=/nix/var/nix/profiles/system
 changed=
@@ -53,6 +54,12 @@ if [ -n "$changed" ]; then
   give_up "the host changed since the plan was made ($changed): nothing" \
     "changed; make the plan again"
 fi
+# an interrupted run's bound on nix-daemon.service's builds (prove.sh) goes:
+# remedy's own leftover, undone in either mode, as the journal is written
+out=$(sh -c "$(DAEMON_BOUND)" sh restore "${journal%/*}/nix-daemon-bound" \
+  2>&1) || log yellow "cannot restore nix-daemon.service's MemoryMax: \
+$(why_of "$out")"
+[ -z "$out" ] || log blue "$out"
 # The run journal is remedy's own memory of this run (removed when the run
 # ends): recording it changes nothing of the host, so it is recorded in either
 # mode and the answer is noop.

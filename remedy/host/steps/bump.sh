@@ -47,6 +47,17 @@ if [ -n "${builder_name:-}" ]; then
 $(why_of "$said")"
   log blue "the builder $(builder_label) answers: $(printf '%s\n' "$said" | \
 grep '^nix (' | head -n 1)"
+  # remedy clones, bumps, commits and bundles there with git, and Nix runs git
+  # for a flake in a git checkout (before 2.20) and to fetch a git input; a
+  # stock NixOS has none (nixos/modules/config/system-path.nix)
+  has=$(on_builder sh -c 'command -v git || echo remedy-lacks-git' </dev/null \
+      2>&1)
+  case $has in *remedy-lacks-git)
+    give_up "the builder $(builder_label) has no git, which remedy runs there \
+(the clone, the bump, its commit): a stock NixOS has none; add \
+programs.git.enable = true; (or pkgs.git in environment.systemPackages) to its \
+configuration and switch it" ;;
+  esac
   on_builder pkill -u "$builder_user" -f "/tmp/remedy-bump.$builder_tag." \
       </dev/null >/dev/null 2>&1
   on_builder sh -c "$(SCRATCH_REMOVED)" sh "$(builder_clones)" "$builder_user" \

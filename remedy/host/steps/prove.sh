@@ -19,6 +19,7 @@ for i in "$@"; do items="$items$i$_nl"; done
 # @include-text CHECK_EXPR flake_check.nix
 # @include-text SYSTEM_BOOT system_boot.sh
 # @include-text FETCH builder_fetch.sh
+# @include-text DAEMON_BOUND daemon_bound.sh
 # @include system_lacks.sh
 owner_of "$flake_dir"
 scratch=$(jget scratch) there=$scratch
@@ -31,9 +32,26 @@ else
 fi
 short=$(printf '%.12s' "$(jget new_rev)")
 short=${short:-?}
-would "build and prove the configuration in $there"
+bounded=
+[ -n "${builder_name:-}" ] || bounded="; in memory, the owner's nix in a \
+transient scope and nix-daemon.service's builds by a runtime MemoryMax, \
+restored after"
+would "build and prove the configuration in $there$bounded"
+daemon_record=${journal%/*}/nix-daemon-bound
+# DAEMON_BOUND: with a nix-daemon the builds run in its cgroup, not in the
+# owner's scope: nix-daemon.service gets the same bound for the run
+daemon_bound() {
+  _o=$(sh -c "$(DAEMON_BOUND)" sh set "$daemon_record" "$bound" 2>&1) ||
+    give_up "cannot bound nix-daemon.service's builds: $(why_of "$_o")"
+  [ -n "${_daemon_said:-}" ] || log blue "$_o"
+  _daemon_said=yes
+}
+daemon_unbound() {
+  _o=$(sh -c "$(DAEMON_BOUND)" sh restore "$daemon_record" 2>&1) ||
+    log yellow "cannot restore nix-daemon.service's MemoryMax: $(why_of "$_o")"
+}
 err=$(mktemp) || give_up "cannot make a temporary file"
-trap 'rm -f -- "$err"' EXIT
+trap 'rm -f -- "$err"; daemon_unbound >/dev/null 2>&1' EXIT
 attr="$there#nixosConfigurations.\"$flake_host\".config.system.build.toplevel"
 # DOING: the memory bound of a nix here, in $bound; gives up below the gate
 gate() {
@@ -44,6 +62,7 @@ gate() {
     give_up "$why"
   fi
   bound=$(nix_bound)
+  daemon_bound
 }
 # The output of a nix that failed, for remedy.core.config.options (what host
 # data to fix).
@@ -218,6 +237,7 @@ printf '%s\n' "$results" | while IFS= read -r r; do
     log red "flake check $2: failed: $d" ;;
   esac
 done
+daemon_unbound
 case $results in *"${_nl}failed "*)
   give_up "$what failed${on:-} for $flake_input at the bumped rev: ${last:-?} \
 (the switch would deploy what the check rejects)" ;;
@@ -246,10 +266,9 @@ $(builder_label): $(why_of "$out")"
     else
       case $out in
       # Nix 2.8 says "lacks a valid signature", later ones "lacks a signature"
-      *"lacks a signature"* | *"lacks a valid signature"*) hint=" (copy_signed \
-is true: the builder must \
-sign with secret-key-files and this host trust its key in \
-trusted-public-keys)" ;;
+      *"lacks a signature"* | *"lacks a valid signature"*) hint=" (the copy \
+checks signatures: the builder must sign with secret-key-files and this host \
+trust its key in trusted-public-keys; or builder_unsigned_copy = true)" ;;
       *"No space left"*) hint=" (this host's store is full: collect garbage, \
 nix-collect-garbage -d)" ;;
       esac
@@ -257,9 +276,15 @@ nix-collect-garbage -d)" ;;
     give_up "the copy of $toplevel from the builder $(builder_label) failed: \
 $(why_of "$out")$hint"
   fi
-  out=$(nix-store --verify-path "$toplevel" 2>&1) ||
-    give_up "$toplevel is not valid here after the copy from $(builder_label): \
-$(why_of "$out")"
+  # the whole closure, its contents and (signed) its signatures against this
+  # host's trusted-public-keys; unsigned, the contents only: their hashes came
+  # from the builder too
+  trust=
+  [ "$builder_signed" = yes ] || trust=--no-trust
+  # shellcheck disable=SC2086  # $trust is one flag or none
+  out=$(nix_ store verify -r $trust "$toplevel" 2>&1 </dev/null) ||
+    give_up "the closure of $toplevel copied from $(builder_label) does not \
+verify here (nix store verify -r${trust:+ $trust}): $(why_of "$out")"
 fi
 # the proof: the built system holds every setting it must
 lacks=$(system_lacks "$toplevel" "$unit" "$(printf '%s' "$items" |
