@@ -13,12 +13,12 @@ audited as "not started" with the reason.
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 
 from gevent.event import Event
 
+from remedy import hooks
 from remedy.core.run import outcome as outcome_core
 from remedy.core.run import rollout as core
 from remedy.core.run.plan import unhealthy
@@ -60,26 +60,32 @@ def failure_of(done: outcome_core.Outcome) -> str | None:
     )
 
 
-def rotate(which: str, argv: tuple[str, ...], host: str, url: str, say) -> str | None:
-    """Run a rotation command (no shell) on this machine; why it failed, or None."""
+def rotate(
+    which: str, argv: tuple[str, ...], host: str, url: str, say, stop=None
+) -> str | None:
+    """Run a rotation command (no shell) on this machine, in a process group of its own
+    (remedy.hooks: ended with all it started when it exits, at ROTATION_TIMEOUT_S, or
+    at the stop request STOP: a rotation_out's; a rotation_in runs even after a stop,
+    a host must not stay out of rotation); why it failed, or None."""
     cmd = core.rotation_argv(argv, host, url)
+    said = f"{which} {shlex.join(cmd)}"
     say(f"{host}: {which}: {shlex.join(cmd)}")
     try:
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=ROTATION_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        done = hooks.run_hook(cmd, ROTATION_TIMEOUT_S, stop)
     except OSError as exc:
-        return f"{which} {shlex.join(cmd)}: {exc.strerror or exc}"
-    except subprocess.TimeoutExpired:
-        return f"{which} {shlex.join(cmd)} did not end within {ROTATION_TIMEOUT_S}s"
-    if proc.returncode != 0:
-        last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-        return f"{which} {shlex.join(cmd)} exited {proc.returncode}: {last[0]}"
+        return f"{said}: {exc.strerror or exc}"
+    last = done.output.strip().splitlines()[-1:] or ["no output"]
+    if done.ended == "timeout":
+        return f"{said} did not end within {ROTATION_TIMEOUT_S}s: ended, with its children"
+    if done.ended:
+        return f"{said} ended: {done.ended}"
+    if done.left_running:
+        say(
+            f"{host}: {which} exited {done.returncode} and left {done.left_running} "
+            "process(es) running: ended"
+        )
+    if done.returncode != 0:
+        return f"{said} exited {done.returncode}: {last[0]}"
     return None
 
 
@@ -128,7 +134,7 @@ class Gates:
             return True
         self.say(f"{name}: took the restart budget ({what}wave {turn.wave})")
         if s.rotation_out and (
-            why := rotate("rotation_out", s.rotation_out, name, s.server_url, self.say)
+            why := rotate("rotation_out", s.rotation_out, name, s.server_url, self.say, self.stop)
         ):
             return self._hold_back(name, f"not started: {why}; not restarted this run")
         return True
