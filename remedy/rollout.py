@@ -19,6 +19,7 @@ from collections.abc import Callable
 from gevent.event import Event
 
 from remedy import hooks
+from remedy.core.config.host_data import ROTATION_BOUND_S
 from remedy.core.run import outcome as outcome_core
 from remedy.core.run import rollout as core
 from remedy.core.run.plan import unhealthy
@@ -27,7 +28,7 @@ from remedy.operations.results import step_results
 COMMIT_STEP = "hugepages"  # the first step after the proof: it changes the host
 WINDOW_END = "scratch_removed"  # the first step after the verify of the fallback
 KEPT_WHEN_HELD_BACK = ("scratch_removed",)
-ROTATION_TIMEOUT_S = 300
+ROTATION_TIMEOUT_S = ROTATION_BOUND_S  # counted in each host's default deadline
 SERVING = ("parsed", "inconclusive")  # a probe that says the server answers tool calls
 
 
@@ -60,9 +61,7 @@ def failure_of(done: outcome_core.Outcome) -> str | None:
     )
 
 
-def rotate(
-    which: str, argv: tuple[str, ...], host: str, url: str, say, stop=None
-) -> str | None:
+def rotate(which: str, argv: tuple[str, ...], host: str, url: str, say, stop=None) -> str | None:
     """Run a rotation command (no shell) on this machine, in a process group of its own
     (remedy.hooks: ended with all it started when it exits, at ROTATION_TIMEOUT_S, or
     at the stop request STOP: a rotation_out's; a rotation_in runs even after a stop,
@@ -99,9 +98,11 @@ class Gates:
         stop,
         say: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        given_up: dict | None = None,
     ):
         self.rollout, self.restores, self.stop, self.say = rollout, restores, stop, say
         self.clock = clock
+        self.given_up = {} if given_up is None else given_up  # host -> lifecycle.GivenUp
         self.held_back: dict[str, str] = {}  # host -> why it did not start
         self.rotation_failed: dict[str, str] = {}  # host -> why its rotation_in failed
         self._changed = Event()
@@ -167,7 +168,10 @@ class Gates:
         restore, s = self.restores[name], self.restores[name].host_data
         done = host_outcome(restore, self.stop, False, ended=False)
         after = done.details.get("probe_after") or restore.before.probe.outcome
-        if s.rotation_in and after in SERVING:
+        if name in self.given_up:  # what its server does now is not known
+            if s.rotation_in:
+                self.say(f"{name}: left out of rotation: the run gave it up")
+        elif s.rotation_in and after in SERVING:
             if why := rotate("rotation_in", s.rotation_in, name, s.server_url, self.say):
                 self.rotation_failed[name] = why
         elif s.rotation_in:
@@ -188,6 +192,8 @@ class Gates:
             self._leave_window(name)
         done = host_outcome(restore, self.stop, host_failed, ended=True)
         failed = failure_of(done)
+        if name in self.given_up:
+            failed = self.given_up[name].why
         if name in self.rotation_failed:
             failed = "; ".join(x for x in (failed, self.rotation_failed[name]) if x)
         if name in self.held_back:
