@@ -128,6 +128,7 @@ class HostRun:
     lines: list[str] = field(default_factory=list, repr=False)  # what pyinfra said of it
     why: str | None = None  # why it failed or stopped, if it did
     audited: bool = False  # its audit line is written (by the deploy's own code)
+    given_up: bool = False  # the run stopped waiting for it (its deadline, a stop)
 
     def tail(self, lines: int = 25) -> str:
         return "\n".join(self.lines[-lines:])
@@ -172,17 +173,107 @@ def converge_hosts(
     ):
         for name, why in failed.items():
             runs[name].returncode, runs[name].why = 1, f"could not connect over SSH: {why}"
-        _prepare(state, connected, deploy, runs, progress)
+        bounds = _Bounds(the_run, state, connected, time.monotonic(), runs, watch.progress)
+        _prepare(state, connected, deploy, runs, progress, bounds)
         restores = {h.name: r for h in connected if (r := run_mod.restore_of(the_run, h.name))}
         rollout = rollout_core.Rollout.of(policy, [_turn(n, restores, runs) for n in hosts])
-        live = [h for h in connected if h.name in restores]
-        _execute(the_run, state, live, restores, rollout, watch)
+        bounds.rollout = rollout
+        live = [h for h in connected if h.name in restores and h.name not in the_run.given_up]
+        _execute(the_run, state, live, restores, rollout, watch, bounds)
         run_mod.record_runs(the_run)
-        reads = _reads_after(state, connected, restores, progress)
+        reads = _reads_after(state, connected, restores, progress, bounds)
         reads += [HostRead(name, error=runs[name].why) for name in failed]
         for r in reads:
             r.ssh = ssh_of(state.inventory.get_host(r.name))
     return FleetRun(runs, sorted(reads, key=lambda r: r.name), rollout)
+
+
+class HostGivenUp(BaseException):
+    """Raised in the greenlet of a host the run gave up (not an Exception: no step's
+    handler takes it for a failure of its own and goes on)."""
+
+
+class _Bounds:
+    """Every host's deadline (host data host_deadline_s, from the run's start, its
+    waits for its turn not counted) and the stop request's grace
+    (lifecycle.STOP_GRACE_S a phase): a host past either is given up and named, its
+    greenlet ended, its connection closed, and the run goes on with the others."""
+
+    def __init__(self, the_run, state, hosts: list, began: float, runs: dict, say):
+        self.the_run, self.state, self.runs, self.say = the_run, state, runs, say
+        self.hosts = {h.name: h for h in hosts}
+        self.began, self.rollout = began, None
+        self.deadline_s = {}
+        for h in hosts:
+            try:
+                self.deadline_s[h.name] = settings_mod.from_host_data(h.name, h.data).deadline_s
+            except Exception:  # bad data: the deploy refuses it, and records why
+                self.deadline_s[h.name] = settings_mod.HostData().deadline_s
+
+    def over(self, name: str, phase: str, phase_began: float, now: float):
+        """Why host NAME is given up now (a GivenUp), or None."""
+        from remedy import lifecycle
+
+        step = self.the_run.steps_now.get(name)
+        where = f"during '{step}'" if step else f"in {phase}"
+        waited = self.rollout.waited(name, now) if self.rollout is not None else 0.0
+        limit = self.deadline_s[name]
+        if now - self.began - waited >= limit:
+            why = f"given up at its deadline (host_deadline_s={limit:g}) {where}"
+            return lifecycle.GivenUp(why, lifecycle.GIVEN_UP, step)
+        stopped = self.the_run.stopped_at
+        if stopped is not None and now - max(stopped, phase_began) >= lifecycle.STOP_GRACE_S:
+            base = (self.the_run.stop.why or "interrupted").split(" during '")[0]
+            why = (
+                f"{base} {where}; given up: it did not end within "
+                f"{lifecycle.STOP_GRACE_S:.0f}s of the stop"
+            )
+            return lifecycle.GivenUp(why, "interrupted", step)
+        return None
+
+    def join(self, greenlets: dict, phase: str) -> None:
+        """Wait for GREENLETS ({host name: greenlet}) of PHASE, giving up each host past
+        its bound; a host given up is not waited for."""
+        import gevent
+
+        phase_began = time.monotonic()
+        while True:
+            alive = {
+                n: g for n, g in greenlets.items() if not g.dead and n not in self.the_run.given_up
+            }
+            if not alive:
+                return
+            now = time.monotonic()
+            for name, greenlet in alive.items():
+                if gave_up := self.over(name, phase, phase_began, now):
+                    self.give_up(name, greenlet, gave_up)
+            gevent.wait(list(alive.values()), timeout=0.5, count=1)
+
+    def give_up(self, name: str, greenlet, gave_up) -> None:
+        import gevent
+
+        self.the_run.given_up[name] = gave_up
+        self.the_run.locks.pop(name, None)  # never released: that would wait on the host
+        run = self.runs[name]
+        run.returncode, run.why, run.given_up = 1, gave_up.why, True
+        run.lines.append(gave_up.why)
+        self.say(f"{name}: {gave_up.why}")
+        greenlet.kill(HostGivenUp(gave_up.why), block=False)
+        host = self.hosts.get(name)
+        if host is not None:
+            gevent.spawn(_close, host)  # a frozen peer's reads end with the connection
+            _fail(self.state, {host})
+        greenlet.join(timeout=5)  # its own ending (the rollout learns it failed)
+
+
+def _close(host) -> None:
+    """Close HOST's SSH connection (pyinfra's disconnect leaves paramiko's open)."""
+    client = getattr(host.connector, "client", None)
+    try:
+        if client is not None:
+            client.close()
+    except Exception:  # going anyway
+        pass
 
 
 def _turn(name: str, restores: dict, runs: dict[str, HostRun]):
@@ -206,7 +297,9 @@ def _fail(state, hosts: set) -> None:
         pass
 
 
-def _prepare(state, hosts: list, deploy: str, runs: dict[str, HostRun], progress) -> None:
+def _prepare(
+    state, hosts: list, deploy: str, runs: dict[str, HostRun], progress, bounds: _Bounds
+) -> None:
     """Every host's deploy file at once (its read, plan and steps), each in its greenlet. A
     host that stops (its lock held, an unreadable host: ``run.HostStopped``) or fails
     here fails alone, with its reason; the run audited it (HostStopped, SystemExit)."""
@@ -233,11 +326,15 @@ def _prepare(state, hosts: list, deploy: str, runs: dict[str, HostRun], progress
             return 1, f"{host.name}: the deploy could not plan: {cause!r}", False
         return None
 
-    greenlets = {host: state.pool.spawn(load, host) for host in hosts}
-    gevent.joinall(list(greenlets.values()))
+    greenlets = {host: gevent.spawn(load, host) for host in hosts}
+    bounds.join({h.name: g for h, g in greenlets.items()}, "its read and plan")
     stopped = set()
     for host, greenlet in greenlets.items():
         run = runs[host.name]
+        if run.given_up:  # audited when the run ends (its plan made), else by converge
+            run.audited = host.name in bounds.the_run.entries
+            stopped.add(host)
+            continue
         if (said := greenlet.get()) is None:
             run.audited = True  # its audit line is written when the run ends
             continue
@@ -248,7 +345,9 @@ def _prepare(state, hosts: list, deploy: str, runs: dict[str, HostRun], progress
     _fail(state, stopped)
 
 
-def _execute(the_run, state, hosts: list, restores: dict, rollout, watch: _Watch) -> None:
+def _execute(
+    the_run, state, hosts: list, restores: dict, rollout, watch: _Watch, bounds: _Bounds
+) -> None:
     """Each host's steps in a greenlet of its own (pyinfra's --no-wait), through the
     rollout's gates; a failing step fails that host only."""
     import gevent
@@ -258,12 +357,17 @@ def _execute(the_run, state, hosts: list, restores: dict, rollout, watch: _Watch
 
     state.set_stage(StateStage.Execute)
     state.is_executing = True
-    gates = rollout_mod.Gates(rollout, restores, the_run.stop, watch.progress)
+    gates = rollout_mod.Gates(
+        rollout, restores, the_run.stop, watch.progress, given_up=the_run.given_up
+    )
+    for h in hosts:  # each host's step, for a stop request that comes during it
+        the_run.steps_now[h.name] = None
     # not pyinfra's pool: a host that waits for its turn must not keep another from its own
-    greenlets = [
-        gevent.spawn(_run_host, the_run, state, h, restores[h.name], gates, watch) for h in hosts
-    ]
-    gevent.joinall(greenlets)
+    greenlets = {
+        h.name: gevent.spawn(_run_host, the_run, state, h, restores[h.name], gates, watch)
+        for h in hosts
+    }
+    bounds.join(greenlets, "its steps")
 
 
 def _run_host(the_run, state, host, restore, gates, watch: _Watch) -> None:
@@ -281,12 +385,16 @@ def _run_host(the_run, state, host, restore, gates, watch: _Watch) -> None:
                 break
             if not gates.before(host.name, keys.get(op_hash)):
                 continue
-            watch.step(host.name, ", ".join(state.get_op_meta(op_hash).names))
+            title = ", ".join(state.get_op_meta(op_hash).names)
+            watch.step(host.name, title)
+            the_run.steps_now[host.name] = title
             state.trigger_callbacks("operation_start", op_hash)
             with ctx_host.use(host):
                 done = run_host_op(state, host, op_hash)
+            the_run.steps_now[host.name] = None
             if not done:
                 _fail(state, {host})
+        the_run.ended.add(host.name)  # its steps are over: its record is its own
     except Exception as exc:  # a connection lost mid-step: this host's run ends here
         watch.said(host.name, f"{host.name}: the run stopped: {exc}")
         _fail(state, {host})
@@ -294,7 +402,9 @@ def _run_host(the_run, state, host, restore, gates, watch: _Watch) -> None:
         failed = gates.end(host.name, host in state.failed_hosts)
         run = watch.runs[host.name]
         run.seconds = time.monotonic() - started
-        if host.name in gates.held_back:
+        if host.name in the_run.given_up:
+            run.returncode, run.why = 1, the_run.given_up[host.name].why
+        elif host.name in gates.held_back:
             run.why = gates.held_back[host.name]
             # held back before its turn: not started, unless a stop request held it
             # after steps that ran (a clone, a bump, a proof): then its record is the
@@ -305,9 +415,11 @@ def _run_host(the_run, state, host, restore, gates, watch: _Watch) -> None:
                 run_mod.not_started(the_run, host, run.why)
         elif host in state.failed_hosts or failed:
             run.returncode, run.why = 1, failed or "a step failed"
+        if host.name in the_run.ended:  # the person hears of each host as it ends
+            watch.progress(f"{host.name}: its steps are over" + (f" ({run.why})" if failed else ""))
 
 
-def _reads_after(state, hosts: list, restores: dict, progress) -> list[HostRead]:
+def _reads_after(state, hosts: list, restores: dict, progress, bounds: _Bounds) -> list[HostRead]:
     """What each host is now: the run's own snapshot where nothing changed, else one read
     (a host whose run stopped before its plan is read once here)."""
     import gevent
@@ -321,9 +433,17 @@ def _reads_after(state, hosts: list, restores: dict, progress) -> list[HostRead]
             return HostRead(host.name, r.host_data, r.before)
         return HostRead(host.name, r.host_data, _with_definitions(host, r.host_data, r.before))
 
-    greenlets = [gevent.spawn(after, h) for h in hosts]
-    gevent.joinall(greenlets)
-    return [g.get() for g in greenlets]
+    given_up = bounds.the_run.given_up
+    greenlets = {h.name: gevent.spawn(after, h) for h in hosts if h.name not in given_up}
+    bounds.join(greenlets, "its read after the run")
+    out = []
+    for h in hosts:
+        r = restores.get(h.name)
+        if h.name in given_up:
+            out.append(HostRead(h.name, r.host_data if r else None, error=given_up[h.name].why))
+        else:
+            out.append(greenlets[h.name].get())
+    return out
 
 
 # ---------------------------------------------------------------- what the run says

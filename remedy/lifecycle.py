@@ -9,7 +9,9 @@ written. It is made once a process (``process_run``: pyinfra's config.py, or
 Signals and the audit's writing meet here, and nowhere else:
 
 * the first SIGINT or SIGTERM is the run's stop request: no further step starts (the
-  conditions read ``stop``), a build in progress is stopped on the hosts;
+  conditions read ``stop``), a build in progress is stopped on the hosts; a fleet
+  (``remedy.fleet``) gives each phase's work in progress ``STOP_GRACE_S`` more, then
+  gives up the hosts still in it, so the whole run ends within ``STOP_BOUND_S``;
 * a second, before the audit lines are written, writes them as killed (during the
   step in progress) and exits 128+N at once;
 * a second while the lines are being written lets them finish, then exits 128+N
@@ -39,6 +41,26 @@ from dataclasses import dataclass, field
 from remedy.core.run.stop import StopRequest
 
 RUNNING, WRITING, WRITTEN = "running", "writing", "written"
+# After a first SIGINT or SIGTERM, what a fleet's phase has in progress (the steps, the
+# reads of the report) gets this long to end; a host still in it then is given up.
+STOP_GRACE_S = 30.0
+# The whole run ends this soon after a first SIGINT or SIGTERM, whatever a host does
+# (README, "Exit codes"): three phases' grace, then the audit and the locks' release.
+STOP_BOUND_S = 120.0
+GIVEN_UP = "given up"  # the audit's result of a host given up at its deadline
+
+
+@dataclass(frozen=True)
+class GivenUp:
+    """A host this run stopped waiting for: at its deadline (RESULT GIVEN_UP) or at the
+    stop request's grace (RESULT "interrupted"), WHY, in step IN_STEP (None: between
+    steps, or before them)."""
+
+    why: str
+    result: str = GIVEN_UP
+    in_step: str | None = None
+
+
 STOP, KILL, DEFER, EXIT = "stop", "kill", "defer", "exit"
 
 
@@ -54,6 +76,15 @@ class Run:
     recording: dict | None = None  # {"state", "commits", "runbook"}
     writer: Callable[[Run, str | None], None] | None = None  # writes the audit lines
     in_progress: str | None = None  # the step pyinfra runs now (for one killed in it)
+    # a fleet's hosts, each on its own (remedy.fleet): the step each runs now (None:
+    # between steps, or waiting for its turn), those whose steps are all over, those
+    # given up; and, once a stop came, which were over and which step each was in then
+    steps_now: dict = field(default_factory=dict)
+    ended: set = field(default_factory=set)
+    given_up: dict = field(default_factory=dict)  # host name -> GivenUp
+    at_stop: dict | None = None  # {"ended": set, "steps": dict}
+    stopped_at: float | None = None  # time.monotonic() of the stop request
+    killed_by: str | None = None  # the second signal's name
     phase: str = RUNNING
     pending_exit: int = 0  # a signal that came while the lines were written
     installed: bool = False
@@ -78,6 +109,31 @@ class Run:
         if not why:
             return None
         return 143 if "SIGTERM" in why else 130
+
+    def host_interrupted(self, name: str, killed: str | None = None) -> str | None:
+        """Why host NAME's run was interrupted, as true for that host: None when its
+        steps were all over before the stop came (it is recorded with its own result);
+        else during the step it was in then. A run that tracks no host (pyinfra's CLI,
+        one host) says the process's why. KILLED: the process's why of a second
+        signal."""
+        why = self.stop.why
+        if not why:
+            return None
+        if self.at_stop is None or not (self.at_stop["steps"] or self.at_stop["ended"]):
+            return killed or why
+        if name in self.at_stop["ended"]:
+            return None
+        said = why.split(" during '")[0]
+        if step := self.at_stop["steps"].get(name):
+            said += f" during '{step}'"
+        if killed and self.killed_by:
+            said += f", then killed by a second {self.killed_by}"
+        return said
+
+    def snapshot_at_stop(self) -> None:
+        """Which hosts were over, and which step each was in, when the stop came."""
+        self.stopped_at = time.monotonic()
+        self.at_stop = {"ended": set(self.ended), "steps": dict(self.steps_now)}
 
     def killed_why(self, signum: int) -> str:
         step = f"during '{self.in_progress or '?'}'"
@@ -118,15 +174,19 @@ class Run:
     def _handle(self, signum, _frame) -> None:
         said = self.on_signal(signum)
         if said == STOP:
+            self.snapshot_at_stop()
             print(
                 f"remedy: {signal.Signals(signum).name}: stopping after the step in "
                 "progress (again to kill); a Nix build or evaluation in progress is "
-                "stopped now",
+                f"stopped now; the run ends within {STOP_BOUND_S:.0f}s",
                 file=sys.stderr,
             )
+            import gevent  # each in its own greenlet: a frozen host holds none of it
+
             for lock in list(self.locks.values()):  # a hung build must not hold the step
-                lock.stop_builds()
+                gevent.spawn(lock.stop_builds)
         elif said == KILL:
+            self.killed_by = signal.Signals(signum).name
             try:
                 self.write(killed=self.killed_why(signum))
             except Exception as exc:  # dying anyway: say what could not be recorded

@@ -13,12 +13,13 @@ audited as "not started" with the reason.
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 
 from gevent.event import Event
 
+from remedy import hooks
+from remedy.core.config.host_data import ROTATION_BOUND_S
 from remedy.core.run import outcome as outcome_core
 from remedy.core.run import rollout as core
 from remedy.core.run.plan import unhealthy
@@ -27,7 +28,7 @@ from remedy.operations.results import step_results
 COMMIT_STEP = "hugepages"  # the first step after the proof: it changes the host
 WINDOW_END = "scratch_removed"  # the first step after the verify of the fallback
 KEPT_WHEN_HELD_BACK = ("scratch_removed",)
-ROTATION_TIMEOUT_S = 300
+ROTATION_TIMEOUT_S = ROTATION_BOUND_S  # counted in each host's default deadline
 SERVING = ("parsed", "inconclusive")  # a probe that says the server answers tool calls
 
 
@@ -60,26 +61,30 @@ def failure_of(done: outcome_core.Outcome) -> str | None:
     )
 
 
-def rotate(which: str, argv: tuple[str, ...], host: str, url: str, say) -> str | None:
-    """Run a rotation command (no shell) on this machine; why it failed, or None."""
+def rotate(which: str, argv: tuple[str, ...], host: str, url: str, say, stop=None) -> str | None:
+    """Run a rotation command (no shell) on this machine, in a process group of its own
+    (remedy.hooks: ended with all it started when it exits, at ROTATION_TIMEOUT_S, or
+    at the stop request STOP: a rotation_out's; a rotation_in runs even after a stop,
+    a host must not stay out of rotation); why it failed, or None."""
     cmd = core.rotation_argv(argv, host, url)
+    said = f"{which} {shlex.join(cmd)}"
     say(f"{host}: {which}: {shlex.join(cmd)}")
     try:
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=ROTATION_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        done = hooks.run_hook(cmd, ROTATION_TIMEOUT_S, stop)
     except OSError as exc:
-        return f"{which} {shlex.join(cmd)}: {exc.strerror or exc}"
-    except subprocess.TimeoutExpired:
-        return f"{which} {shlex.join(cmd)} did not end within {ROTATION_TIMEOUT_S}s"
-    if proc.returncode != 0:
-        last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-        return f"{which} {shlex.join(cmd)} exited {proc.returncode}: {last[0]}"
+        return f"{said}: {exc.strerror or exc}"
+    last = done.output.strip().splitlines()[-1:] or ["no output"]
+    if done.ended == "timeout":
+        return f"{said} did not end within {ROTATION_TIMEOUT_S}s: ended, with its children"
+    if done.ended:
+        return f"{said} ended: {done.ended}"
+    if done.left_running:
+        say(
+            f"{host}: {which} exited {done.returncode} and left {done.left_running} "
+            "process(es) running: ended"
+        )
+    if done.returncode != 0:
+        return f"{said} exited {done.returncode}: {last[0]}"
     return None
 
 
@@ -93,9 +98,11 @@ class Gates:
         stop,
         say: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        given_up: dict | None = None,
     ):
         self.rollout, self.restores, self.stop, self.say = rollout, restores, stop, say
         self.clock = clock
+        self.given_up = {} if given_up is None else given_up  # host -> lifecycle.GivenUp
         self.held_back: dict[str, str] = {}  # host -> why it did not start
         self.rotation_failed: dict[str, str] = {}  # host -> why its rotation_in failed
         self._changed = Event()
@@ -128,7 +135,7 @@ class Gates:
             return True
         self.say(f"{name}: took the restart budget ({what}wave {turn.wave})")
         if s.rotation_out and (
-            why := rotate("rotation_out", s.rotation_out, name, s.server_url, self.say)
+            why := rotate("rotation_out", s.rotation_out, name, s.server_url, self.say, self.stop)
         ):
             return self._hold_back(name, f"not started: {why}; not restarted this run")
         return True
@@ -161,7 +168,10 @@ class Gates:
         restore, s = self.restores[name], self.restores[name].host_data
         done = host_outcome(restore, self.stop, False, ended=False)
         after = done.details.get("probe_after") or restore.before.probe.outcome
-        if s.rotation_in and after in SERVING:
+        if name in self.given_up:  # what its server does now is not known
+            if s.rotation_in:
+                self.say(f"{name}: left out of rotation: the run gave it up")
+        elif s.rotation_in and after in SERVING:
             if why := rotate("rotation_in", s.rotation_in, name, s.server_url, self.say):
                 self.rotation_failed[name] = why
         elif s.rotation_in:
@@ -182,6 +192,8 @@ class Gates:
             self._leave_window(name)
         done = host_outcome(restore, self.stop, host_failed, ended=True)
         failed = failure_of(done)
+        if name in self.given_up:
+            failed = self.given_up[name].why
         if name in self.rotation_failed:
             failed = "; ".join(x for x in (failed, self.rotation_failed[name]) if x)
         if name in self.held_back:

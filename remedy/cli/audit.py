@@ -78,6 +78,7 @@ RESULT_STYLE = {
     "interrupted": "bold red",
     "crashed": "bold red",
     "killed": "bold red",
+    "given up": "bold red",
     "locked": "yellow",
 }
 

@@ -472,7 +472,7 @@ def _audit_unreached(data: dict[str, dict], applied: dict[str, fleet.HostRun]) -
             continue
         record = audit.AuditRecord(
             host=name,
-            result="failed",
+            result="given up" if run.given_up else "failed",
             runbook="006",
             commits=audit.commits_of(fleet.PROJECT),
             issues=["tt-stack#49", "tt-stack#44", "tt-stack#52"],

@@ -40,7 +40,7 @@ from remedy.core.run import steps as steps_core
 from remedy.core.run.plan import RestorePlan, plan_restore, unhealthy
 from remedy.core.run.stop import StopRequest
 from remedy.errors import ConfigError
-from remedy.lifecycle import Run
+from remedy.lifecycle import GIVEN_UP, Run
 from remedy.operations import pyinfra_private
 from remedy.operations.results import step_results
 
@@ -473,15 +473,21 @@ def write_records(run: Run, killed: str | None = None) -> None:
         if r is None:
             continue
         results = step_results(r.flow)
+        # each host's own: one whose steps were over before a stop is not interrupted,
+        # one given up is recorded as such, in the step it was in
+        gave_up = run.given_up.get(h.name)
         done = outcome_core.outcome(
             r.plan.path,
             r.plan.reasons,
             results,
             old_rev=r.before.flake_input.rev if r.before.flake_input else None,
             flake_input=r.host_data.flake_input,
-            interrupted=killed or run.stop.why,
+            interrupted=gave_up.why
+            if gave_up and gave_up.result != GIVEN_UP
+            else run.host_interrupted(h.name, killed),
             host_failed=h in st.failed_hosts,
             unhealthy=unhealthy(r.plan, r.before),
+            given_up=gave_up.why if gave_up and gave_up.result == GIVEN_UP else None,
         )
         touched = any(
             x.status == outcome_core.CHANGED
@@ -507,6 +513,8 @@ def write_records(run: Run, killed: str | None = None) -> None:
         }
         if r.steps.resuming:
             details["resumed"] = r.steps.resuming
+        if gave_up and gave_up.in_step:
+            details["in_step"] = gave_up.in_step
         record = audit.AuditRecord(
             host=h.name,
             result=done.result,

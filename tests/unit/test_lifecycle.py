@@ -63,3 +63,46 @@ def test_a_stop_request_names_the_step_it_came_during():
     before = lifecycle.Run("test:1:2")
     assert before.on_signal(signal.SIGINT) == lifecycle.STOP
     assert before.stop.why == "interrupted by SIGINT"  # before any step
+
+
+def test_each_host_of_a_fleet_is_interrupted_in_its_own_step_or_not_at_all():
+    """Issue 43 A3: a SIGTERM while one host was frozen in its proof recorded the two
+    hosts that had converged as interrupted during 'Report the outcome'."""
+    run = lifecycle.Run("r")
+    run.steps_now = {"a": None, "b": None, "c": "Prove the build holds the desired state"}
+    run.ended = {"a", "b"}
+    run.in_progress = "Report the outcome"  # the last step pyinfra started, another host's
+    assert run.on_signal(signal.SIGTERM) == lifecycle.STOP
+    run.snapshot_at_stop()
+    assert run.host_interrupted("a") is None and run.host_interrupted("b") is None
+    assert run.host_interrupted("c") == (
+        "interrupted by SIGTERM during 'Prove the build holds the desired state'"
+    )
+    run.ended.add("c")  # what ends after the stop is still the interrupted run
+    assert run.host_interrupted("c").endswith("during 'Prove the build holds the desired state'")
+    run.steps_now["d"] = None  # waiting for its turn then: interrupted, in no step
+    run.snapshot_at_stop()
+    assert run.host_interrupted("d") == "interrupted by SIGTERM"
+
+
+def test_a_second_signal_is_said_per_host_too():
+    run = lifecycle.Run("r")
+    run.steps_now = {"a": "Switch to the proven system"}
+    run.on_signal(signal.SIGINT)
+    run.snapshot_at_stop()
+    run.killed_by = "SIGTERM"
+    assert run.host_interrupted("a", killed="x") == (
+        "interrupted by SIGINT during 'Switch to the proven system', then killed by a "
+        "second SIGTERM"
+    )
+
+
+def test_a_run_of_one_host_that_tracks_none_says_the_process_why():
+    run = lifecycle.Run("r")
+    run.in_progress = "Switch to the proven system"
+    run.on_signal(signal.SIGTERM)
+    run.snapshot_at_stop()
+    assert (
+        run.host_interrupted("a") == "interrupted by SIGTERM during 'Switch to the proven system'"
+    )
+    assert lifecycle.Run("r").host_interrupted("a") is None  # not stopped

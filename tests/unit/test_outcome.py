@@ -132,3 +132,31 @@ def test_a_rollback_that_could_not_run_is_not_a_failed_rollback():
     assert done.details["rollback_failed"] is None
     failed = [results[0], step("nix.system_rolled_back", "fallback", ERROR, rollback_failed="x")]
     assert "ROLLBACK FAILED: x" in outcome("durable", ["x"], failed).line
+
+
+def test_a_run_interrupted_or_given_up_took_only_the_path_it_reached():
+    """Issue 43 A3: a host frozen in its proof was recorded on path durable, though it
+    never switched."""
+    proving = [
+        step("nix.flake_input_updated", "durable", CHANGED),
+        step("nix.fix_proven", "durable", NOT_RUN),
+        step("nix.system_switched", "durable", NOT_RUN),
+        step(OVERRIDE, "fallback", NOT_RUN),
+    ]
+    cut = outcome("durable", ["x"], proving, interrupted="interrupted by SIGTERM")
+    assert (cut.result, cut.path) == ("interrupted", "none")
+    gone = outcome("durable", ["x"], proving, given_up="given up at its deadline")
+    assert (gone.result, gone.path) == ("given up", "none")
+    assert gone.details["failed"] == gone.details["given_up"] == "given up at its deadline"
+    assert "GIVEN UP: given up at its deadline" in gone.line
+    switched = [*proving[:2], step("nix.system_switched", "durable", CHANGED)]
+    assert outcome("durable", ["x"], switched, interrupted="i").path == "durable"
+    held = [step(OVERRIDE, "fallback", CHANGED)]
+    assert outcome("fallback", ["x"], held, given_up="g").path == "fallback"
+    assert outcome("durable", ["x"], [*switched, *held], interrupted="i").path == (
+        "durable+fallback"
+    )
+    # a run that ended keeps its plan's path
+    assert outcome("durable", ["x"], [step("nix.system_switched", "durable", CHANGED)]).path == (
+        "durable"
+    )

@@ -83,12 +83,22 @@ rotation_out           none                                    argv run here bef
                                                                {server_url}); no shell
 rotation_in            none                                    argv run here after the
                                                                verify (the same)
+host_deadline_s        the sum of the step bounds (see below)  the longest one host's
+                                                               part of a run may take,
+                                                               its waits for its turn not
+                                                               counted; then it is given up
 =====================  ======================================  ==========================
 
 The rollout keys (``remedy converge`` over a fleet, ``remedy.core.run.rollout``) are the
 fleet's: every host of one run must give max_restarting, canary and max_failures the
 same value (set them once, for the group). rotation_out and rotation_in are each
 host's own, e.g. ``["/usr/local/bin/lb", "disable", "{host}"]``.
+
+host_deadline_s: a host past it (a frozen host, a step that never returns) is given
+up and named, its connection closed, and the run reports the others. Its default is
+what the steps may take at most: lock_wait_s, two nix_timeout_s (the proof, the
+switch), two drain_timeout_s and two ready_timeout_s (the restart and the fallback's),
+two rotation hooks' bounds and ten minutes for the rest.
 
 managed_options maps each value remedy's managed file carries to the NixOS option
 it sets (a partial mapping keeps the other defaults)::
@@ -214,6 +224,9 @@ class HostData:
     # after the verify: {host} and {server_url} are replaced.
     rotation_out: tuple[str, ...] | None = None
     rotation_in: tuple[str, ...] | None = None
+    # The longest this host's part of a fleet run may take (its waits for its turn not
+    # counted): then it is given up (remedy.fleet). None: deadline_s, from the bounds.
+    host_deadline_s: float | None = None
     # Where the new system is evaluated and built (issue 29): "serving" (this host), or
     # the name of a builder host of the inventory (remedy_role builder), which root of
     # this host reaches over SSH with builder_key; the closure is copied here.
@@ -242,6 +255,20 @@ class HostData:
             "timeout_s": self.probe_timeout_s,
             "managed_file": self.managed_file,
         }
+
+    @property
+    def deadline_s(self) -> float:
+        """host_deadline_s, or what this host's steps may take at most (their bounds)."""
+        if self.host_deadline_s is not None:
+            return self.host_deadline_s
+        return (
+            self.lock_wait_s
+            + 2 * self.nix_timeout_s
+            + 2 * self.drain_timeout_s
+            + 2 * self.ready_timeout_s
+            + 2 * ROTATION_BOUND_S
+            + DEADLINE_SLACK_S
+        )
 
     @property
     def hugepages_per_card(self) -> int | None:
@@ -291,6 +318,8 @@ class HostData:
 
 
 KEYS = {f.name for f in fields(HostData)}
+ROTATION_BOUND_S = 300  # a rotation hook's bound (remedy.rollout.ROTATION_TIMEOUT_S)
+DEADLINE_SLACK_S = 600  # host_deadline_s's default: the steps without a bound of their own
 
 
 def _passthrough(key: str) -> bool:
@@ -591,6 +620,7 @@ CHECKS = {
     "max_failures": lambda h, k, v: _number(h, k, v, int),
     "rotation_out": _optional(_argv),
     "rotation_in": _optional(_argv),
+    "host_deadline_s": _optional(_positive),
     "build_host": _build_host,
     "builder_key": _pattern(PATH_RE, "an absolute path of plain characters (on the host)"),
     "builder_unsigned_copy": _bool,

@@ -56,9 +56,11 @@ def outcome(
     host_failed: bool = False,
     unhealthy: str | None = None,
     ended: bool = True,
+    given_up: str | None = None,
 ) -> Outcome:
     """The run's outcome. ENDED: every step had its turn (False while the last step
-    itself asks, before it is complete)."""
+    itself asks, before it is complete). GIVEN_UP: why the run stopped waiting for the
+    host (its deadline). A run interrupted or given up took only the path it reached."""
     # a durable step that gave up its stage (the fallback takes over); one that stops the
     # run (a memory gate) is the run's failure, not a fallback (remedy/host/lib.sh)
     durable_errors = [
@@ -88,9 +90,11 @@ def outcome(
         path = "durable+fallback"
     else:
         path = plan_path
+    if (interrupted or given_up) and plan_path != NOOP:
+        path = _reached(results, boot_pending)
     never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
     fatal = [r for r in results if r.status == ERROR and not r.ignorable]
-    result = _result(
+    result = "given up" if given_up else _result(
         interrupted, switch_locked, failed, _first(results, "refused"),
         bool(breaking or host_failed or (fatal and ended)), never_ran, unhealthy,
     )  # fmt: skip
@@ -107,10 +111,29 @@ def outcome(
         why = _stopped_before(never_ran[0])
     details = _details(results, old_rev, new_rev, notes)
     details.update(
-        durable_failed=durable_failed, interrupted=interrupted, failed=failed or why,
+        durable_failed=durable_failed, interrupted=interrupted, failed=given_up or failed or why,
         switch_locked=switch_locked, boot_pending=boot_pending,
     )  # fmt: skip
+    if given_up:
+        details["given_up"] = given_up
     return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
+
+
+def _reached(results: list[StepResult], boot_pending) -> str:
+    """The path a run that stopped early reached: the durable one once its switch ran
+    (or set the next boot), the fallback once the /run override holds, else none."""
+    durable = boot_pending or any(
+        r.op == "nix.system_switched" and r.status == CHANGED for r in results
+    )
+    fallback = any(
+        r.op == "serving.runtime_override_written" and r.status in (CHANGED, NO_CHANGE)
+        for r in results
+    )
+    if durable and fallback:
+        return "durable+fallback"
+    if durable:
+        return "durable at next boot" if boot_pending else DURABLE
+    return FALLBACK if fallback else "none"
 
 
 def _new_rev(results, old_rev, durable_failed, notes: list[str]) -> str | None:
@@ -220,6 +243,8 @@ def _line(plan_path, reasons, path, d, flake_input) -> str:
     if plan_path == NOOP:
         return "nothing to do: " + "; ".join(reasons)
     parts = [f"path {path}"]
+    if d.get("given_up"):
+        parts.append(f"GIVEN UP: {d['given_up']}")
     if d["new_rev"] and d["new_rev"] != d["old_rev"]:
         parts.append(f"{flake_input} {(d['old_rev'] or '?')[:12]} -> {d['new_rev'][:12]}")
     if d["boot_pending"] and d.get("boot_pending_reason") == "restart policy":

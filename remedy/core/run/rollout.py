@@ -205,6 +205,14 @@ class Rollout:
         t.state = "waiting"
         return WAIT
 
+    def waited(self, host: str, now: float) -> float:
+        """How long HOST has waited for its turn so far (its deadline does not count
+        it)."""
+        t = self.turns.get(host)
+        if t is None:
+            return 0.0
+        return t.waited_s + (now - t.waiting_since if t.waiting_since is not None else 0.0)
+
     def waits_for(self, host: str) -> str:
         """What HOST waits for, for the person who watches."""
         t = self.turns[host]
