@@ -253,16 +253,19 @@ gauge): the restart cuts the request(s) they carry"
   esac
 }
 
-# How many times systemd started UNIT ($1) since the run began (the run
-# journal's started_s): the unit's "Started" entries in the host's journal
+# How many times systemd started UNIT ($1) since the run began (after the run
+# journal's started_cursor): the unit's "Started" entries in the host's journal
 # (systemd's message id of a unit started), whoever started it: a switch, a
 # rollback, a restart. Nothing when the journal cannot tell.
 server_starts_since() {
-  _since=$(jget started_s)
-  [ -n "$_since" ] || return 0
-  _j=$(journalctl -q -u "$1" --since "@$_since" -o json \
-      --output-fields=MESSAGE_ID 2>/dev/null </dev/null) || return 0
-  printf '%s\n' "$_j" | grep -c 39f53479d3a045ac8e11786248231fbf
+  _after=$(jget started_cursor)
+  [ -n "$_after" ] || return 0
+  # no -u match: journalctl 252 skips the first match after a cursor
+  _j=$(journalctl -q --after-cursor="$_after" -o json \
+      --output-fields=MESSAGE_ID,UNIT 2>/dev/null </dev/null) || return 0
+  # (journalctl 252 writes "KEY" : "VALUE", 257 "KEY":"VALUE")
+  printf '%s\n' "$_j" | grep -F 39f53479d3a045ac8e11786248231fbf |
+    sed 's/" *: *"/":"/g' | grep -cF "\"UNIT\":\"$1\"" || :
 }
 
 # What the serving process lacks of what is wanted (items "want:KEY=VALUE": KEY

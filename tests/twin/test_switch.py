@@ -175,7 +175,11 @@ def test_a_failed_switch_rolls_back_the_boot_entry_and_another_failing_unit_is_n
     out = out_of(proc)
     assert proc.returncode == 0, out[-3000:]
     assert "switch exit 4: failed units tt-telemetry.service" in out, out[-3000:]
-    assert "outcome: path durable;" in out and "restarts 1" in out
+    journal = twin.exec(["journalctl", "-u", "tenstorrent-serving.service", "-o",
+                         "short-precise", "--no-pager"]).stdout  # fmt: skip
+    assert "outcome: path durable;" in out and "restarts 1" in out, (
+        out[-3000:] + "\nJOURNAL\n" + journal[-6000:]
+    )
     now = systems(twin)
     assert now["current"] == now["profile"] == now["boot"] != before["current"]
     assert probe_inside(twin).outcome == "parsed"

@@ -69,7 +69,12 @@ if [ -n "$(jget recorded_profile)" ]; then
     override_failed= || give_up "cannot write the run journal $journal"
   noop "finishing the earlier run $run_id (started $(jget started))"
 fi
+# where the host's journal stands: the server's starts after it are this run's
+# (a time in seconds would count a start made earlier in the same second)
+cursor=$(journalctl -q -n 0 --show-cursor 2>/dev/null </dev/null |
+  sed -n 's/^-- cursor: //p')
 jset "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "started_s=$(date +%s)" \
+  "started_cursor=$cursor" \
   "base_head=$head" \
   "recorded_profile=$(readlink -f "$system")" \
   "recorded_current=$(readlink -f /run/current-system)" \
