@@ -41,15 +41,14 @@ pid1=$(main_pid "$unit")
 w=$(printf '%s\n' "$switch_said" | grep '^systemd-run returned' | head -n 1)
 [ -z "$w" ] || log yellow "$w"
 # switch-to-configuration-ng goes on after a failing activation script (exit 2
-# comes at the end): the serving unit may have restarted already. Counted here
-# when the switch gives up (the restart step counts a switch that succeeded).
+# comes at the end): the serving unit may have restarted already. Counted below
+# when the switch gives up (the restart step counts a switch that succeeded,
+# exit 4 with the serving unit active included).
 restarted=''
 if [ "$switch_outcome" != "done" ] && [ "${pid1:-0}" -gt 0 ] &&
   [ "$pid1" != "${pid0:-0}" ]; then
   restarted="$unit restarted during the switch (pid ${pid0:-none} -> $pid1)"
   jset "pid_after_switch=$pid1"
-  say restarts 1
-  say restart_reason "the switch activated $toplevel before it failed"
 fi
 [ "$switch_outcome" != locked ] || code=locked
 jset "switching=$toplevel" "switch_exit=$code"
@@ -129,5 +128,9 @@ esac
 then_="the /run override goes back, then the rollback"
 [ "$switch_outcome" != boot-pending ] ||
   then_="the /run override goes back; the new generation stays the boot default"
+if [ -n "$restarted" ]; then  # a switch that gives up: counted here
+  say restarts 1
+  say restart_reason "the switch activated $toplevel before it failed"
+fi
 log red "$why; $then_"
 give_up "$why"
