@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from remedy import host
 from remedy.core.config import desired
 from tests.unit.test_data_settings import host as host_data
@@ -69,3 +71,19 @@ def test_the_proof_wants_the_item_and_every_item_the_running_unit_has(tmp_path):
     assert lacks(tmp_path / "b", was, forced) == f"EnvironmentFile (it drops {MODULE_S})"
     # the wanted item is not in
     assert lacks(tmp_path / "c", was, was) == "EnvironmentFile"
+
+
+def test_adopting_a_list_item_adds_it_and_a_reset_of_the_list_is_refused():
+    from remedy.core.config import adopt
+    from tests.unit.test_data_settings import snapshot, with_dropin
+
+    item = "[Service]\nEnvironmentFile=/etc/tt/extra.env\n"
+    a = adopt.adoption(with_dropin(snapshot("runtime_debug"), item), host_data(),
+                       "EnvironmentFile=/etc/tt/extra.env", "t#1", "window", "h")  # fmt: skip
+    assert a.setting.is_list and a.setting.nix_value("h") == '[ "/etc/tt/extra.env" ]'
+    # a drop-in that empties the list first replaces the module's items: refused
+    reset = "[Service]\nEnvironmentFile=\nEnvironmentFile=/etc/tt/extra.env\n"
+    with pytest.raises(adopt.AdoptRefused, match="resets EnvironmentFile= before") as refused:
+        adopt.adoption(with_dropin(snapshot("runtime_debug"), reset), host_data(),
+                       "EnvironmentFile=/etc/tt/extra.env", "t#1", "window", "h")  # fmt: skip
+    assert "drop the module's own EnvironmentFile" in str(refused.value)
