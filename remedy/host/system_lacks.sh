@@ -50,9 +50,9 @@ PROOFS
   printf '%s' "$_lacks"
 }
 
-# list_dropped NAME OLD NEW: the NAME=VALUE lines of unit OLD (and its .d/*.conf)
-# that unit NEW (and its .d/*.conf) lacks, ", " between (an empty NAME= reset
-# is no item).
+# list_dropped NAME OLD NEW: the NAME=VALUE lines of unit OLD (and its
+# .d/*.conf) that unit NEW (and its .d/*.conf) lacks, ", " between (an empty
+# NAME= reset is no item).
 list_dropped() {
   { cat "$3" "$3.d"/*.conf; echo '@@remedy-end'; cat "$2" "$2.d"/*.conf; } \
       2>/dev/null | awk -v n="$1=" '
