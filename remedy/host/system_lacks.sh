@@ -4,10 +4,15 @@
 # script's parser, a variable its start chain sets, a hugepage pool of its
 # kernel parameters, flags that must be absent, and a data setting's variable,
 # property, sysctl or flag. The start script is the one UNIT's ExecStart leads
-# to (through a `script =` wrapper).
+# to (through a `script =` wrapper). A list-valued property (plist: one
+# NAME=VALUE line per item, EnvironmentFile=...) must hold the wanted line and
+# keep every NAME= line the running system's unit has (the serving module's own
+# EnvironmentFile=-/etc/tenstorrent-serving/env): NixOS merges a mkForce'd list
+# by replacing every other definition.
 system_lacks() {
   _top=$1 _lacks=''
   _unit_file=$_top/etc/systemd/system/$2
+  _was=/run/current-system/etc/systemd/system/$2
   _exec=$(exec_path "$_unit_file" "$_unit_file.d"/*.conf)
   _script=$(flags_script "$_exec")
   while IFS='	' read -r _kind _label _value; do
@@ -22,6 +27,11 @@ system_lacks() {
     absent) ! grep -Eq -- "$_value" "$_script" 2>/dev/null ;;
     denv) grep -Fqs -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
     prop) grep -Fqsx -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
+    plist)
+      _dropped=$(list_dropped "${_value%%=*}" "$_was" "$_unit_file")
+      [ -z "$_dropped" ] || _label="$_label (it drops $_dropped)"
+      [ -z "$_dropped" ] &&
+        grep -Fqsx -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
     sysctl)
       cat "$_top"/etc/sysctl.d/*.conf 2>/dev/null | awk -v k="${_value%%=*}" \
           -v v="${_value#*=}" '
@@ -38,4 +48,16 @@ system_lacks() {
 $3
 PROOFS
   printf '%s' "$_lacks"
+}
+
+# list_dropped NAME OLD NEW: the NAME=VALUE lines of unit OLD (and its
+# .d/*.conf) that unit NEW (and its .d/*.conf) lacks, ", " between (an empty
+# NAME= reset is no item).
+list_dropped() {
+  { cat "$3" "$3.d"/*.conf; echo '@@remedy-end'; cat "$2" "$2.d"/*.conf; } \
+      2>/dev/null | awk -v n="$1=" '
+    !d { if ($0 == "@@remedy-end") d = 1; else have[$0] = 1; next }
+    index($0, n) == 1 && $0 != n && !($0 in have) && !seen[$0]++ {
+      out = out (out == "" ? "" : ", ") $0 }
+    END { printf "%s", out }'
 }

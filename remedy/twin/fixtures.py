@@ -384,10 +384,11 @@ def _serving(
     bin/vllm (nixpkgs' wrapper) instead of the server on the twin's PATH; ENV_FILE adds
     ``EnvironmentFile=-ENV_FILE`` to the unit."""
     unit = UNIT_INLINE if unit_env is None else UNIT_ASDROPIN
-    if env_file is not None:
-        unit = unit.replace("    ExecStart=${execStart}", f"    EnvironmentFile=-{env_file}\n"
-                            "    ExecStart=${execStart}")  # fmt: skip
     module = SERVING_MODULE
+    if env_file is not None:  # as a NixOS module sets it: serviceConfig, a plain definition
+        module = module.replace("  config.systemd.dropins", "  config.systemd.services"
+            f'.tenstorrent-serving.serviceConfig.EnvironmentFile = "-{env_file}";\n'
+            "  config.systemd.dropins")  # fmt: skip
     if wrapped:
         module = module.replace("exec @SERVER@ serve", "exec ${vllmTt}/bin/vllm serve")
     return (
@@ -815,7 +816,7 @@ let
   };
 
   lib = {
-    inherit mkOverride types;
+    inherit mkOverride mkType types;
     mkOption = attrs: attrs // { _type = "option"; };
     mkOptionDefault = mkOverride 1500;
     mkDefault = mkOverride 1000;
@@ -932,8 +933,17 @@ NIXOS_MODULE = r"""# The twin's NixOS: the options its system uses, and system.b
 { config, lib, revision, ... }:
 let
   inherit (lib) types;
-  # nixos/lib/systemd-unit-options.nix: a [Service] value (a list: one line per item)
-  unitOption = types.oneOf [ types.bool types.int types.str (types.listOf types.str) ];
+  # nixos/lib/systemd-unit-options.nix unitOption: a [Service] value (a list: one line
+  # per item). Its merge gets the highest-priority definitions only (attrsOf's
+  # mergeDefinitions and its own filterOverrides: a lib.mkForce replaces every other
+  # definition); if any of them is a list, all are concatenated (toList), else they
+  # must be equal.
+  unitOption = lib.mkType "systemd option" "systemd option"
+    (v: builtins.any (t: t.check v) [ types.bool types.int types.str (types.listOf types.str) ])
+    (loc: defs:
+      if builtins.any (d: builtins.isList d.value) defs
+      then builtins.concatMap (d: if builtins.isList d.value then d.value else [ d.value ]) defs
+      else types.unspecified.merge loc defs);
   # nixos/modules/config/sysctl.nix: a sysctl's value; null leaves it out
   sysctlOption = types.nullOr (types.oneOf [ types.bool types.str types.int ]);
   # nixos/lib/systemd-lib.nix: environment as Environment="NAME=VALUE", serviceConfig as
@@ -946,15 +956,19 @@ let
     ++ builtins.concatLists (map (n: let v = s.serviceConfig.${n}; in
       map (x: "${n}=${showValue x}") (if builtins.isList v then v else [ v ]))
       (builtins.attrNames s.serviceConfig));
-  # systemd.services.NAME is rendered into systemd.units."NAME.service": the twin's units
-  # are text, so its lines go into a [Service] section at the end of the unit.
+  # systemd.services.NAME is rendered into systemd.units."NAME.service" as
+  # nixos/lib/systemd-lib.nix serviceToUnit does: one [Service] section, so its lines
+  # go into the unit text's own [Service] (the twin's units are text), or a new one.
   withService = name: text:
     let
       s = config.systemd.services.${builtins.replaceStrings [ ".service" ] [ "" ] name} or null;
       lines = if s == null then [ ] else serviceLines s;
+      body = builtins.concatStringsSep "\n" lines + "\n";
     in
     if lines == [ ] then text
-    else text + "\n[Service]\n" + builtins.concatStringsSep "\n" lines + "\n";
+    else if builtins.replaceStrings [ "[Service]\n" ] [ "" ] text != text
+    then builtins.replaceStrings [ "[Service]\n" ] [ ("[Service]\n" + body) ] text
+    else text + "\n[Service]\n" + body;
   # nixos/modules/config/sysctl.nix: etc/sysctl.d/60-nixos.conf, false as 0
   sysctlText = builtins.concatStringsSep "" (map (n: let v = config.boot.kernel.sysctl.${n}; in
     if v == null then "" else "${n}=${if v == false then "0" else toString v}\n")

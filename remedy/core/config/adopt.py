@@ -141,6 +141,24 @@ def _assignment(snap: HostSnapshot, s: HostData, subject: str, entries) -> Found
     raise AdoptRefused(_absent(subject, what, entries))
 
 
+def _list_checked(snap: HostSnapshot, found: Found) -> None:
+    """A list-valued property (EnvironmentFile=) is adopted as an item remedy's file adds
+    to the module's list, never forced (a lib.mkForce drops the module's own items):
+    refused when its drop-in resets the list first (``NAME=``), which would replace them."""
+    path = found.seen.split(": ", 1)[0]
+    for f in snap.runtime.files:
+        if f.path != path or f.link is not None:
+            continue
+        settings = systemd.UnitFile(f.path, f.path, f.text).service_settings()
+        if any(k == found.name and not v.strip() for k, v in settings):
+            raise AdoptRefused(
+                f"{path} resets {found.name}= before {found.name}={found.value}: it "
+                f"replaces the unit's list, and remedy only adds an item to the serving "
+                f"module's list (forcing it would drop the module's own {found.name}): "
+                f"drop the reset to adopt the item, or change the module's list itself"
+            )
+
+
 def _checked(found: Found, asked: str | None) -> Found:
     if asked is not None and asked != found.value:
         seen = secrets.masked(found.seen)
@@ -248,6 +266,8 @@ def adoption(
     looks like a secret is adopted only when ADOPT_SECRET names it (a person said that
     its value may go into the repository)."""
     found = find(snap, s, subject)
+    if found.kind == data.PROPERTY and found.name in data.LIST_PROPERTIES:
+        _list_checked(snap, found)
     if secret(found) and adopt_secret != found.name:
         raise _secret_refused(found, host)
     if found.kind == data.FLAG and not flag_option:

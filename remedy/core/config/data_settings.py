@@ -89,6 +89,20 @@ FILE_REFERENCE_RE = re.compile(r"^(-?/[^\s]+|[A-Za-z0-9_.-]+:/[^\s]+)$")
 # Properties whose `systemctl show` name differs from the unit file's, and how show
 # writes their value: EnvironmentFiles=/path (ignore_errors=no).
 SHOWN = {"EnvironmentFile": "EnvironmentFiles"}
+# [Service] properties that are lists: each assignment adds an item (systemd.exec(5),
+# systemd.service(5)). NixOS merges serviceConfig.NAME as nixos/lib/systemd-unit-options
+# .nix unitOption does: the highest-priority definitions only (filterOverrides), lists
+# concatenated. So remedy adds its item as a list at the module's priority, never
+# lib.mkForce (that would drop the module's own, EnvironmentFile=-/etc/...).
+LIST_PROPERTIES = frozenset(
+    (
+        "EnvironmentFile", "Environment", "UnsetEnvironment", "PassEnvironment",
+        "ExecStartPre", "ExecStartPost", "ExecStopPost", "ExecCondition",
+        "ReadWritePaths", "ReadOnlyPaths", "InaccessiblePaths", "BindPaths",
+        "BindReadOnlyPaths", "SupplementaryGroups", "DeviceAllow", "LoadCredential",
+        "SetCredential", "ImportCredential",
+    )
+)  # fmt: skip
 IGNORE_ERRORS_RE = re.compile(r"^(\S+) \(ignore_errors=(yes|no)\)$")
 FILE_NAME = "a setting file is named <slug>.yaml (a-z, 0-9, -), e.g. vm-max-map-count.yaml"
 FLAG_OPTION = (
@@ -178,9 +192,17 @@ class DataSetting:
         if self.kind == FLAG:
             words = [self.name] if value is True else [self.name, str(value)]
             return "[ " + " ".join(nix_string(w) for w in words) + " ]"
+        if self.is_list:
+            return f"[ {nix_string(str(value))} ]"
         if isinstance(value, bool):
             return "true" if value else "false"
         return str(value) if isinstance(value, int) else nix_string(value)
+
+    @property
+    def is_list(self) -> bool:
+        """A list-valued unit property at its default option path: remedy's file adds
+        its item to the module's list (a plain definition), never forces it."""
+        return self.kind == PROPERTY and self.name in LIST_PROPERTIES and not self.option
 
     @property
     def runtime_form(self) -> str | None:

@@ -551,8 +551,10 @@ def managed_nix(s: HostData, scope: tuple[str, ...] | None = None) -> str | None
     ]
     for name, path, value, why in values:
         source = BY_KEY[name].source if name in BY_KEY else None
-        # a flag is added to a list of arguments that other definitions add to as well
-        forced = "" if source is not None and source.kind == data.FLAG else "lib.mkForce "
+        # a flag is added to a list of arguments that other definitions add to as well;
+        # a list-valued unit property likewise (a mkForce'd one replaces the module's)
+        added = source is not None and (source.kind == data.FLAG or source.is_list)
+        forced = "" if added else "lib.mkForce "
         lines += [f"  # {why}", f"  {path} = {forced}{value};"]
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -577,7 +579,9 @@ def proof_items(s: HostData, keys: tuple[str, ...]) -> tuple[str, ...]:
         elif (d := m.source) is not None:
             want = data.text(d.value_for(s.flake_host))
             kind = {data.ENVIRONMENT: "denv", data.PROPERTY: "prop", data.SYSCTL: "sysctl"}
-            if d.kind in kind:
+            if d.is_list:  # the whole list: the wanted item, and none of the module's lost
+                out.append(("plist", m.label, f"{d.name}={want}"))
+            elif d.kind in kind:
                 out.append((kind[d.kind], m.label, f"{d.name}={want}"))
             else:
                 out.append(("flag", m.label, d.name if want == "on" else f"{d.name} {want}"))
