@@ -7,6 +7,7 @@ None of this depends on Nix's CLI: trixie only."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -27,9 +28,16 @@ def test_a_scope_name_that_is_still_loaded_does_not_stop_the_next_nix(twin):
             break
         time.sleep(0.2)
     assert held.stdout.strip() == "active", held.stdout + held.stderr
-    ran = twin.exec(
-        commands.nix_bounded(["nix", "--version"], 10**9, "remedy-nix-eval-r1", 30),
-        check=False,
-    )
-    assert ran.returncode == 0 and ran.stdout.startswith("nix (Nix) "), ran.stdout + ran.stderr
+    # the process that becomes nix says its cgroup and its unit's memory bound (the
+    # twin's cgroup v1 memory controller is not the container's: systemd's record)
+    where = ("cg=$(sed -n 's/^0:://p' /proc/$$/cgroup); echo \"$cg\";"
+             ' systemctl show -P MemoryMax -- "${cg##*/}"')  # fmt: skip
+    nix = ["sh", "-c", f'{where}; exec "$@"', "sh", "nix", "--version"]
+    ran = twin.exec(commands.nix_bounded(nix, 10**9, "remedy-nix-eval-r1", 30), check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    cgroup, bound, version = ran.stdout.splitlines()
+    assert version.startswith("nix (Nix) "), ran.stdout
+    # its own scope, not the one still loaded, nor the session it was started from
+    assert re.fullmatch(r"/system\.slice/remedy-nix-eval-r1-\d+\.scope", cgroup), cgroup
+    assert bound == str(10**9), bound  # the scope's MemoryMax
     twin.exec(["systemctl", "stop", "remedy-nix-eval-r1.scope"], check=False)

@@ -31,6 +31,23 @@ def audit_lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def processes_started(twin) -> tuple[int, int]:
+    """The serving unit's processes so far: the double's own "Started server process"
+    lines, and the unit's distinct invocations (systemd's InvocationID per start). A
+    restart killed before the model loaded counts here, not in server_starts."""
+    unit = "tenstorrent-serving.service"
+    said = twin.exec(["journalctl", "-q", "-u", unit, "-o", "cat"], check=False).stdout
+    entries = twin.exec(["journalctl", "-q", "-u", unit, "-o", "json",
+                         "--output-fields=_SYSTEMD_INVOCATION_ID,INVOCATION_ID"],
+                        check=False).stdout.splitlines()  # fmt: skip
+    ids = set()
+    for line in entries:
+        entry = json.loads(line)
+        ids.add(entry.get("_SYSTEMD_INVOCATION_ID") or entry.get("INVOCATION_ID"))
+    ids.discard(None)
+    return said.count("Started server process ["), len(ids)
+
+
 def exists(twin, path):
     return twin.exec(["test", "-e", path], check=False).returncode == 0
 
@@ -76,12 +93,15 @@ def test_fresh_twin_gets_the_durable_fix_that_survives_reboot_and_is_idempotent(
 
 def test_seed_state_takes_the_durable_path_and_restarts_once(make_twin, tmp_path):
     twin = make_twin(with_emergency_override=True)
-    starts = server_starts(twin)
+    starts, (processes, invocations) = server_starts(twin), processes_started(twin)
     proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert not exists(twin, DROPIN) and not exists(twin, SCRIPT)
     assert probe_inside(twin).outcome == "parsed"
     assert server_starts(twin) - starts == 1  # the switch changed what systemd starts
+    # once: a second restart that cut the first's model load is counted too
+    after = processes_started(twin)
+    assert (after[0] - processes, after[1] - invocations) == (1, 1), after
     assert "tt-stack#49" in owner_git(twin, "log", "-1").stdout
 
 
