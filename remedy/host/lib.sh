@@ -234,8 +234,9 @@ builder_clones() { echo "remedy-bump.$builder_tag.*"; }
 # @include server_load.sh
 # What a restart now cuts: the load read once more just before it (a request
 # that arrived after the drain's idle read), said and counted (requests_cut):
-# vLLM's gauges, or without them the connections open to the server's port (one
-# request each at most: server_load.sh).
+# vLLM's gauges, and with them at 0 the busy connections to the server's port
+# (a response still streaming out), or without them the connections open to it
+# (one request each at most: server_load.sh).
 cut_by_restart() {
   [ -n "${server_url:-}" ] || return 0
   # shellcheck disable=SC2046  # its words
@@ -247,9 +248,11 @@ $3 waiting): the restart cuts them"
     say requests_cut "$(($2 + $3))" ;;
   open)
     [ "$2" -gt 0 ] || return 0
-    log yellow "$2 connection(s) open to port $3 at the restart (no request \
-gauge): the restart cuts the request(s) they carry"
-    say requests_cut "$2" ;;
+    _n=$2 _port=$3
+    shift 3
+    log yellow "$_n connection(s) open to port $_port at the restart ($*): the \
+restart cuts the request(s) they carry"
+    say requests_cut "$_n" ;;
   esac
 }
 

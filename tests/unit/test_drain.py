@@ -94,7 +94,6 @@ def test_an_unreadable_load_is_unknown_never_idle(server, status, body, outcome,
         # vLLM started with --disable-log-stats: 200, and no vllm gauge at all
         (200, PROCESS, NO_GAUGE),
         (200, "<html>a proxy's page</html>", NO_GAUGE),
-        (404, "Not Found", "{url}/metrics answers 404"),
     ],
 )  # fmt: skip
 def test_without_gauges_the_connections_open_to_the_port_count(server, status, body, why):
@@ -116,6 +115,43 @@ def test_without_gauges_the_connections_open_to_the_port_count(server, status, b
             assert drain(server, status, body)[1].startswith("0 ")
     finally:
         other.shutdown()
+
+
+def test_a_404_for_metrics_is_not_vllm_so_the_load_is_unknown(server):
+    """vLLM mounts /metrics always (with --disable-log-stats too): a 404 is something
+    else answering on the port, whose load remedy cannot read; never idle, and no count
+    of connections stands in for it (issue 44 item 5)."""
+    import socket
+
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    why = f"{url}/metrics answers 404: not vLLM's server (vLLM always serves /metrics)"
+    assert drain(server, 404, "Not Found") == ("unknown", why)
+    with socket.create_connection(server.server_address) as held:
+        held.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")
+        assert drain(server, 404, "Not Found") == ("unknown", why)
+
+
+ENGINE_IDLE = "vLLM's gauges (the engine's) read 0 while responses are open"
+
+
+def test_gauges_at_0_are_idle_only_when_no_connection_is_busy(server):
+    """vLLM's gauges count the engine's requests only (issue 44 item 5): with them at 0
+    a connection that is receiving or sending (a response still streaming out) keeps
+    the server busy; one quiet for 5 s (a keep-alive connection between requests) does
+    not."""
+    import socket
+    import time
+
+    port = server.server_address[1]
+    page = GAUGES.format(r="0.0", w="0.0")
+    assert drain(server, 200, page) == ("idle", "")
+    with socket.create_connection(("127.0.0.1", port)) as held:
+        held.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")  # its bytes just now
+        assert drain(server, 200, page) == ("open", f"1 {port} {ENGINE_IDLE}")
+        time.sleep(6)  # quiet past the 5 s keep-alive (a set-up, not an assert on time)
+        assert drain(server, 200, page) == ("idle", "")
+        # the engine's count still decides while it is not 0
+        assert drain(server, 200, GAUGES.format(r="1.0", w="0.0")) == ("busy", "1 0")
 
 
 def test_requests_in_flight_are_summed_over_every_engine_and_state(server):

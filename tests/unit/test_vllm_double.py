@@ -482,7 +482,9 @@ def running_gauge(double) -> str:
     status, headers, body = double.request("/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     text = body.decode()
-    assert 'vllm:num_requests_waiting{model_name="' + MODEL + '"} 0.0' in text
+    # vLLM's V1 labels, one series an engine (vllm/v1/metrics/loggers.py)
+    assert 'vllm:num_requests_waiting{engine="0",model_name="' + MODEL + '"} 0.0' in text
+    assert "# HELP vllm:num_requests_running Number of requests in model execution " in text
     (line,) = [ln for ln in text.splitlines() if ln.startswith("vllm:num_requests_running{")]
     return line.rsplit(" ", 1)[1]
 
@@ -538,3 +540,34 @@ def test_disable_log_stats_serves_metrics_without_the_request_gauges(start_doubl
     with_stats = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
     assert "process_cpu_seconds_total" in with_stats.request("/metrics")[2].decode()
     assert running_gauge(with_stats) == "0.0"
+
+
+def test_a_stream_goes_on_after_the_engine_is_done_and_the_gauge_reads_0(start_double):
+    """Issue 44 item 5: vLLM's gauges are the engine's counts. A streamed answer whose
+    engine part is over still sends its last chunks: the gauge reads 0 while the client
+    is still receiving, and the stream then ends complete."""
+    import http.client
+
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    conn = http.client.HTTPConnection("127.0.0.1", double.port, timeout=60)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello."}],
+            "stream": True, "remedy_double_stream_tail_s": 30}  # fmt: skip
+    conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                 {"Content-Type": "application/json"})  # fmt: skip
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
+    first = resp.fp.readline() + resp.fp.readline()  # the role, sent at once
+    assert json.loads(first.removeprefix(b"data: "))["choices"][0]["delta"]["role"]
+    deadline = time.monotonic() + 60  # the engine's part ends: a cap, not a speed
+    while running_gauge(double) != "0.0":
+        assert time.monotonic() < deadline, "the engine's part never ended"
+        time.sleep(0.05)
+    more = resp.fp.readline() + resp.fp.readline()  # still streaming with the gauge at 0
+    assert more.startswith(b"data: {") and running_gauge(double) == "0.0"
+    rest = (first + more + resp.read()).decode().split("\n\n")
+    events = [e.removeprefix("data: ") for e in rest if e]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert text == vd.PLAIN_REPLY and chunks[-1]["choices"][0]["finish_reason"] == "stop"

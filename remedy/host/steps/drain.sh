@@ -1,13 +1,16 @@
 # Wait for an idle server before a restart: read vLLM's /metrics once a second
 # until nothing is in flight, for up to wait_s seconds of this call (the deploy
 # calls again, so a stop request is seen between two; last=yes: the end of
-# timeout_s). A server without the request gauges (--disable-log-stats, or no
-# /metrics) is waited for until no connection is open to its port (ss counts
-# them: server_load.sh). Past the bound an urgent restart (a setting that cannot
-# wait, or --restart now) goes ahead and says how many requests it cuts; a
-# window restart is postponed (the run journal says so: no override goes, the
-# switch only sets the boot default, nothing restarts). It changes nothing but
-# the run journal (a postponement).
+# timeout_s). vLLM's gauges are the engine's counts: with them at 0 it waits
+# until no connection to the server's port is busy either (a response still
+# streaming out; a keep-alive connection quiet for 5 s is idle). A server
+# without the request gauges (--disable-log-stats) is waited for until no
+# connection is open to its port (ss counts them: server_load.sh). A 404 for
+# /metrics is not vLLM: load unknown. Past the bound an urgent restart (a
+# setting that cannot wait, or --restart now) goes ahead and says how many
+# requests it cuts; a window restart is postponed (the run journal says so: no
+# override goes, the switch only sets the boot default, nothing restarts). It
+# changes nothing but the run journal (a postponement).
 need journal run_id server_url timeout_s wait_s last first urgent
 postponed=$(jget restart_postponed)
 [ -z "$postponed" ] || noop "restart postponed already: $postponed"

@@ -22,12 +22,19 @@ The test knob ``/var/lib/vllm-double/mode`` (``VLLM_DOUBLE_MODE_FILE``), read on
 every request, overrides that: ``prose`` answers every such request in prose,
 ``tools`` never does, ``normal`` (or no file) is the rotation above.
 
-``/metrics`` serves vLLM's Prometheus gauges ``vllm:num_requests_running`` (the
-chat completions being answered now) and ``vllm:num_requests_waiting`` (always
-0: nothing queues), labelled ``model_name``, as a drain before a restart reads
-them. A request may hold itself open: the double's own field
-``"remedy_double_hold_s": N`` answers it N seconds late, so a test can keep one
-in flight; a SIGTERM meanwhile cuts it, as a restart does. Started with
+``/metrics`` serves vLLM's Prometheus gauges ``vllm:num_requests_running`` and
+``vllm:num_requests_waiting`` (always 0: nothing queues), labelled ``model_name``
+and ``engine="0"``, with vLLM's help texts (``vllm/v1/metrics/loggers.py``,
+``PrometheusStatLogger``): they are the *engine's* counts, the requests in model
+execution batches, not the HTTP side's. A request may hold itself open: the
+double's own field ``"remedy_double_hold_s": N`` keeps it N seconds in the
+engine (counted running), so a test can keep one in flight; a SIGTERM meanwhile
+cuts it, as a restart does. A streamed request (``"stream": true``) is answered
+as vLLM's server-sent events (``chat.completion.chunk`` lines, then
+``data: [DONE]``); with the double's field ``"remedy_double_stream_tail_s": T``
+its last chunks go out over T seconds *after* the engine is done, the gauge
+already back at 0, as a real response still streaming to a slow client (or
+detokenised and sent after the engine's last step) is. Started with
 ``--disable-log-stats``, vLLM creates no stat loggers (``vllm/v1/engine/async_llm.py``):
 ``/metrics`` still answers 200, with prometheus_client's own process metrics and no
 ``vllm:`` gauge, as the double does then.
@@ -286,7 +293,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self.cfg["disable_log_stats"]:  # vllm/v1/engine/async_llm.py: no stat logger
             text += "".join(
                 f"# HELP vllm:{g} {doc}\n# TYPE vllm:{g} gauge\n"
-                f'vllm:{g}{{model_name="{name}"}} {float(v)}\n'
+                f'vllm:{g}{{engine="0",model_name="{name}"}} {float(v)}\n'
                 for g, doc, v in (
                     ("num_requests_running", "Number of requests in model execution batches.",
                      running),
@@ -313,14 +320,54 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, f"Invalid JSON body: {exc}") from None
             if not isinstance(request, dict):
                 raise ApiError(400, "Request body must be a JSON object")
-            with self.server.serving():
+            with self.server.serving():  # the engine's part: counted running
                 answer = self.chat_completion(request)
                 hold = request.get("remedy_double_hold_s")
+                if request.get("stream"):
+                    self._stream_start(answer)
                 if isinstance(hold, (int, float)) and hold > 0:
                     time.sleep(min(hold, 3600))
-            self._send(200, answer)
+            if request.get("stream"):  # the HTTP side: the gauge no longer counts it
+                self._stream_rest(answer, request.get("remedy_double_stream_tail_s"))
+            else:
+                self._send(200, answer)
         except ApiError as err:
             self._send(err.status, err.body())
+
+    def _event(self, answer, delta, finish=None):
+        chunk = {key: answer[key] for key in ("id", "created", "model")}
+        chunk["object"] = "chat.completion.chunk"
+        chunk["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        self.wfile.flush()
+
+    def _stream_start(self, answer):
+        """vLLM's stream: 200 with text/event-stream at once, the role first (HTTP/1.0
+        here: the body ends where the connection closes)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.end_headers()
+        self._event(answer, {"role": "assistant", "content": ""})
+
+    def _stream_rest(self, answer, tail_s):
+        """The answer's text in chunks, one every 0.25 s over TAIL_S seconds (one chunk
+        without a tail), then the finish chunk and ``data: [DONE]``."""
+        message = answer["choices"][0]["message"]
+        text = message["content"] or ""
+        tail = min(tail_s, 3600) if isinstance(tail_s, (int, float)) and tail_s > 0 else 0
+        pieces = max(1, int(tail * 4))
+        for i in range(pieces):
+            self._event(
+                answer, {"content": text[i * len(text) // pieces : (i + 1) * len(text) // pieces]}
+            )
+            if tail:
+                time.sleep(tail / pieces)
+        if message["tool_calls"]:
+            calls = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
+            self._event(answer, {"tool_calls": calls})
+        self._event(answer, {}, answer["choices"][0]["finish_reason"])
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
 
     def chat_completion(self, req):
         cfg = self.cfg
@@ -330,8 +377,6 @@ class Handler(BaseHTTPRequestHandler):
         messages = req.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "`messages` must be a non-empty list")
-        if req.get("stream"):
-            raise ApiError(400, "the vLLM double does not implement stream=true")
         tools = req.get("tools") or []
         if not isinstance(tools, list) or not all(
             isinstance(t, dict)
