@@ -54,8 +54,9 @@ def runtime_carriers_removed(values: sv.RemoveCarriers, stop: StopRequest = NOT_
 @operation()
 def drained(values: sv.Drain, stop: StopRequest = NOT_STOPPED):
     """Wait for an idle server before the restart: read vLLM's /metrics until
-    vllm:num_requests_running and vllm:num_requests_waiting are both 0 (without those
-    gauges: until no TCP connection is open to the server's port), bounded by
+    vllm:num_requests_running and vllm:num_requests_waiting are both 0 and no
+    connection to the server's port is busy (a response still streaming is not in the
+    engine's gauges; without the gauges every open connection counts), bounded by
     timeout_s. Past the bound an urgent restart (a setting that cannot wait, or
     --restart now) goes ahead and says how many requests it cuts; a window restart is
     postponed (the run journal says so: no override goes, the switch only sets the boot

@@ -174,9 +174,10 @@ def test_an_unattended_run_with_nothing_to_verify_by_does_not_bump(make_twin, tm
     assert "set bump_to (a rev a person approved)" in said
     assert "outcome: path fallback;" in said and "restarts 0" in said, said
     assert "next: fix what blocks the durable path (above), then run `remedy converge" in said
-    # stderr is no terminal here: each step is still said as it starts (issue 33 item 1)
+    # stderr is no terminal here: each step is still said as it starts (issue 33 item 1),
+    # one whole line each, starting with the host's name (issue 45 item 4)
     steps = [ln.split(": ", 1)[1] for ln in proc.stderr.splitlines()
-             if ln.startswith(f"… {twin.name}: ") and "(tt-stack#" in ln]  # fmt: skip
+             if ln.startswith(f"{twin.name}: ") and "(tt-stack#" in ln]  # fmt: skip
     assert steps[0] == "Record where the run begins (tt-stack#49)", steps
     assert "Memory gate before Nix evaluates and builds (tt-stack#49)" in steps
     assert "Scratch clone; bump the tt-stack input (tt-stack#49)" in steps

@@ -492,7 +492,7 @@ def test_the_switch_activates_what_was_proven_and_the_rollback_returns(twin):
     assert switched.verdict == "done" and switched.said["switch_exit"] == 0
     assert twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip() == top
     rollback = sv.Rollback(**RUN, flake_dir=fixtures.NIXOS_DIR, flake_host=fixtures.FLAKE_HOST,
-                           min_gb=4.0, lock_wait_s=5, host="t")  # fmt: skip
+                           min_gb=4.0, lock_wait_s=5, host="t", unit=UNIT)  # fmt: skip
     back = step(twin, rollback, "rolls_back")[1]
     assert back.verdict == "done" and back.said["rolled_back"] is True
     assert back.said["lock_reverted"] == journal_of(twin)["lock_commit"]
@@ -514,7 +514,7 @@ def test_a_switch_that_exits_100_stays_the_boot_default_and_is_not_rolled_back(t
     assert answered.said["boot_pending"] == journal_of(twin)["toplevel"]
     assert "exited 100: the init interface changed" in answered.text
     rollback = sv.Rollback(**RUN, flake_dir=fixtures.NIXOS_DIR, flake_host=fixtures.FLAKE_HOST,
-                           min_gb=4.0, lock_wait_s=5, host="t")  # fmt: skip
+                           min_gb=4.0, lock_wait_s=5, host="t", unit=UNIT)  # fmt: skip
     kept = run(twin, rollback, "check", "not_after_100")
     assert kept.verdict == "noop" and kept.text.startswith("the switch exited 100")
 

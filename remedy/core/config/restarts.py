@@ -13,8 +13,9 @@ Host data ``restart_urgency`` overrides it per setting; ``restart_window``
 default) says when a ``window`` restart may run, in the serving host's local
 time; ``restart`` (``--restart``, ``--data restart=``) overrides that for one run.
 Before any restart the server is drained: vLLM's ``/metrics`` gauges
-``vllm:num_requests_running`` and ``vllm:num_requests_waiting`` must both be 0,
-bounded by ``drain_timeout_s``.
+``vllm:num_requests_running`` and ``vllm:num_requests_waiting`` must both be 0 and
+no connection to its port busy (remedy/host/steps/drain.sh decides), bounded by
+``drain_timeout_s``.
 """
 
 from __future__ import annotations
