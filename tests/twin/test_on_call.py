@@ -71,10 +71,18 @@ def test_a_stopped_server_is_named_and_a_command_suggested(make_twin):
     assert status.returncode == 4, status.stdout
     assert f"{twin.name}: unhealthy: tenstorrent-serving.service is inactive/dead" in said
     assert "tenstorrent-serving.service is inactive/dead: the server does not run" in said
+    # the ssh as the inventory reaches the twin (its port, key and known_hosts), folded
+    # between words; pasted, it reads the unit's status (issue 45 item 5)
+    pasted = said.replace(" \\ ", " ")
+    ssh = " ".join(["ssh", "-p", str(twin.ssh_port)])
+    assert f"read why with `{ssh} -i " in pasted, said
     assert (
-        f"`ssh root@{twin.name} systemctl status tenstorrent-serving.service`, then run "
+        "root@127.0.0.1 systemctl status tenstorrent-serving.service`, then run "
         f"`remedy converge inventory/twin.py --limit {twin.name} --restart now`"
-    ) in said, said
+    ) in pasted, said
+    command = pasted.split("read why with `", 1)[1].split("`", 1)[0]
+    ran = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 3 and "inactive (dead)" in ran.stdout, ran.stdout + ran.stderr
     # the store paths come last: the problems and the next command stay on the screen
     text = status.stdout
     assert text.index("problems:") < text.index("next:") < text.index("where:"), text

@@ -252,7 +252,9 @@ def test_failed_bootloader_install_stops_the_switch_before_activation(twin):
     checked = twin.exec(
         ["/usr/local/lib/nixos-twin/switch-to-configuration", fake, "switch"], check=False
     )
-    assert (checked.returncode, checked.stderr.strip()) == (1, "Pre-switch checks failed")
+    # upstream's words (switchable-system.nix: each check says itself, then the verdict)
+    said = checked.stderr.strip().splitlines()
+    assert (checked.returncode, said[-1]) == (1, "Pre-switch checks failed"), said
     assert twin.exec(["ls", "/boot/loader/entries"]).stdout.split() == entries
     assert twin.exec(["readlink", "/run/current-system"]).stdout.strip() == before
 
