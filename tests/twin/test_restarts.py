@@ -113,7 +113,9 @@ def test_a_metrics_page_without_gauges_waits_for_the_open_connections(make_twin,
     without_gauges(twin)
     pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
 
-    held = HeldRequest(twin, hold_s=120, gauge=False)  # in flight at the drain
+    # in flight at the drain, however slow the machine is to get there (the proof
+    # builds first; the drain waits up to drain_timeout_s=300)
+    held = HeldRequest(twin, hold_s=180, gauge=False)
     log = tmp_path / "a.jsonl"
     proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
                       restart="window")  # fmt: skip
