@@ -65,6 +65,8 @@ JOURNAL = journal.SNIPPET
 
 GENERATIONS = host.text("facts/generations.sh")
 
+REBOOT = host.text("facts/reboot.sh")
+
 SWITCH = host.text("facts/switch.sh").replace("@SWITCH_UNIT@", commands.SWITCH_UNIT)
 
 PROBE = (

@@ -157,6 +157,7 @@ class HostSnapshot(FactBase[Snapshot]):
                 _remote.FLAKE,
                 _remote.GENERATIONS,
                 _remote.SWITCH,
+                _remote.REBOOT,
                 _remote.PROBE,
                 _remote.JOURNAL,
                 _remote.OPTIONS_RECORD,

@@ -11,7 +11,7 @@ from rich.text import Text
 from remedy import fleet
 from remedy.console import console, err_console, progress, said_folded
 from remedy.core.config.secrets import masked_doc
-from remedy.core.render.report import host_status, next_of, next_step
+from remedy.core.render.report import host_status, next_of, next_step, reboot_lines
 from remedy.errors import EXIT_CODES_HELP, EXIT_ERROR, worst
 
 
@@ -77,12 +77,21 @@ def _print(r) -> None:
         style = "red" if row.bad else None
         table.add_row(row.label, row.now, row.after_reboot, style=style)
     console.print(table, markup=True)
+    _print_reboot(r)
     if r.notes:
         _bullets(console, "notes:", r.notes)
     if r.unmanaged:
         _bullets(console, UNMANAGED_TITLE, r.unmanaged_lines, "yellow")
     if r.problems:
         _bullets(console, "problems:", r.problems, "red")
+
+
+def _print_reboot(r) -> None:
+    """Whether a reboot is needed, and why (issue 46 item 2)."""
+    if r.reboot is None:
+        return
+    title, lines = reboot_lines(r.reboot)
+    _bullets(console, title, lines, "yellow" if r.reboot.needed else None)
 
 
 def _print_where(r) -> None:

@@ -314,6 +314,45 @@ def record_odd_dropin_names(twin):
                "sh", ODD_DIR])  # fmt: skip
 
 
+GUARD_DROPIN = "/run/systemd/system/tenstorrent-serving.service.d/zz-guard-standin.conf"
+# Stands in for remedy's memory guard (issue 46 item 1) until it lands: an ExecStartPre
+# of the serving unit that writes one journal line per start in the guard's contract,
+# "remedy-memory-guard: <allowed|refused|forced>: … [MemAvailable_kB=N threshold_kB=N]".
+# Its figures fall 1.5 GiB a start from 9 GiB (the twin's own memory does not leak);
+# the threshold is min_mem_available_gb 4 in kB.
+GUARD_STANDIN = r"""#!/bin/sh
+f=/run/guard-standin.kb
+n=$(cat "$f" 2>/dev/null || echo 9437184)
+echo "remedy-memory-guard: allowed: MemAvailable $n kB, threshold 3906250 kB" \
+  "(min_mem_available_gb 4) [MemAvailable_kB=$n threshold_kB=3906250]"
+echo $((n - 1572864)) >"$f"
+"""
+
+
+def record_guard_standin(twin, starts: int = 4):
+    """This boot's journal of the serving unit with a guard line at each of STARTS
+    starts (GUARD_STANDIN), read by the snapshot; then the stand-in is removed."""
+    twin.exec(["install", "-D", "-m", "0755", "/dev/stdin", "/run/guard-standin.sh"],
+              input=GUARD_STANDIN)  # fmt: skip
+    twin.exec(["install", "-D", "-m", "0644", "/dev/stdin", GUARD_DROPIN],
+              input="[Service]\nExecStartPre=/bin/sh /run/guard-standin.sh\n")  # fmt: skip
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "reset-failed", "tenstorrent-serving.service"], check=False)
+    for _ in range(starts):
+        twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+        machine.wait_serving(twin)
+    record(
+        twin,
+        "serving",
+        facts.serving.HostSnapshot,
+        "guard_standin",
+        server_url=twin.server_url,
+        managed_file="hosts/cfx-llm2/remedy.nix",
+    )
+    twin.exec(["rm", "-f", GUARD_DROPIN, "/run/guard-standin.sh", "/run/guard-standin.kb"])
+    twin.exec(["systemctl", "daemon-reload"])
+
+
 FOLLOWS_FLAKE = """{
   inputs.tt-stack.url = "git+file:///srv/git/tt-stack";
   inputs.upstream.url = "path:/tmp/inner";
@@ -370,6 +409,13 @@ def record_command_answers(twin) -> None:
 def main() -> int:
     if "--reparse" in sys.argv:
         return reparse()
+    if "--guard" in sys.argv:  # only the memory guard's stand-in lines (issue 46 item 2)
+        twin = machine.up("rec-guard", progress=print)
+        try:
+            record_guard_standin(twin)
+        finally:
+            machine.down("rec-guard", progress=print)
+        return 0
     if "--commands" in sys.argv:  # only facts.commands (python -m tests.facts.record --commands)
         twin = machine.up("rec-commands", progress=print)
         try:
@@ -504,6 +550,7 @@ def main() -> int:
         twin.exec([f"{dropin_toplevel}/bin/switch-to-configuration", "switch"])
         machine.wait_serving(twin)
         record(twin, "serving", facts.serving.ServingUnit, "asdropin")
+        record_guard_standin(twin)
     finally:
         machine.down("rec-facts", progress=print)
     return 0

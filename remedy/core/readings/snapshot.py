@@ -15,7 +15,7 @@ from pyinfra.api.exceptions import FactProcessError
 from remedy.core.programs import journal
 from remedy.core.programs.journal import RunJournal
 from remedy.core.readings import memory as mem
-from remedy.core.readings import nix, probe, runtime, sections, switch
+from remedy.core.readings import nix, probe, reboot, runtime, sections, switch
 from remedy.core.readings.sections import Section
 from remedy.core.readings.serving import (
     BuiltUnit,
@@ -240,6 +240,9 @@ class HostSnapshot:
     nix_unreadable: str | None = None
     # sysctls and the serving unit's properties, for the data settings
     readings: SettingReadings = field(default_factory=SettingReadings)
+    # what says whether a reboot is needed: the booted and current systems' kernel, initrd
+    # and parameters, the links' mtimes, the memory guard's lines (remedy.core.readings.reboot)
+    reboot: reboot.RebootReadings = field(default_factory=reboot.RebootReadings)
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:
@@ -275,6 +278,7 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         options_record=read_options_record(parts),
         nix_unreadable=nix_unreadable,
         readings=read_readings(parts),
+        reboot=reboot.parse(parts),
     )
 
 

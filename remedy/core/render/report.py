@@ -15,6 +15,7 @@ from remedy.core.config import desired, options, restarts, volatile
 from remedy.core.config.host_data import HostData
 from remedy.core.config.secrets import MASK, masked, masked_doc
 from remedy.core.readings import memory as mem
+from remedy.core.readings import reboot as reboot_reading
 from remedy.core.readings.snapshot import HostSnapshot
 from remedy.core.run.plan import NOOP, managed_conflict, plan_restore
 from remedy.errors import (
@@ -60,6 +61,8 @@ class HostStatus:
     reboot_for: list[str] = field(default_factory=list)
     # all that is wrong is unmanaged volatile state (a converge has nothing to do)
     only_unmanaged: bool = False
+    # whether a reboot is needed, and why (remedy.core.readings.reboot; issue 46 item 2)
+    reboot: reboot_reading.RebootNeed | None = None
 
     @property
     def unmanaged_lines(self) -> list[str]:
@@ -93,6 +96,7 @@ class HostStatus:
                 "boot_pending": self.boot_pending,
                 "pending": self.pending,
                 "reboot_for": self.reboot_for,
+                "reboot_needed": self.reboot.to_json() if self.reboot else None,
                 "snapshot": snapshot,
             }
         )
@@ -188,8 +192,60 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
     return HostStatus(
         host, code, masked(verdict), _masked_rows(rows), [masked(p) for p in problems], snap,
         drift_list, [masked(n) for n in notes], _masked_entries(kept), len(ignored), boot,
-        pending, reboot_for, only_unmanaged,
+        pending, reboot_for, only_unmanaged, reboot_need(snap, settings),
     )  # fmt: skip
+
+
+def reboot_need(snap: HostSnapshot, settings: HostData) -> reboot_reading.RebootNeed:
+    """Whether a reboot is needed, and why, from the snapshot's reboot sections."""
+    g = snap.generations
+    return reboot_reading.need(snap.reboot, g.profile if g else None,
+                               g.current_system if g else None, snap.clock,
+                               settings.unit)  # fmt: skip
+
+
+REBOOT_LABELS = {
+    "boot_pending": "boot pending",
+    "kernel": "kernel",
+    "initrd": "initrd",
+    "kernel_params": "kernel parameters",
+    "memory_headroom": "memory headroom",
+}
+
+
+def age_text(seconds: int) -> str:
+    """A wait in the largest units that say it: 40 s, 12 min, 3 h 05 min, 2 d 4 h."""
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def reboot_lines(need: reboot_reading.RebootNeed) -> tuple[str, list[str]]:
+    """The title (whether a reboot is needed, and for which reasons) and one line per
+    reason, then the memory headroom, known or not."""
+    needed = need.needed
+    if need.unread:
+        return "reboot needed: unknown", [need.unread]
+    title = "reboot needed: " + (
+        "yes (" + ", ".join(REBOOT_LABELS[r] for r in needed) + ")" if needed else "no"
+    )
+    lines = []
+    for r in needed:
+        why = need.why.get(r, "")
+        if r == "boot_pending" and need.pending_age_s is not None:
+            since = need.pending_since.strftime("%Y-%m-%d %H:%M %z")
+            why = f"for at least {age_text(need.pending_age_s)} (since {since}): {why}"
+        if r != "memory_headroom":
+            lines.append(f"{REBOOT_LABELS[r]}: {why}")
+    lines.append(f"memory headroom: {reboot_reading.headroom_text(need.headroom)}")
+    return title, lines
 
 
 def _masked_rows(rows: list[Row]) -> list[Row]:
