@@ -54,6 +54,38 @@ class TextfileError(RemedyError):
 
 
 @dataclass
+class RebootMetrics:
+    """Whether a reboot is needed (reason -> 0/1), how long the next boot has been
+    pending, and the memory headroom from the guard's lines at each start since boot."""
+
+    needed: dict[str, bool] = field(default_factory=dict)
+    boot_pending_age_s: int | None = None
+    guard_starts: int = 0  # starts since boot with a guard line (0: headroom unknown)
+    first_start_bytes: int | None = None
+    last_start_bytes: int | None = None
+    leak_since_boot_bytes: int | None = None
+    starts_left: int | None = None  # None: no leak rate seen
+
+    @classmethod
+    def of(cls, need) -> RebootMetrics:
+        """From a remedy.core.readings.reboot.RebootNeed."""
+        h = need.headroom
+
+        def b(kb):
+            return None if kb is None else kb * 1024
+
+        return cls(
+            needed=dict(need.reasons),
+            boot_pending_age_s=need.pending_age_s,
+            guard_starts=len(h.starts),
+            first_start_bytes=b(h.first_kb),
+            last_start_bytes=b(h.last_kb),
+            leak_since_boot_bytes=b(h.leak_kb),
+            starts_left=h.starts_left,
+        )
+
+
+@dataclass
 class HostMetrics:
     host: str
     up: bool
@@ -72,6 +104,8 @@ class HostMetrics:
     last_run_requests_cut: int | None = None
     exit_code: int | None = None  # the host's exit code in this run's report
     run_ok: bool | None = None  # the run read the host and, if it applied, did not fail
+    # whether a reboot is needed, and why (remedy.core.readings.reboot; issue 46 item 2)
+    reboot: RebootMetrics | None = None
 
     @property
     def state(self) -> str | None:
@@ -148,6 +182,7 @@ def write(
         return MaskedGauge(name, doc, labels, registry=registry)
 
     _per_host(gauge, hosts, finished_at, interval_s)
+    _reboot_gauges(gauge, hosts)
     gauge(
         "remedy_run_duration_seconds",
         "Wall time of the last run that wrote this file, whichever hosts it covered "
@@ -432,3 +467,68 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
         if h.last_run_restarts is not None:
             restarts.labels(h.host).set(h.last_run_restarts)
             cut.labels(h.host).set(h.last_run_requests_cut or 0)
+
+
+def _reboot_gauges(gauge, hosts: list[HostMetrics]) -> None:
+    """Whether a reboot is needed, and why (issue 46 item 2), per host that was read."""
+    needed = gauge(
+        "remedy_reboot_needed",
+        "1 if a reboot is needed for the reason: boot_pending (the next boot runs another "
+        "system), kernel, initrd or kernel_params (the booted system's differ from the "
+        "current system's), memory_headroom (the memory guard refused the last start, or "
+        "at the leak rate seen the next start falls below the threshold: alert "
+        "RemedyRebootNeededMemory)",
+        ("host", "reason"),
+    )
+    age = gauge(
+        "remedy_boot_pending_age_seconds",
+        "How long the next boot has run another system than the running one, at least "
+        "(since the later change of the system profile or /run/current-system); only while "
+        "boot pending (no alert of its own: RemedyRebootPending reads remedy_boot_pending)",
+        ("host",),
+    )
+    starts = gauge(
+        "remedy_mem_guard_starts",
+        "Starts of the serving unit since boot with a memory guard line (0: the headroom "
+        "is unknown, and the series below are absent); no alert of its own",
+        ("host",),
+    )
+    first = gauge(
+        "remedy_mem_available_first_start_bytes",
+        "MemAvailable at the first start of the serving unit after boot, as the memory "
+        "guard read it (no alert: see remedy_mem_leak_since_boot_bytes)",
+        ("host",),
+    )
+    last = gauge(
+        "remedy_mem_available_last_start_bytes",
+        "MemAvailable at the last start of the serving unit, as the memory guard read it "
+        '(no alert of its own: remedy_reboot_needed{reason="memory_headroom"} pages)',
+        ("host",),
+    )
+    leak = gauge(
+        "remedy_mem_leak_since_boot_bytes",
+        "MemAvailable lost between the first start after boot and the last: the "
+        "tenstorrent module's pinned pages, which only a reboot reclaims (no alert of "
+        "its own)",
+        ("host",),
+    )
+    left = gauge(
+        "remedy_mem_starts_left",
+        "Starts of the serving unit that stay at or above the memory threshold at the "
+        "leak rate seen (0: the next one falls below; absent: no leak seen); alert "
+        "RemedyRebootNeededMemory",
+        ("host",),
+    )
+    for h in hosts:
+        r = h.reboot
+        if not h.up or r is None:
+            continue
+        for reason, value in r.needed.items():
+            needed.labels(h.host, reason).set(1 if value else 0)
+        if r.boot_pending_age_s is not None:
+            age.labels(h.host).set(r.boot_pending_age_s)
+        starts.labels(h.host).set(r.guard_starts)
+        for g, value in ((first, r.first_start_bytes), (last, r.last_start_bytes),
+                         (leak, r.leak_since_boot_bytes), (left, r.starts_left)):  # fmt: skip
+            if value is not None:
+                g.labels(h.host).set(value)

@@ -531,6 +531,7 @@ def _metrics(
         ),
         exit_code=exit_code,
         run_ok=run_ok,
+        reboot=metrics.RebootMetrics.of(status.reboot) if status.reboot else None,
     )
 
 
