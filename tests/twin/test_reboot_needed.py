@@ -1,0 +1,117 @@
+"""Issue 46 item 2 on a twin: status, --json and the metrics say when a reboot is
+needed, and why. A converge under the default policy leaves the host boot pending (with
+its age, read on the host's own clock and links); a restart now activates the pending
+generation, whose kernel parameters the booted kernel does not have (the twin's
+kernel-params come from the generation: remedy/twin/files/twin-kernel); a reboot leaves
+nothing needed."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from remedy.twin import machine
+from tests.conftest import PROJECT, remedy_json, run_deploy
+
+pytestmark = pytest.mark.twin
+
+PROFILE = "/nix/var/nix/profiles/system"
+
+
+def out_of(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def reboot_needed(twin) -> tuple[int, dict]:
+    code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
+    (host,) = doc["hosts"]
+    return code, host["reboot_needed"]
+
+
+def status_text(twin) -> str:
+    proc = subprocess.run(
+        ["remedy", "status", "inventory/twin.py", "--limit", twin.name],
+        capture_output=True, text=True, cwd=PROJECT, timeout=300,
+    )  # fmt: skip
+    return proc.stdout
+
+
+def host_seconds(twin) -> int:
+    return int(twin.exec(["date", "+%s"]).stdout)
+
+
+def link_mtime(twin, path: str) -> int:
+    return int(twin.exec(["stat", "-c", "%Y", path]).stdout)
+
+
+def reboot_metrics(twin, tmp_path) -> dict:
+    prom = tmp_path / "remedy.prom"
+    proc = subprocess.run(
+        ["remedy", "converge", "inventory/twin.py", "--limit", twin.name, "--check",
+         "--textfile", str(prom)],
+        capture_output=True, text=True, cwd=PROJECT, timeout=600,
+    )  # fmt: skip
+    assert prom.exists(), out_of(proc)[-3000:]
+    return {
+        (s.name, s.labels.get("reason")): s.value
+        for family in text_string_to_metric_families(prom.read_text())
+        for s in family.samples
+        if s.labels.get("host") == twin.name
+    }
+
+
+def test_boot_pending_and_its_age_then_kernel_params_then_nothing_after_a_reboot(
+    make_twin, tmp_path
+):
+    twin = make_twin(with_emergency_override=True)
+    _code, before = reboot_needed(twin)
+    assert before["needed"] == [], before
+    assert before["memory_headroom"]["unknown"].startswith("no memory guard line")
+
+    # the default policy: durable at next boot, no restart
+    proc = run_deploy(twin, "converge", restart=None)
+    assert proc.returncode == 0, out_of(proc)[-4000:]
+    asked = host_seconds(twin)
+    code, need = reboot_needed(twin)
+    answered = host_seconds(twin)
+    assert code == 6 and need["needed"] == ["boot_pending"], need
+    # the clock: the later change of the profile link and /run/current-system; the
+    # converge set the profile after the boot
+    profile, current = link_mtime(twin, PROFILE), link_mtime(twin, "/run/current-system")
+    assert profile > current
+    since = datetime.fromisoformat(need["boot_pending_since"]).timestamp()
+    assert since == profile
+    assert asked - profile <= need["boot_pending_age_s"] <= answered - profile
+    said = " ".join(status_text(twin).split())
+    assert "reboot needed: yes (boot pending)" in said, said
+    assert "boot pending: for at least " in said and "the next boot runs /nix/store/" in said
+    values = reboot_metrics(twin, tmp_path)
+    assert values[("remedy_reboot_needed", "boot_pending")] == 1
+    assert values[("remedy_reboot_needed", "kernel_params")] == 0
+    assert values[("remedy_boot_pending_age_seconds", None)] >= need["boot_pending_age_s"]
+
+    # a restart now activates the pending generation: the booted kernel's parameters
+    # (hugepages=4) are not the current system's (hugepages=2)
+    proc = run_deploy(twin, "converge", restart="now")
+    assert proc.returncode == 0, out_of(proc)[-4000:]
+    code, need = reboot_needed(twin)
+    assert need["needed"] == ["kernel_params"], need
+    assert "hugepages=4" in need["why"]["kernel_params"].split("; current:")[0]
+    assert "hugepages=2" in need["why"]["kernel_params"].split("; current:")[1]
+    assert need["boot_pending_age_s"] is None
+    values = reboot_metrics(twin, tmp_path)
+    assert values[("remedy_reboot_needed", "kernel_params")] == 1
+    assert values[("remedy_reboot_needed", "boot_pending")] == 0
+    assert ("remedy_boot_pending_age_seconds", None) not in values
+
+    machine.reboot(twin.name, progress=lambda _m: None)
+    code, need = reboot_needed(twin)
+    assert code == 0 and need["needed"] == [], need
+    assert "reboot needed: no" in status_text(twin)
+    values = reboot_metrics(twin, tmp_path)
+    assert {r: v for (n, r), v in values.items() if n == "remedy_reboot_needed"} == {
+        "boot_pending": 0, "kernel": 0, "initrd": 0, "kernel_params": 0, "memory_headroom": 0,
+    }  # fmt: skip
