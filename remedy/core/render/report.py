@@ -245,7 +245,7 @@ def reboot_lines(need: reboot_reading.RebootNeed) -> tuple[str, list[str]]:
         if r != "memory_headroom":
             lines.append(f"{REBOOT_LABELS[r]}: {why}")
     lines.append(f"memory headroom: {reboot_reading.headroom_text(need.headroom)}")
-    return title, lines
+    return title, [masked(line) for line in lines]  # they quote the host's kernel-params
 
 
 def _masked_rows(rows: list[Row]) -> list[Row]:
