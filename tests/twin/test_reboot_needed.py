@@ -115,3 +115,45 @@ def test_boot_pending_and_its_age_then_kernel_params_then_nothing_after_a_reboot
     assert {r: v for (n, r), v in values.items() if n == "remedy_reboot_needed"} == {
         "boot_pending": 0, "kernel": 0, "initrd": 0, "kernel_params": 0, "memory_headroom": 0,
     }  # fmt: skip
+
+
+def test_the_memory_headroom_is_this_boots_guard_lines_and_unknown_after_a_reboot(
+    make_twin, tmp_path
+):
+    """The guard's lines stand in for remedy's memory guard (issue 46 item 1) until it
+    lands: tests/facts/record.py's ExecStartPre writes one a start in its contract."""
+    from tests.facts.record import GUARD_DROPIN, GUARD_STANDIN
+
+    twin = make_twin()
+    twin.exec(["install", "-D", "-m", "0755", "/dev/stdin", "/run/guard-standin.sh"],
+              input=GUARD_STANDIN)  # fmt: skip
+    twin.exec(["install", "-D", "-m", "0644", "/dev/stdin", GUARD_DROPIN],
+              input="[Service]\nExecStartPre=/bin/sh /run/guard-standin.sh\n")  # fmt: skip
+    twin.exec(["systemctl", "daemon-reload"])
+    for n in range(1, 4):
+        twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+        machine.wait_serving(twin)
+        _code, need = reboot_needed(twin)
+        h = need["memory_headroom"]
+        assert len(h["starts"]) == n, h  # one line a start, each read
+    # three starts: 9, 7.5, 6 GiB; at 1.5 GiB a start, 4.5 stays above 4 GB, 3 does not
+    assert [s["mem_available_kb"] for s in h["starts"]] == [9437184, 7864320, 6291456]
+    assert h["leak_since_boot_kb"] == 9437184 - 6291456 and h["starts_left"] == 1
+    assert need["needed"] == [], need
+    assert "start 2 from now falls below the threshold" in " ".join(status_text(twin).split())
+    twin.exec(["systemctl", "restart", "tenstorrent-serving.service"])
+    machine.wait_serving(twin)
+    _code, need = reboot_needed(twin)
+    assert need["needed"] == ["memory_headroom"], need
+    values = reboot_metrics(twin, tmp_path)
+    assert values[("remedy_reboot_needed", "memory_headroom")] == 1
+    assert values[("remedy_mem_starts_left", None)] == 0
+    assert values[("remedy_mem_guard_starts", None)] == 4
+
+    machine.reboot(twin.name, progress=lambda _m: None)  # the /run stand-in is gone
+    _code, need = reboot_needed(twin)
+    assert need["needed"] == [] and need["memory_headroom"]["starts"] == []
+    assert need["memory_headroom"]["unknown"].startswith("no memory guard line in this boot")
+    values = reboot_metrics(twin, tmp_path)
+    assert values[("remedy_mem_guard_starts", None)] == 0
+    assert ("remedy_mem_starts_left", None) not in values
