@@ -363,9 +363,6 @@ running_exec_start() {
 # @include-text SWITCH_RUN switch_run.sh
 # @include-text SWITCH_HOLDERS switch_holders.sh
 SWITCH_UNIT=nixos-rebuild-switch-to-configuration
-# How long a switch may run before remedy stops waiting for its end (a bound,
-# not a cut-off: the wait ends when the unit does; switch_run.sh).
-SWITCH_BOUND_S=3600
 LOCK_SAID="Could not acquire lock|$SWITCH_UNIT\\.service (was already \
 loaded|already exists)|Unit ${SWITCH_UNIT}[^ ]* (was already loaded|already \
 exists)"
@@ -384,19 +381,22 @@ switch_holders() {
 # unit.
 transient() { [ -d /run/systemd/system ] && command -v systemd-run >/dev/null \
     2>&1; }
-# TOPLEVEL ACTION WAIT_S: its switch-to-configuration ACTION, in the transient
-# unit (a leftover of it waited for up to WAIT_S); the exit code in switch_exit
-# (empty: it did not report), what it said in switch_said, and switch_outcome:
-# done, units-failed, boot-pending, inhibited, locked or failed.
+# TOPLEVEL ACTION WAIT_S BOUND_S: its switch-to-configuration ACTION, in the
+# transient unit (a leftover of it waited for up to WAIT_S, its end for up to
+# BOUND_S: the step's switch_bound_s, remedy's commands.SWITCH_BOUND_S); the
+# exit code in switch_exit (empty: it did not report), what it said in
+# switch_said, and switch_outcome: done, units-failed, boot-pending, inhibited,
+# locked or failed.
 switch_to() {
+  [ -n "${4:-}" ] || give_up "no switch bound (switch_bound_s)"
   if transient; then
-    set -- "$SWITCH_UNIT" "${3%.*}" "$SWITCH_BOUND_S" env \
+    set -- "$SWITCH_UNIT" "${3%.*}" "$4" env \
         NIXOS_INSTALL_BOOTLOADER=0 systemd-run -E LOCALE_ARCHIVE -E \
         NIXOS_INSTALL_BOOTLOADER --collect --wait \
       --no-ask-password --quiet --service-type=exec "--unit=$SWITCH_UNIT" \
       "$1/bin/switch-to-configuration" "$2"
   else
-    set -- "" "${3%.*}" "$SWITCH_BOUND_S" env NIXOS_INSTALL_BOOTLOADER=0 \
+    set -- "" "${3%.*}" "$4" env NIXOS_INSTALL_BOOTLOADER=0 \
         "$1/bin/switch-to-configuration" "$2"
   fi
   switch_said=$(sh -c "$(SWITCH_RUN)" sh "$@" 2>&1 </dev/null)

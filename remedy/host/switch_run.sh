@@ -20,7 +20,7 @@
 # collected by systemd ("was already loaded"): waited for, then started again;
 # a running one is another switch (the caller reads the words and calls it
 # locked).
-u=$1 wait_s=$2 bound_s=${3:-3600}; shift 3
+u=$1 wait_s=$2 bound_s=$3; shift 3
 st=0
 if [ -z "$u" ]; then
   "$@" || st=$?

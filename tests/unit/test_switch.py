@@ -15,19 +15,23 @@ from remedy.core.readings import switch
 RAW = Path(__file__).parents[1] / "facts" / "raw"
 
 
-def switch_to(run: str, action: str = "switch", wait_s: str = "30", transient: bool = True):
+def switch_to(
+    run: str, action: str = "switch", wait_s: str = "30", transient: bool = True,
+    bound_s: str = "1234",
+):  # fmt: skip
     """lib.sh's switch_to with its switch (SWITCH_RUN: remedy/host/switch_run.sh and the
     arguments it is given) replaced by the program RUN, on a host with systemd-run or
-    (TRANSIENT false) without: (switch_exit, switch_outcome, switch_said)."""
+    (TRANSIENT false) without, its end waited for up to BOUND_S: (switch_exit,
+    switch_outcome, switch_said)."""
     script = host.text("lib.sh") + (
         'SWITCH_RUN() { printf "%s" "$run"; }\n'
         f"transient() {{ {'true' if transient else 'false'}; }}\n"
-        'switch_to /nix/store/x-system "$action" "$wait_s"\n'
+        'switch_to /nix/store/x-system "$action" "$wait_s" "$bound_s"\n'
         'printf "%s\\n" "$switch_exit" "$switch_outcome" "$switch_said"\n'
     )
     ran = subprocess.run(
         ["sh", "-c", script, "remedy-t", "apply", f"run={run}", f"action={action}",
-         f"wait_s={wait_s}"],
+         f"wait_s={wait_s}", f"bound_s={bound_s}"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     code, outcome, said = ran.stdout.split("\n", 2)
@@ -88,13 +92,38 @@ ITS_ARGUMENTS = 'printf "%s\\n" "$@"'
 def test_the_switch_runs_in_nixos_rebuild_ngs_transient_unit():
     argv = switch_to(ITS_ARGUMENTS, "switch", "30")[2].splitlines()
     assert argv[:6] == [
-        "nixos-rebuild-switch-to-configuration", "30", str(commands.SWITCH_BOUND_S), "env",
+        "nixos-rebuild-switch-to-configuration", "30", "1234", "env",
         "NIXOS_INSTALL_BOOTLOADER=0", "systemd-run",
     ]  # fmt: skip
     assert f"--unit={commands.SWITCH_UNIT}" in argv
     assert argv[-2:] == ["/nix/store/x-system/bin/switch-to-configuration", "switch"]
     plain = switch_to(ITS_ARGUMENTS, "boot", "0", transient=False)[2].splitlines()
     assert "systemd-run" not in plain and plain[-1] == "boot" and plain[0] == ""
+
+
+def test_the_switch_bound_is_remedys_one_value_given_to_the_host_programs():
+    """The bound is commands.SWITCH_BOUND_S: the switch and rollback steps are given
+    it, no host program holds a number of its own, and one not given is refused."""
+    from remedy.core.programs import step_values as sv
+
+    run = {"journal": "/j", "run_id": "r"}
+    steps = [
+        sv.Switch(**run, toplevel=None, set_profile=True, action="switch", unit="u",
+                  lock_wait_s=30, server_url=None),
+        sv.Rollback(**run, unit="u", flake_dir="/f", flake_host="h", min_gb=4,
+                    lock_wait_s=30, host="h"),
+    ]  # fmt: skip
+    for step in steps:
+        assert f"switch_bound_s={commands.SWITCH_BOUND_S}" in step.words()
+        assert "switch_bound_s" in host.step_program(step.PROGRAM)
+    for text in (host.text("lib.sh"), host.text("switch_run.sh")):
+        assert str(commands.SWITCH_BOUND_S) not in text
+    script = host.text("lib.sh") + (
+        "SWITCH_RUN() { echo 'echo ran'; }\nswitch_to /nix/store/x-system switch 30 ''\n"
+    )
+    ran = subprocess.run(["sh", "-c", script, "remedy-t", "apply"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert ran.stdout == "@@remedy give-up no switch bound (switch_bound_s)\n"
 
 
 def test_the_switchs_output_is_the_journal_not_the_ssh_session():

@@ -201,7 +201,10 @@ SWITCH_UNIT = "nixos-rebuild-switch-to-configuration"  # nixos-rebuild-ng's tran
 SWITCH_SH = host.text("switch_run.sh")
 
 
-SWITCH_BOUND_S = 3600  # lib.sh's: how long a switch may run before remedy stops waiting
+# How long a switch may run before remedy stops waiting for its end (a bound, not a
+# cut-off: the wait ends when the unit does). The one source: the switch and rollback
+# steps are given it (switch_bound_s), lib.sh's switch_to passes it on.
+SWITCH_BOUND_S = 3600
 
 
 def switch(

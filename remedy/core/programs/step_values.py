@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from remedy.core.programs.builder import Builder
+from remedy.core.programs.commands import SWITCH_BOUND_S
 
 
 def local(default=None):
@@ -197,6 +198,7 @@ class Switch(RunValues):
     unit: str
     lock_wait_s: float
     server_url: str | None
+    switch_bound_s: int = SWITCH_BOUND_S  # how long the switch may run (switch_run.sh)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,6 +262,7 @@ class Rollback(RunValues):
     min_gb: float
     lock_wait_s: float
     host: str
+    switch_bound_s: int = SWITCH_BOUND_S  # how long its switch may run (switch_run.sh)
 
 
 @dataclass(frozen=True, kw_only=True)

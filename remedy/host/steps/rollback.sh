@@ -15,7 +15,7 @@
 # pid_after_switch). The rollback says so, counts only a restart its own switch
 # makes, and records the pid it leaves (pid_after_rollback), so the fallback's
 # restart does not restart a second time without need.
-need journal run_id unit flake_dir flake_host min_gb lock_wait_s
+need journal run_id unit flake_dir flake_host min_gb lock_wait_s switch_bound_s
 owner_of "$flake_dir"
 system=/nix/var/nix/profiles/system
 profile=$(jget recorded_profile) current=$(jget recorded_current) base=$(jget \
@@ -75,7 +75,7 @@ once more"
       pid0=$(main_pid "$unit")
       while IFS= read -r a; do
         t=${a% *} act=${a#* }
-        switch_to "$t" "$act" "$lock_wait_s"
+        switch_to "$t" "$act" "$lock_wait_s" "$switch_bound_s"
         case $switch_exit in
         0) note "$t: switch-to-configuration $act" ;;
         4) note "$t: switch-to-configuration $act exited 4 (a unit failed)" ;;

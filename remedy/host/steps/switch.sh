@@ -10,7 +10,8 @@
 # activated nothing; the switch inhibitors (NixOS 26.05) turn a switch into a
 # boot; a switch another holds changes nothing durable; anything else is rolled
 # back.
-need journal run_id toplevel set_profile action unit lock_wait_s server_url
+need journal run_id toplevel set_profile action unit lock_wait_s server_url \
+  switch_bound_s
 toplevel=${toplevel:-$(jget toplevel)}
 [ -n "$toplevel" ] || give_up "no proven toplevel to switch to"
 profile=/nix/var/nix/profiles/system
@@ -35,7 +36,7 @@ fi
 default only"
 [ "$action" != switch ] || cut_by_restart
 pid0=$(main_pid "$unit")
-switch_to "$toplevel" "$action" "$lock_wait_s"
+switch_to "$toplevel" "$action" "$lock_wait_s" "$switch_bound_s"
 code=$switch_exit
 pid1=$(main_pid "$unit")
 w=$(printf '%s\n' "$switch_said" | grep '^systemd-run returned' | head -n 1)
@@ -62,7 +63,7 @@ inhibited)
 'switchInhibitors' failed (the new generation changes a package NixOS will not \
 switch live)"
     log yellow "$refused; making $toplevel the boot default"
-    switch_to "$toplevel" boot "$lock_wait_s"
+    switch_to "$toplevel" boot "$lock_wait_s" "$switch_bound_s"
     if [ "$switch_exit" != 0 ]; then
       why="$refused; switch-to-configuration boot ${switch_exit:+exited \
 $switch_exit}${switch_exit:-did not report}: $(why_of "$switch_said")"
