@@ -115,13 +115,7 @@ def record_nix_version(suite: str) -> None:
         drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
         show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
         record_raw(f"{tag}.derivation_show.json", twin.exec(as_ops(*show)).stdout)
-        # the start script as writeShellApplication makes it, on top: no preferLocalBuild
-        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.strict_shell_commit())
-        twin.exec(as_ops(*bump))
-        dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
-        drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
-        show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
-        record_raw(f"{tag}.derivation_show_strict_shell.json", twin.exec(as_ops(*show)).stdout)
+        record_strict_shell(twin, info, tag, bump)
         # what a switch to it would change: the fork's new version (built only now: the
         # dry runs above must still see it as a compile)
         heavy = build_toplevel(twin)
@@ -133,6 +127,87 @@ def record_nix_version(suite: str) -> None:
         record_flake_checks(twin, tag, bump)
     finally:
         machine.down(name, progress=print)
+
+
+def record_strict_shell(twin, info, tag: str, bump: list[str]) -> None:
+    """The start script as writeShellApplication makes it (its checkPhase runs the
+    fixture's shellcheck-minimal stand-in), on top of a vllm-tt change: no
+    preferLocalBuild; what `nix derivation show` prints of what the bump builds."""
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.strict_shell_commit())
+    twin.exec(as_ops(*bump))
+    dry = twin.exec(as_ops(*nix("build", "--dry-run", "--no-link", TOPLEVEL_ATTR)))
+    drvs = nix_core.parse_dry_run((dry.stdout + dry.stderr).splitlines()).built
+    show = commands.show_derivations(nix_core.derivation_show_is_new(info), drvs)
+    record_raw(f"{tag}.derivation_show_strict_shell.json", twin.exec(as_ops(*show)).stdout)
+
+
+def record_strict_shell_only(suite: str) -> None:
+    """record_strict_shell on a fresh twin of SUITE, after the vllm-tt change
+    (``python -m tests.facts.record --strict-shell``)."""
+    name = f"rec-ss-{suite}"
+    twin = machine.up(name, suite=suite, progress=print)
+    try:
+        version = twin.exec(["nix", "--version"]).stdout.split()[-1]
+        tag = "nix_" + "_".join(version.split(".")[:2])
+        info = nix_core.parse_nix_version([f"nix (Nix) {version}"])
+        bump = commands.update_input(info.update_input_argv, "/etc/nixos", "tt-stack")
+        machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+        record_strict_shell(twin, info, tag, bump)
+    finally:
+        machine.down(name, progress=print)
+
+
+EXTRA_ENV = "/etc/tenstorrent-serving/extra.env"
+EXTRA_ENV_SETTING = (
+    "issue: tt-stack#72\nkind: unit-property\nname: EnvironmentFile\n"
+    f"value: {EXTRA_ENV}\nurgency: now\n"
+)
+
+
+def record_list_property_and_inhibitors() -> None:
+    """Issue 44 (``python -m tests.facts.record --list-property``): a host converged with
+    a setting that adds an EnvironmentFile to the serving module's own (the process's
+    unit has both: HostSnapshot list_property); then its owner lists a switch inhibitor
+    and makes that the boot default with `nixos-rebuild boot` (the switch section's
+    ``inhibitors`` lines: raw/switch.last_inhibitors.txt)."""
+    import os
+    import tempfile
+
+    from facts import _remote
+    from remedy.core.config import data_settings, desired
+    from tests.conftest import PROJECT, twin_inventory
+
+    # the snapshot reads the properties the settings name: their directory is set before
+    # remedy's modules load (REMEDY_SETTINGS_DIR holding EXTRA_ENV_SETTING only)
+    settings = data_settings.directory()
+    assert (settings / "extra-env-file.yaml").read_text() == EXTRA_ENV_SETTING, settings
+    assert [d.name for d in desired.DATA] == ["EnvironmentFile"], desired.DATA
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "REMEDY_AUDIT_LOG": str(Path(tmp) / "audit.jsonl")}
+        name = "rec-list-prop"
+        twin = machine.up(name, progress=print)
+        try:
+            twin.exec(["mkdir", "-p", fixtures.ENV_FILE.rsplit("/", 1)[0]])
+            twin.exec(["tee", fixtures.ENV_FILE], input="HF_HOME=/var/lib/hf\n")
+            twin.exec(["tee", EXTRA_ENV], input="VLLM_EXTRA=1\n")
+            machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.env_file_commit())
+            inventory = twin_inventory(Path(tmp) / "inventory.py", twin, allow_local_build=True)
+            done = subprocess.run(
+                ["remedy", "converge", str(inventory), "--restart", "now"],
+                capture_output=True, text=True, cwd=PROJECT, env=env, timeout=1800,
+            )  # fmt: skip
+            assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+            record(twin, "serving", facts.serving.HostSnapshot, "list_property",
+                   server_url=twin.server_url, managed_file=MANAGED)  # fmt: skip
+            from tests.twin.test_switch_upstream import commit_inhibitor, rebuild
+
+            commit_inhibitor(twin)
+            booted = rebuild(twin, "boot")
+            assert booted.returncode == 0, booted.stdout[-3000:]
+            record_raw("switch.last_inhibitors.txt",
+                       twin.exec(["sh", "-c", _remote.SWITCH]).stdout)  # fmt: skip
+        finally:
+            machine.down(name, progress=print)
 
 
 MANAGED = "hosts/cfx-llm2/remedy.nix"
@@ -415,6 +490,13 @@ def main() -> int:
             record_guard_standin(twin)
         finally:
             machine.down("rec-guard", progress=print)
+        return 0
+    if "--strict-shell" in sys.argv:  # only raw/*.derivation_show_strict_shell.json
+        for suite in ("trixie", "bookworm"):
+            record_strict_shell_only(suite)
+        return 0
+    if "--list-property" in sys.argv:
+        record_list_property_and_inhibitors()
         return 0
     if "--commands" in sys.argv:  # only facts.commands (python -m tests.facts.record --commands)
         twin = machine.up("rec-commands", progress=print)
