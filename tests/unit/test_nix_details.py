@@ -46,7 +46,8 @@ def test_a_strict_shell_start_script_is_a_text_file_and_vllm_still_compiles(vers
     assert "shellcheck" in script.env.get("checkPhase", ""), script.env
     heavy = nix.local_build_derivations(text)
     assert sorted(h.rsplit("/", 1)[-1].split("-", 1)[1] for h in heavy) == [
-        "shellcheck-minimal-0.10.0.drv", f"vllm-tt-{HEAVY_VLLM_VERSION}.drv"
+        "shellcheck-minimal-0.10.0.drv",
+        f"vllm-tt-{HEAVY_VLLM_VERSION}.drv",
     ]
 
 

@@ -174,3 +174,20 @@ def test_the_switch_inhibitors_are_read_from_the_state_not_the_journals_words():
     # switch is not known to be refused (tests/twin/test_switch_upstream.py reads them)
     last = switch.parse_last_switch(section("switch.last_inhibited.txt"))
     assert not last.inhibited and last.exit_code == 0 and not last.running
+
+
+def test_a_boot_default_whose_switch_inhibitors_differ_from_the_booted_ones_is_inhibited():
+    # recorded (tests/facts/record.py --list-property): the owner listed a switch
+    # inhibitor and ran `nixos-rebuild boot`; the booted system's switch-inhibitors is
+    # empty, the boot default's lists it
+    lines = section("switch.last_inhibitors.txt")
+    said = dict(ln.split(" ", 2)[1:] for ln in lines if ln.startswith("inhibitors "))
+    assert set(said) == {"booted", "profile"} and said["booted"] != said["profile"], said
+    assert switch.parse_last_switch(lines).inhibited
+    # the same boot default over a booted system that lists the same: not inhibited
+    same = [f"inhibitors booted {said['profile']}" if ln.startswith("inhibitors booted ")
+            else ln for ln in lines]  # fmt: skip
+    assert not switch.parse_last_switch(same).inhibited
+    # a side without the file has nothing to check (switchable-system.nix)
+    gone = [ln for ln in lines if not ln.startswith("inhibitors booted ")]
+    assert not switch.parse_last_switch(gone).inhibited
