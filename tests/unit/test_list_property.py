@@ -7,12 +7,16 @@ system's unit stands in a directory of the test's own)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
+import facts.serving
 from remedy import host
 from remedy.core.config import desired
+from remedy.twin import fixtures
 from tests.unit.test_data_settings import host as host_data
 from tests.unit.test_data_settings import managed  # noqa: F401
 
@@ -87,3 +91,44 @@ def test_adopting_a_list_item_adds_it_and_a_reset_of_the_list_is_refused():
         adopt.adoption(with_dropin(snapshot("runtime_debug"), reset), host_data(),
                        "EnvironmentFile=/etc/tt/extra.env", "t#1", "window", "h")  # fmt: skip
     assert "drop the module's own EnvironmentFile" in str(refused.value)
+
+
+# -- status of a live list property ---------------------------------------------------
+
+RAW = Path(__file__).resolve().parents[1] / "facts" / "raw"
+RECORDED_EXTRA = "/etc/tenstorrent-serving/extra.env"
+
+
+def recorded_lines() -> list[str]:
+    """tests/facts/record.py --list-property: a twin converged with a setting that adds
+    an EnvironmentFile to the serving module's own (what the snapshot printed)."""
+    return json.loads((RAW / "snapshot.list_property.json").read_text())["output"]
+
+
+def drift_of(tmp_path, managed, lines: list[str]):  # noqa: F811
+    tmp_path.mkdir()
+    managed(tmp_path, extra=EXTRA + f"value: {RECORDED_EXTRA}\nurgency: now\n")
+    snap = facts.serving.HostSnapshot().process(lines)
+    (found,) = desired.drifts(snap, host_data(), ("EnvironmentFile",))
+    return found
+
+
+def test_status_reads_every_item_the_processs_unit_has_in_order(tmp_path, managed):  # noqa: F811
+    lines = recorded_lines()
+    shown = [ln for ln in lines if ln.startswith("EnvironmentFiles=")]
+    assert len(shown) == 2, shown  # systemctl show: an item a line
+    found = drift_of(tmp_path / "a", managed, lines)
+    assert found.live == f"-{fixtures.ENV_FILE}, {RECORDED_EXTRA}", found
+    assert found.state == desired.IN_SYNC, found
+    # the module's item after remedy's (a unit whose files assign them the other way):
+    # still held, the items in that order; the last item alone would say it drifted
+    i, j = lines.index(shown[0]), lines.index(shown[1])
+    swapped = list(lines)
+    swapped[i], swapped[j] = lines[j], lines[i]
+    found = drift_of(tmp_path / "b", managed, swapped)
+    assert found.live == f"{RECORDED_EXTRA}, -{fixtures.ENV_FILE}", found
+    assert found.state == desired.IN_SYNC, found
+    # remedy's item gone from the process's unit: drifted, the module's still shown
+    gone = [ln for k, ln in enumerate(lines) if k != j]
+    found = drift_of(tmp_path / "c", managed, gone)
+    assert found.live == f"-{fixtures.ENV_FILE}" and found.state == desired.DRIFTED, found

@@ -103,6 +103,11 @@ LIST_PROPERTIES = frozenset(
         "SetCredential", "ImportCredential",
     )
 )  # fmt: skip
+# The list properties as `systemctl show` names them: each item is a line of its own
+# (EnvironmentFiles=/a (ignore_errors=yes), then EnvironmentFiles=/b …), in the order the
+# unit's files assign them; the readings keep every one, ITEMS_SEP between.
+LIST_SHOWN = frozenset(SHOWN.get(n, n) for n in LIST_PROPERTIES)
+ITEMS_SEP = "\n"
 IGNORE_ERRORS_RE = re.compile(r"^(\S+) \(ignore_errors=(yes|no)\)$")
 FILE_NAME = "a setting file is named <slug>.yaml (a-z, 0-9, -), e.g. vm-max-map-count.yaml"
 FLAG_OPTION = (
@@ -140,6 +145,12 @@ def normalized(d: DataSetting, value: str) -> str:
     if d.kind == PROPERTY and m and d.name.startswith(("Memory", "Limit")):
         return str(int(m[1]) * 1024 ** ("KMGT".index(m[2]) + 1))
     return value
+
+
+def items(d: DataSetting, value: str) -> list[str]:
+    """A list property's reading (its items, ITEMS_SEP between) as the unit writes each
+    item, in order."""
+    return [normalized(d, x) for x in value.split(ITEMS_SEP) if x.strip()]
 
 
 def nix_string(value: str) -> str:

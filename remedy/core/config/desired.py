@@ -162,7 +162,21 @@ def _data_value(d: data.DataSetting, o: Observed) -> str:
         flags = flag_map(list(found))[1]
         return data.text(flags[d.name] or True) if d.name in flags else "absent"
     name = d.name if d.name in found else data.SHOWN.get(d.name, d.name)  # show's name
-    return data.normalized(d, found[name]) if name in found else "unset"
+    if name not in found:
+        return "unset"
+    if d.is_list:  # every item, in order (the module's own before or after remedy's)
+        return ", ".join(data.items(d, found[name])) or "unset"
+    return data.normalized(d, found[name])
+
+
+def _data_holds(d: data.DataSetting, o: Observed, s: HostData) -> bool:
+    """D holds in OBS: its value; a list property's item among the items."""
+    want = data.normalized(d, data.text(d.value_for(s.flake_host)))
+    if not d.is_list:
+        return _data_value(d, o) == want
+    found = _readings(d, o) or {}
+    name = d.name if d.name in found else data.SHOWN.get(d.name, d.name)
+    return name in found and want in data.items(d, found[name])
 
 
 def _data_check_sh(d: data.DataSetting, s: HostData) -> str:
@@ -191,6 +205,7 @@ def _data_setting(d: data.DataSetting) -> ManagedSetting:
         d.runtime_form,
         desired=lambda s: data.normalized(d, data.text(d.value_for(s.flake_host))),
         value=lambda o, s: _data_value(d, o),
+        ok=lambda o, s: _data_holds(d, o, s),
         serving=d.kind != data.SYSCTL,
         check_sh=lambda s: _data_check_sh(d, s),
         source=d,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -28,16 +29,21 @@ def origin_of(path: str, realpath: str | None = None) -> str:
     return VENDOR
 
 
-def parse_show(lines: list[str]) -> dict[str, str]:
-    """``systemctl show`` Key=Value lines; D-Bus order, empty values kept (``DropInPaths=``)."""
+def parse_show(lines: list[str], lists: Collection[str] = (), sep: str = "\n") -> dict[str, str]:
+    """``systemctl show`` Key=Value lines; D-Bus order, empty values kept (``DropInPaths=``).
+    A key of LISTS says each item on a line of its own (``EnvironmentFiles=``): every
+    item is kept, in order, SEP between."""
     props: dict[str, str] = {}
     for line in lines:
         if not line.strip():
             continue
-        key, sep, value = line.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key):
+        key, eq, value = line.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key):
             raise FactProcessError(f"systemctl show: not a Key=Value line: {line[:120]!r}")
-        props[key] = value
+        if key in lists and props.get(key):
+            props[key] += sep + value if value else ""
+        else:
+            props[key] = value
     return props
 
 
