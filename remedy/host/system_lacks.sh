@@ -8,9 +8,11 @@
 # NAME=VALUE line per item, EnvironmentFile=...) must hold the wanted line and
 # keep every NAME= line the running system's unit has (the serving module's own
 # EnvironmentFile=-/etc/tenstorrent-serving/env): NixOS merges a mkForce'd list
-# by replacing every other definition.
+# by replacing every other definition. A pown line before it names an item
+# remedy's own file added before (its earlier value): the new system need not
+# keep that one, remedy's file replaces it.
 system_lacks() {
-  _top=$1 _lacks=''
+  _top=$1 _lacks='' _own=''
   _unit_file=$_top/etc/systemd/system/$2
   _was=/run/current-system/etc/systemd/system/$2
   _exec=$(exec_path "$_unit_file" "$_unit_file.d"/*.conf)
@@ -27,8 +29,10 @@ system_lacks() {
     absent) ! grep -Eq -- "$_value" "$_script" 2>/dev/null ;;
     denv) grep -Fqs -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
     prop) grep -Fqsx -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
+    pown) _own="$_own$_value
+" ;;
     plist)
-      _dropped=$(list_dropped "${_value%%=*}" "$_was" "$_unit_file")
+      _dropped=$(list_dropped "${_value%%=*}" "$_was" "$_unit_file" "$_own")
       [ -z "$_dropped" ] || _label="$_label (it drops $_dropped)"
       [ -z "$_dropped" ] &&
         grep -Fqsx -- "$_value" "$_unit_file" "$_unit_file.d"/*.conf ;;
@@ -50,12 +54,12 @@ PROOFS
   printf '%s' "$_lacks"
 }
 
-# list_dropped NAME OLD NEW: the NAME=VALUE lines of unit OLD (and its
+# list_dropped NAME OLD NEW [OWN]: the NAME=VALUE lines of unit OLD (and its
 # .d/*.conf) that unit NEW (and its .d/*.conf) lacks, ", " between (an empty
-# NAME= reset is no item).
+# NAME= reset is no item), but the lines of OWN (remedy's earlier items).
 list_dropped() {
-  { cat "$3" "$3.d"/*.conf; echo '@@remedy-end'; cat "$2" "$2.d"/*.conf; } \
-      2>/dev/null | awk -v n="$1=" '
+  { cat "$3" "$3.d"/*.conf; printf '\n%s' "${4:-}"; echo '@@remedy-end'
+    cat "$2" "$2.d"/*.conf; } 2>/dev/null | awk -v n="$1=" '
     !d { if ($0 == "@@remedy-end") d = 1; else have[$0] = 1; next }
     index($0, n) == 1 && $0 != n && !($0 in have) && !seen[$0]++ {
       out = out (out == "" ? "" : ", ") $0 }

@@ -72,3 +72,8 @@ def test_an_added_environment_file_keeps_the_modules_own(make_twin, tmp_path, mo
     code, doc = remedy_json("status", str(inventory))
     (host,) = doc["hosts"]
     assert code == 0, (host["verdict"], host["problems"], host["unmanaged_volatile"])
+    # status reads every item the process's unit has, in order (not the last only)
+    (setting,) = [x for x in host["settings"] if x["setting"] == "EnvironmentFile"]
+    both = f"-{fixtures.ENV_FILE}, {EXTRA}"
+    assert (setting["live"], setting["next_boot"], setting["state"]) == (
+        both, both, "in sync"), setting  # fmt: skip

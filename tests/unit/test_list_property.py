@@ -8,6 +8,7 @@ system's unit stands in a directory of the test's own)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -43,8 +44,12 @@ def test_a_list_property_is_added_to_the_list_and_proven_whole(tmp_path, managed
     assert "prove:prop\tLimitNOFILE\tLimitNOFILE=65536" in items, items
 
 
-def lacks(tmp_path, was: str, built: str) -> str:
-    """system_lacks of a built unit BUILT, the running system's being WAS."""
+PROOF = "plist\tEnvironmentFile\tEnvironmentFile=/etc/tt/extra.env"
+
+
+def lacks(tmp_path, was: str, built: str, proofs: str = PROOF) -> str:
+    """system_lacks of a built unit BUILT, the running system's being WAS (PROOFS: the
+    proof's lines, as prove.sh hands them over)."""
     top = tmp_path / "top"
     (top / "etc/systemd/system").mkdir(parents=True)
     (top / "etc/systemd/system" / UNIT).write_text(built)
@@ -55,7 +60,6 @@ def lacks(tmp_path, was: str, built: str) -> str:
     program = "exec_path() { :; }\nflags_script() { :; }\n" + host.text("system_lacks.sh").replace(
         "/run/current-system", str(current)
     )
-    proofs = "plist\tEnvironmentFile\tEnvironmentFile=/etc/tt/extra.env"
     script = program + '\nsystem_lacks "$1" "$2" "$3"\n'
     done = subprocess.run(["sh", "-c", script, "sh", str(top), UNIT, proofs],
                           capture_output=True, text=True, timeout=30)  # fmt: skip
@@ -132,3 +136,78 @@ def test_status_reads_every_item_the_processs_unit_has_in_order(tmp_path, manage
     gone = [ln for k, ln in enumerate(lines) if k != j]
     found = drift_of(tmp_path / "c", managed, gone)
     assert found.live == f"-{fixtures.ENV_FILE}" and found.state == desired.DRIFTED, found
+
+
+# -- the proof when remedy's own earlier item changes ----------------------------------
+
+
+def test_remedys_own_earlier_item_replaced_is_no_drop(tmp_path, managed):  # noqa: F811
+    """The running system has the module's item and remedy's earlier one (old.env); the
+    setting now wants extra.env. The proof is given remedy's earlier items (from its
+    file as the run found it): the new system need not keep old.env, but still every
+    other item the running unit has."""
+    (tmp_path / "old").mkdir()
+    managed(tmp_path / "old", extra=EXTRA + "value: /etc/tt/old.env\nurgency: now\n")
+    before = desired.managed_nix(host_data(), desired.ALL)  # the earlier run's file
+    managed(tmp_path, extra=EXTRA + "value: /etc/tt/extra.env\nurgency: now\n")
+    s = host_data()
+    items = [x.removeprefix("prove:") for x in desired.proof_items(s, ("EnvironmentFile",),
+                                                                   before)]  # fmt: skip
+    assert items == ["pown\tEnvironmentFile\tEnvironmentFile=/etc/tt/old.env", PROOF], items
+    # nothing of remedy's own before (a first run): only the wanted item
+    assert desired.proof_items(s, ("EnvironmentFile",), None) == (f"prove:{PROOF}",)
+    assert desired.proof_items(s, ("EnvironmentFile",), desired.managed_nix(s, desired.ALL)) == (
+        f"prove:{PROOF}",
+    )
+    was = f"[Service]\n{MODULE_S}\nEnvironmentFile=/etc/tt/old.env\nExecStart=/x\n"
+    new = f"[Service]\n{MODULE_S}\nEnvironmentFile=/etc/tt/extra.env\nExecStart=/x\n"
+    proofs = "\n".join(items)
+    assert lacks(tmp_path / "a", was, new, proofs) == ""
+    # without knowing it was remedy's: refused, the message names the line
+    assert lacks(tmp_path / "b", was, new) == (
+        "EnvironmentFile (it drops EnvironmentFile=/etc/tt/old.env)"
+    )
+    # the module's own item lost is still refused
+    forced = "[Service]\nEnvironmentFile=/etc/tt/extra.env\nExecStart=/x\n"
+    assert lacks(tmp_path / "c", was, forced, proofs) == f"EnvironmentFile (it drops {MODULE_S})"
+
+
+def test_the_manual_scripts_proof_of_a_list_property_is_the_deploys(tmp_path, managed):  # noqa: F811
+    """The host converged with extra.env (recorded); the setting now wants extra2.env.
+    The manual script proves the built system with the prove step's program and the
+    deploy's values: the plist item and remedy's earlier item (pown), read by
+    system_lacks; no check of its own that looks for the wanted line only."""
+    from remedy.core.render import manual
+    from remedy.core.run import steps as steps_core
+    from remedy.core.run.plan import plan_restore
+    from tests.unit.test_one_engine import programs_in, runbook
+
+    tmp_path.mkdir(exist_ok=True)
+    managed(tmp_path, extra=EXTRA + "value: /etc/tenstorrent-serving/extra2.env\nurgency: now\n")
+    snap = facts.serving.HostSnapshot().process(recorded_lines())
+    assert f'"{RECORDED_EXTRA}"' in snap.managed.content  # remedy's earlier item
+    script = manual.render(runbook("006"), {"flake_host": "cfx-llm2"}, None, snap, "oc1",
+                           "inventory/twin.py", "test")  # fmt: skip
+    s = manual.as_person(host_data())
+    plan = plan_restore(snap, s, desired.ALL)
+    planned = steps_core.plan_steps(plan, snap, s, "r", None, None, "oc1")
+    (prove,) = [st.values for st in planned.steps if st.values.PROGRAM == "prove"]
+    items = [x for x in prove.items if x.startswith(("prove:pown", "prove:plist"))]
+    assert items == [
+        f"prove:pown\tEnvironmentFile\tEnvironmentFile={RECORDED_EXTRA}",
+        "prove:plist\tEnvironmentFile\tEnvironmentFile=/etc/tenstorrent-serving/extra2.env",
+    ], items
+    # the script hands the prove program the deploy's words: its values function run
+    found = [m for m in re.finditer(r"^(values_\d+)\(\) \{\n.*?^\}\n", script, re.M | re.S)
+             if "  program prove " in m[0]]  # fmt: skip
+    m = found[0] if len(found) == 1 else None
+    assert m, "no values function of the prove step"
+    shown = subprocess.run(
+        ["sh", "-c", 'program() { shift 2; printf "%s\\n" "$@"; }\n' + m[0] + f"{m[1]} apply",
+         "sh"], capture_output=True, text=True, check=True,
+        env={"run_id": "r", "path": "durable", "stopped": ""},
+    ).stdout.splitlines()  # fmt: skip
+    for item in items:
+        assert item in shown, (item, shown)
+    assert programs_in(script)["prove"] in host.step_program("prove")
+    assert "system_lacks" in programs_in(script)["prove"]

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from remedy.core.config.secrets import SECRET_RE
+from remedy.core.readings import systemd
 from remedy.errors import ConfigError
 
 ENVIRONMENT, FLAG, SYSCTL, PROPERTY = "environment", "flag", "sysctl", "unit-property"
@@ -86,28 +87,15 @@ SECRET = (
 # A value that names a file rather than holding one (EnvironmentFile=/run/secrets/x,
 # =-/path: errors ignored; LoadCredential=name:/path): what a secret may be adopted as.
 FILE_REFERENCE_RE = re.compile(r"^(-?/[^\s]+|[A-Za-z0-9_.-]+:/[^\s]+)$")
-# Properties whose `systemctl show` name differs from the unit file's, and how show
-# writes their value: EnvironmentFiles=/path (ignore_errors=no).
-SHOWN = {"EnvironmentFile": "EnvironmentFiles"}
-# [Service] properties that are lists: each assignment adds an item (systemd.exec(5),
-# systemd.service(5)). NixOS merges serviceConfig.NAME as nixos/lib/systemd-unit-options
-# .nix unitOption does: the highest-priority definitions only (filterOverrides), lists
-# concatenated. So remedy adds its item as a list at the module's priority, never
-# lib.mkForce (that would drop the module's own, EnvironmentFile=-/etc/...).
-LIST_PROPERTIES = frozenset(
-    (
-        "EnvironmentFile", "Environment", "UnsetEnvironment", "PassEnvironment",
-        "ExecStartPre", "ExecStartPost", "ExecStopPost", "ExecCondition",
-        "ReadWritePaths", "ReadOnlyPaths", "InaccessiblePaths", "BindPaths",
-        "BindReadOnlyPaths", "SupplementaryGroups", "DeviceAllow", "LoadCredential",
-        "SetCredential", "ImportCredential",
-    )
-)  # fmt: skip
-# The list properties as `systemctl show` names them: each item is a line of its own
-# (EnvironmentFiles=/a (ignore_errors=yes), then EnvironmentFiles=/b …), in the order the
-# unit's files assign them; the readings keep every one, ITEMS_SEP between.
-LIST_SHOWN = frozenset(SHOWN.get(n, n) for n in LIST_PROPERTIES)
-ITEMS_SEP = "\n"
+# Properties whose `systemctl show` name differs from the unit file's (SHOWN), the
+# [Service] properties that are lists (LIST_PROPERTIES, LIST_SHOWN) and how the readings
+# keep a list's items (ITEMS_SEP): remedy.core.readings.systemd says each. NixOS merges
+# serviceConfig.NAME as nixos/lib/systemd-unit-options.nix unitOption does: the
+# highest-priority definitions only (filterOverrides), lists concatenated. So remedy
+# adds its item as a list at the module's priority, never lib.mkForce (that would drop
+# the module's own, EnvironmentFile=-/etc/...).
+SHOWN, LIST_PROPERTIES = systemd.SHOWN, systemd.LIST_PROPERTIES
+LIST_SHOWN, ITEMS_SEP = systemd.LIST_SHOWN, systemd.ITEMS_SEP
 IGNORE_ERRORS_RE = re.compile(r"^(\S+) \(ignore_errors=(yes|no)\)$")
 FILE_NAME = "a setting file is named <slug>.yaml (a-z, 0-9, -), e.g. vm-max-map-count.yaml"
 FLAG_OPTION = (

@@ -20,8 +20,8 @@ reported as the six are.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -98,9 +98,6 @@ class ManagedSetting:
     value: Callable[[Observed, HostData], str]
     ok: Callable[[Observed, HostData], bool] | None = None  # default: value == desired
     serving: bool = True  # the server must restart to take a new value
-    # The same judgement as a shell condition on a built system, for the manual script:
-    # "$script" is the start script with the flags, "$unit_file" the unit, "$toplevel".
-    check_sh: Callable[[HostData], str] | None = None
     # A data setting: its file (its urgency, option path and value in remedy's file)
     source: data.DataSetting | None = None
 
@@ -179,22 +176,6 @@ def _data_holds(d: data.DataSetting, o: Observed, s: HostData) -> bool:
     return name in found and want in data.items(d, found[name])
 
 
-def _data_check_sh(d: data.DataSetting, s: HostData) -> str:
-    """D's judgement of a built system in shell, for the manual script."""
-    want = data.text(d.value_for(s.flake_host))
-    units = '"$unit_file" "$unit_file.d"/*.conf'
-    if d.kind == data.ENVIRONMENT:
-        return f"grep -Fqs -- {shlex.quote(f'{d.name}={want}')} {units}"
-    if d.kind == data.PROPERTY:
-        return f"grep -Fqsx -- {shlex.quote(f'{d.name}={want}')} {units}"
-    if d.kind == data.SYSCTL:
-        space = "[[:space:]]*"
-        line = f"^{space}-?{re.escape(d.name)}{space}={space}{re.escape(want)}{space}$"
-        return f'grep -Eqs -- {shlex.quote(line)} "$toplevel"/etc/sysctl.d/*.conf'
-    flag = d.name if want == "on" else f"{d.name} {want}"
-    return f'grep -Fqs -- {shlex.quote(flag)} "$script"'
-
-
 def _data_setting(d: data.DataSetting) -> ManagedSetting:
     """A data setting as the model judges every setting: durable in remedy's file."""
     return ManagedSetting(
@@ -207,7 +188,6 @@ def _data_setting(d: data.DataSetting) -> ManagedSetting:
         value=lambda o, s: _data_value(d, o),
         ok=lambda o, s: _data_holds(d, o, s),
         serving=d.kind != data.SYSCTL,
-        check_sh=lambda s: _data_check_sh(d, s),
         source=d,
     )
 
@@ -222,22 +202,7 @@ def _env_setting(key: str, issue: str) -> ManagedSetting:
         desired=lambda s: s.required_env.get(key, "unset"),
         value=lambda o, s: o.env.get(key, "unset"),
         ok=lambda o, s: key not in s.required_env or o.env.get(key) == s.required_env[key],
-        check_sh=lambda s: (
-            "true"
-            if key not in s.required_env
-            else f"grep -Fqsw -- {shlex.quote(f'{key}={s.required_env[key]}')} "
-            '"$script" "$exec_script" "$unit_file"'
-        ),
     )
-
-
-def _pages_sh(s: HostData) -> str:
-    tests = [
-        f"grep -Eq {shlex.quote(f'(^| )hugepagesz={label} hugepages={n}( |$)')} "
-        '"$toplevel/kernel-params"'
-        for label, n in sorted(s.hugepages_target.items())
-    ]
-    return " && ".join(tests) or "true"
 
 
 BUILTIN: tuple[ManagedSetting, ...] = (
@@ -249,9 +214,6 @@ BUILTIN: tuple[ManagedSetting, ...] = (
         "the /run override's start script",
         desired=lambda s: s.tool_call_parser,
         value=lambda o, s: o.parser or "none",
-        check_sh=lambda s: (
-            f'grep -q -- {shlex.quote("--tool-call-parser " + s.tool_call_parser)} "$script"'
-        ),
     ),
     _env_setting("QWEN36_SDPA_STREAMING", "tt-stack#44"),
     _env_setting("QWEN36_MERGE_BATCH_GUARD", "tt-stack#44"),
@@ -265,7 +227,6 @@ BUILTIN: tuple[ManagedSetting, ...] = (
         value=lambda o, s: _pages(o.hugepages, s),
         ok=lambda o, s: _pages_ok(o.hugepages, s),
         serving=False,
-        check_sh=_pages_sh,
     ),
     ManagedSetting(
         "phase2a",
@@ -275,7 +236,6 @@ BUILTIN: tuple[ManagedSetting, ...] = (
         None,
         desired=lambda s: "off",
         value=lambda o, s: _phase2a(o),
-        check_sh=lambda s: f'! grep -Eq -- {shlex.quote("|".join(PHASE2A_FLAGS))} "$script"',
     ),
     ManagedSetting(
         "runtime_override",
@@ -575,11 +535,31 @@ def managed_nix(s: HostData, scope: tuple[str, ...] | None = None) -> str | None
     return "\n".join(lines) + "\n"
 
 
-def proof_items(s: HostData, keys: tuple[str, ...]) -> tuple[str, ...]:
+def earlier_items(d: data.DataSetting, s: HostData, managed: str | None) -> list[str]:
+    """The items remedy's managed file MANAGED (as the run found it: what its earlier
+    run made of D) adds to D's list, each as the unit writes it (NAME=VALUE). Read from
+    remedy's own line ``PATH = [ "…" … ];`` (``lib.mkForce`` before the list in a file
+    from before lists were added); none when the file has no such line."""
+    if not managed or not d.is_list:
+        return []
+    line = re.compile(rf"^\s*{re.escape(d.option_path(s.unit))} = (?:lib\.mkForce )?\[(.*)\];$")
+    out = []
+    for text in managed.splitlines():
+        if m := line.match(text):
+            for quoted in re.findall(r'"((?:[^"\\]|\\.)*)"', m[1]):
+                value = json.loads('"' + quoted.replace("\\${", "${") + '"')  # nix_string
+                out.append(f"{d.name}={value}")
+    return out
+
+
+def proof_items(s: HostData, keys: tuple[str, ...], managed: str | None = None) -> tuple[str, ...]:
     """What the proof of a built system checks for each setting in KEYS, as the prove
     step's program reads it (``prove:KIND<TAB>LABEL<TAB>VALUE``, remedy/host/steps/
     prove.sh): the start script's parser, a variable the start chain sets, the kernel's
-    hugepage pools, flags that must be absent, and a data setting of each kind."""
+    hugepage pools, flags that must be absent, and a data setting of each kind. A list
+    property is proven whole (plist): its item, and every item the running system's
+    unit has but remedy's earlier ones (pown, before it: from MANAGED, remedy's file as
+    the run found it), which remedy's file is meant to replace."""
     out = []
     for key in keys:
         m = BY_KEY[key]
@@ -595,6 +575,8 @@ def proof_items(s: HostData, keys: tuple[str, ...]) -> tuple[str, ...]:
             want = data.text(d.value_for(s.flake_host))
             kind = {data.ENVIRONMENT: "denv", data.PROPERTY: "prop", data.SYSCTL: "sysctl"}
             if d.is_list:  # the whole list: the wanted item, and none of the module's lost
+                own = [x for x in earlier_items(d, s, managed) if x != f"{d.name}={want}"]
+                out += [("pown", m.label, x) for x in own]
                 out.append(("plist", m.label, f"{d.name}={want}"))
             elif d.kind in kind:
                 out.append((kind[d.kind], m.label, f"{d.name}={want}"))

@@ -301,17 +301,17 @@ def parse_sysctl_files(files) -> dict[str, str]:
 
 def _properties(view_files) -> dict[str, str]:
     """The [Service] properties VIEW_FILES set, the last assignment winning (an empty one
-    resets to the default: left out); a list property (data_settings.LIST_PROPERTIES)
+    resets to the default: left out); a list property (systemd.LIST_PROPERTIES)
     keeps each item in order, ITEMS_SEP between, an empty assignment emptying it."""
-    from remedy.core.config import data_settings as data
+    from remedy.core.readings import systemd
 
     out: dict[str, str] = {}
     for unit in view_files:
         for key, value in unit.service_settings():
             if key in ("ExecStart", "Environment"):
                 continue
-            if key in data.LIST_PROPERTIES and value and out.get(key):
-                out[key] += data.ITEMS_SEP + value
+            if key in systemd.LIST_PROPERTIES and value and out.get(key):
+                out[key] += systemd.ITEMS_SEP + value
             else:
                 out[key] = value
     return {k: v for k, v in out.items() if v != ""}
@@ -331,10 +331,8 @@ def read_readings(parts: Parts) -> SettingReadings:
         key, _, value = rest.partition(" ")
         if word == "sysctl" and key and value:
             now[key] = " ".join(value.split())
-    from remedy.core.config import data_settings as data
-
-    live = systemd.parse_show([ln for sec in parts.get("settings.properties", [])
-                               for ln in sec.lines], data.LIST_SHOWN, data.ITEMS_SEP)  # fmt: skip
+    shown = [ln for sec in parts.get("settings.properties", []) for ln in sec.lines]
+    live = systemd.parse_show(shown, systemd.LIST_SHOWN, systemd.ITEMS_SEP)
     return SettingReadings(
         now,
         parse_sysctl_files(files),

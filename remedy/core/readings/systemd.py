@@ -15,6 +15,25 @@ from functools import lru_cache
 from pyinfra.api.exceptions import FactProcessError
 
 RUNTIME, ADMIN, VENDOR = "runtime", "admin", "vendor"
+# Properties whose `systemctl show` name differs from the unit file's, and how show
+# writes their value: EnvironmentFiles=/path (ignore_errors=no).
+SHOWN = {"EnvironmentFile": "EnvironmentFiles"}
+# [Service] properties that are lists: each assignment adds an item, an empty one
+# empties the list (systemd.exec(5), systemd.service(5)).
+LIST_PROPERTIES = frozenset(
+    (
+        "EnvironmentFile", "Environment", "UnsetEnvironment", "PassEnvironment",
+        "ExecStartPre", "ExecStartPost", "ExecStopPost", "ExecCondition",
+        "ReadWritePaths", "ReadOnlyPaths", "InaccessiblePaths", "BindPaths",
+        "BindReadOnlyPaths", "SupplementaryGroups", "DeviceAllow", "LoadCredential",
+        "SetCredential", "ImportCredential",
+    )
+)  # fmt: skip
+# The list properties as `systemctl show` names them: each item is a line of its own
+# (EnvironmentFiles=/a (ignore_errors=yes), then EnvironmentFiles=/b …), in the order the
+# unit's files assign them; the readings keep every one, ITEMS_SEP between.
+LIST_SHOWN = frozenset(SHOWN.get(n, n) for n in LIST_PROPERTIES)
+ITEMS_SEP = "\n"
 
 
 def origin_of(path: str, realpath: str | None = None) -> str:

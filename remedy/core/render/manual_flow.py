@@ -57,7 +57,9 @@ def _pieces(value: str, width: int) -> list[str] | None:
         return None
     pieces: list[str] = []
     for line in value.split("\n"):
-        chunks = textwrap.wrap(line, 60, drop_whitespace=False, break_on_hyphens=False) or [""]
+        # tabs kept as they are (a prove item is KIND<TAB>LABEL<TAB>VALUE)
+        chunks = textwrap.wrap(line, 60, drop_whitespace=False, break_on_hyphens=False,
+                               expand_tabs=False, replace_whitespace=False) or [""]  # fmt: skip
         pieces += chunks[:-1] + [chunks[-1] + "\n"]
     pieces[-1] = pieces[-1][:-1]
     return pieces

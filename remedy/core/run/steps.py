@@ -223,6 +223,11 @@ class _Values:
     def skip_durable(self, own: str | None) -> str | None:
         return self.durable_skip or own
 
+    @property
+    def managed_before(self) -> str | None:
+        """remedy's managed file as the run found it (what its earlier run made)."""
+        return self.snap.managed.content if self.snap is not None else None
+
     def begin(self) -> sv.Begin:
         s, snap = self.s, self.snap
         skip = f"nothing to do: {self.plan.reasons[0]}" if self.plan.path == NOOP else None
@@ -323,7 +328,7 @@ class _Values:
         checks, default = s.checks
         items = (
             *(f"check:{c}" for c in checks),
-            *desired.proof_items(s, tuple(self.plan.prove)),
+            *desired.proof_items(s, tuple(self.plan.prove), self.managed_before),
         )
         return sv.Prove(
             **self.run,
