@@ -7,7 +7,9 @@ highest-priority definitions only, lists concatenated. remedy's file forced
 ``EnvironmentFile=-/etc/tenstorrent-serving/env``; the twin's stand-in appended a
 second [Service] section and kept both. A setting file that adds an EnvironmentFile
 now adds it to the module's list: the built unit has one [Service] with both, and the
-server reads both files. The setting file goes to the test's own REMEDY_SETTINGS_DIR.
+server reads both files. When the setting's value changes, the proof does not call
+remedy's own earlier item a drop; status reads every item the process's unit
+has. The setting file goes to the test's own REMEDY_SETTINGS_DIR.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.twin
 
 UNIT = "tenstorrent-serving.service"
 EXTRA = "/etc/tenstorrent-serving/extra.env"
+EXTRA2 = "/etc/tenstorrent-serving/extra2.env"
 SETTING = (
     "issue: tt-stack#72\nkind: unit-property\nname: EnvironmentFile\n"
     f"value: {EXTRA}\nurgency: now\n"
@@ -69,11 +72,30 @@ def test_an_added_environment_file_keeps_the_modules_own(make_twin, tmp_path, mo
     # and the server reads both files
     env = server_environ(twin)
     assert env.get("HF_HOME") == "/var/lib/hf" and env.get("VLLM_EXTRA") == "1", env
+    # remedy's own item changes (extra.env to extra2.env): the proof knows extra.env was
+    # remedy's earlier item (its file as the run found it), so the build that replaces
+    # it is no drop; the module's own item stays
+    twin.exec(["tee", EXTRA2], input="VLLM_EXTRA=2\n")
+    (settings / "extra-env-file.yaml").write_text(SETTING.replace(EXTRA, EXTRA2))
+    again = subprocess.run(
+        ["remedy", "converge", str(inventory), "--restart", "now"],
+        capture_output=True, text=True, cwd=PROJECT, timeout=900,
+    )  # fmt: skip
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-4000:]
+    assert "it drops" not in out, out[-4000:]
+    lines = twin.exec(["cat", f"/run/current-system/etc/systemd/system/{UNIT}"]).stdout
+    lines = lines.splitlines()
+    assert f"EnvironmentFile=-{fixtures.ENV_FILE}" in lines, lines
+    assert f"EnvironmentFile={EXTRA2}" in lines and f"EnvironmentFile={EXTRA}" not in lines
+    env = server_environ(twin)
+    assert env.get("HF_HOME") == "/var/lib/hf" and env.get("VLLM_EXTRA") == "2", env
+
     code, doc = remedy_json("status", str(inventory))
     (host,) = doc["hosts"]
     assert code == 0, (host["verdict"], host["problems"], host["unmanaged_volatile"])
     # status reads every item the process's unit has, in order (not the last only)
-    (setting,) = [x for x in host["settings"] if x["setting"] == "EnvironmentFile"]
-    both = f"-{fixtures.ENV_FILE}, {EXTRA}"
+    (setting,) = [x for x in host["settings"] if x["key"] == "EnvironmentFile"]
+    both = f"-{fixtures.ENV_FILE}, {EXTRA2}"
     assert (setting["live"], setting["next_boot"], setting["state"]) == (
         both, both, "in sync"), setting  # fmt: skip
