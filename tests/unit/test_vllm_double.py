@@ -556,13 +556,14 @@ def test_a_stream_goes_on_after_the_engine_is_done_and_the_gauge_reads_0(start_d
                  {"Content-Type": "application/json"})  # fmt: skip
     resp = conn.getresponse()
     assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
-    first = resp.fp.readline() + resp.fp.readline()  # the role, sent at once
+    assert resp.version == 11 and resp.chunked  # uvicorn: no Content-Length, chunked
+    first = resp.readline() + resp.readline()  # the role, sent at once
     assert json.loads(first.removeprefix(b"data: "))["choices"][0]["delta"]["role"]
     deadline = time.monotonic() + 60  # the engine's part ends: a cap, not a speed
     while running_gauge(double) != "0.0":
         assert time.monotonic() < deadline, "the engine's part never ended"
         time.sleep(0.05)
-    more = resp.fp.readline() + resp.fp.readline()  # still streaming with the gauge at 0
+    more = resp.readline() + resp.readline()  # still streaming with the gauge at 0
     assert more.startswith(b"data: {") and running_gauge(double) == "0.0"
     rest = (first + more + resp.read()).decode().split("\n\n")
     events = [e.removeprefix("data: ") for e in rest if e]
@@ -571,3 +572,36 @@ def test_a_stream_goes_on_after_the_engine_is_done_and_the_gauge_reads_0(start_d
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     assert text == vd.PLAIN_REPLY and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_connection_is_kept_open_for_the_next_request_as_uvicorn_does(start_double):
+    """HTTP/1.1 as vLLM's uvicorn speaks it: after a response the connection waits open
+    for the next request (two requests, one connection), a streamed one included (its
+    chunked body ends, the connection stays); an HTTP/1.0 request's is closed after its
+    response, as is one that asks for close."""
+    import http.client
+    import socket
+
+    double = start_double("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml")
+    conn = http.client.HTTPConnection("127.0.0.1", double.port, timeout=60)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello."}]}
+    for stream in (False, True, False):
+        conn.request("POST", "/v1/chat/completions", json.dumps({**body, "stream": stream}),
+                     {"Content-Type": "application/json"})  # fmt: skip
+        resp = conn.getresponse()
+        assert (resp.status, resp.version) == (200, 11)
+        data = resp.read()
+        assert (b"data: [DONE]" in data) == stream
+        assert not resp.will_close
+    sock = conn.sock  # the one connection all three went over
+    conn.request("GET", "/health")
+    assert conn.getresponse().read() == b"" and conn.sock is sock
+    conn.close()
+    for request in (b"GET /health HTTP/1.0\r\n\r\n",
+                    b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"):  # fmt: skip
+        with socket.create_connection(("127.0.0.1", double.port), timeout=60) as raw:
+            raw.sendall(request)
+            got = b""
+            while chunk := raw.recv(4096):  # ends: the server closed it
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200 "), got

@@ -39,6 +39,16 @@ detokenised and sent after the engine's last step) is. Started with
 ``/metrics`` still answers 200, with prometheus_client's own process metrics and no
 ``vllm:`` gauge, as the double does then.
 
+HTTP as vLLM's uvicorn speaks it (``uvicorn/protocols/http/httptools_impl.py`` at
+e6c7ce79): HTTP/1.1, and a connection kept open after its response for the next
+request (``keep_alive=http_version != "1.0"``; a ``Connection: close`` ends it), closed
+when no request comes within the keep-alive timeout (``on_response_complete`` arms
+``timeout_keep_alive_handler`` with ``call_later``): vLLM passes
+``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` (default 5 s) as uvicorn's ``timeout_keep_alive``,
+and so does the double, read from the same variable. A response without a
+Content-Length (a stream) goes out in chunked transfer encoding, ``0\r\n\r\n`` at its
+end, as uvicorn writes one (``RequestResponseCycle.send``).
+
 Also mimicked: ``vllm serve MODEL ...`` command line (unknown vLLM flags are
 accepted and recorded), ``--served-model-name`` (the only id /v1/models lists and
 requests may name; another gets vLLM's 404), tool-call ids
@@ -61,6 +71,9 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE (vllm/envs.py, default 5): uvicorn's
+# timeout_keep_alive, how long a connection waits open for its next request
+KEEP_ALIVE_S = float(os.environ.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "5"))
 PARSERS = ("hermes", "qwen3_coder", "qwen3_xml")  # qwen3_coder: same XML format
 ENV_KEYS = ("QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD")
 MAX_MODEL_LEN = 32768
@@ -248,6 +261,26 @@ class ApiError(Exception):
 class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
+    protocol_version = "HTTP/1.1"  # uvicorn's status line; kept alive unless 1.0 or close
+
+    def setup(self):
+        super().setup()
+        self._chunked = False
+
+    def handle_one_request(self):
+        """One request; then the connection waits open for the next one up to the
+        keep-alive timeout (uvicorn's timeout_keep_alive_handler closes it then)."""
+        self.connection.settimeout(KEEP_ALIVE_S)  # until the request line comes
+        self._chunked = False
+        super().handle_one_request()
+
+    def parse_request(self):
+        if not super().parse_request():
+            return False
+        self.connection.settimeout(None)  # a request in hand: no keep-alive timeout
+        if self.request_version == "HTTP/1.0":  # uvicorn: keep_alive=http_version != "1.0"
+            self.close_connection = True
+        return True
 
     @property
     def cfg(self):
@@ -334,19 +367,28 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as err:
             self._send(err.status, err.body())
 
+    def _body(self, data):
+        """DATA of a streamed body: a chunk of the chunked transfer encoding (empty: its
+        end), as uvicorn writes one."""
+        if self._chunked:
+            data = b"%x\r\n%s\r\n" % (len(data), data) if data else b"0\r\n\r\n"
+        self.wfile.write(data)
+        self.wfile.flush()
+
     def _event(self, answer, delta, finish=None):
         chunk = {key: answer[key] for key in ("id", "created", "model")}
         chunk["object"] = "chat.completion.chunk"
         chunk["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        self.wfile.flush()
+        self._body(b"data: " + json.dumps(chunk).encode() + b"\n\n")
 
     def _stream_start(self, answer):
-        """vLLM's stream: 200 with text/event-stream at once, the role first (HTTP/1.0
-        here: the body ends where the connection closes)."""
+        """vLLM's stream: 200 with text/event-stream at once, the role first; no
+        Content-Length, so chunked (uvicorn adds transfer-encoding: chunked)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self._chunked = True
         self._event(answer, {"role": "assistant", "content": ""})
 
     def _stream_rest(self, answer, tail_s):
@@ -366,8 +408,8 @@ class Handler(BaseHTTPRequestHandler):
             calls = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
             self._event(answer, {"tool_calls": calls})
         self._event(answer, {}, answer["choices"][0]["finish_reason"])
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        self._body(b"data: [DONE]\n\n")
+        self._body(b"")
 
     def chat_completion(self, req):
         cfg = self.cfg
