@@ -2,7 +2,8 @@
 # "idle", "busy RUNNING WAITING", "open N PORT WHY", "unreachable CODE" or
 # "unknown WHY". vLLM's V1 gauges vllm:num_requests_running and _waiting are
 # summed over every model_name and engine series. They are the engine's counts
-# ("Number of requests in model execution batches", vllm/v1/metrics/loggers.py):
+# ("Number of requests in model execution batches", vllm/v1/metrics/loggers.py
+# at 005a810b, lines 188-203, PrometheusStatLogger):
 # a request being tokenised, or a response still streaming out after the
 # engine's last step, is not among them. So gauges at 0 are idle only when no
 # connection to the server's port is busy either: "open N PORT WHY" counts the

@@ -1,8 +1,11 @@
 """Issue 44 item 5 on a twin: vLLM's gauges are the engine's counts
-(vllm/v1/metrics/loggers.py: vllm:num_requests_running, "Number of requests in model
-execution batches", labelled model_name and engine). A streamed response whose engine
-part is over still streams to its client with the gauges at 0; the drain waits for it
-and the restart does not cut it."""
+(vllm/v1/metrics/loggers.py at 005a810b, lines 188-203: vllm:num_requests_running,
+"Number of requests in model execution batches", labelled model_name and engine). A
+streamed response whose engine part is over still streams to its client with the gauges
+at 0; the drain waits for it and the restart does not cut it. The double speaks HTTP/1.1
+as vLLM's uvicorn does: a connection waits open for the next request
+(VLLM_HTTP_TIMEOUT_KEEP_ALIVE); the drain counts it busy while it sent or received in
+the last 5 s, idle once quiet for 5 s."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import time
 
 import pytest
 
+from remedy import host
+from remedy.twin import machine
 from tests.conftest import (
     run_deploy,
     served_model,
@@ -116,3 +121,73 @@ def test_restart_now_cuts_a_stream_the_engine_is_done_with_and_counts_it(make_tw
     details = json.loads(log.read_text().splitlines()[-1])["details"]
     assert details["restarts"] == 1 and details["requests_cut"] == 1, details
     assert "requests cut 1" in host["outcome"], host["outcome"]
+
+
+UNIT = "tenstorrent-serving.service"
+
+
+def load(twin) -> str:
+    """The drain's reading of the server on the twin (remedy/host/server_load.sh)."""
+    program = host.text("server_load.sh") + '\nserver_load "$1"\n'
+    return twin.exec(["sh", "-c", program, "sh", twin.server_url]).stdout.strip()
+
+
+def keep_alive_client(twin):
+    """An HTTP/1.1 client's connection to the twin's server (a pool's, a load balancer's)
+    that asks for /v1/models and keeps the connection for a next request."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(twin.server_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
+    conn.request("GET", "/v1/models")
+    resp = conn.getresponse()
+    assert (resp.status, resp.version) == (200, 11) and not resp.will_close
+    resp.read()
+    return conn
+
+
+def closed_by_server(conn, wait_s: float) -> bool:
+    """Whether the server closed CONN within WAIT_S (the client sends nothing)."""
+    conn.sock.settimeout(wait_s)
+    try:
+        return conn.sock.recv(1) == b""
+    except TimeoutError:
+        return False
+
+
+def test_a_keep_alive_connection_quiet_for_5_s_is_idle_while_it_is_still_open(make_twin):
+    """vLLM's uvicorn keeps a connection open after its response for the client's next
+    request, up to VLLM_HTTP_TIMEOUT_KEEP_ALIVE (5 s), then closes it. Right after the
+    response the drain counts the connection busy (gauges 0); quiet for 5 s it counts
+    it idle, also when the server keeps it open longer (the variable set to 120). It
+    failed with the HTTP/1.0 double: the connection closed with each response."""
+    twin = make_twin()
+    port = twin.server_url.rsplit(":", 1)[1]
+    engine_idle = f"open 1 {port} vLLM's gauges (the engine's) read 0 while responses are open"
+    conn = keep_alive_client(twin)
+    assert load(twin) == engine_idle  # it answered just now: busy
+    # uvicorn's timeout_keep_alive_handler: the server closes it (a cap, not a speed)
+    assert closed_by_server(conn, 60), "the server never closed the quiet connection"
+    conn.close()
+    assert load(twin) == "idle"
+
+    # a server that keeps connections open 120 s: quiet for 5 s is idle all the same
+    twin.exec(["systemctl", "set-environment", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE=120"])
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip()
+    environ = twin.exec(["cat", f"/proc/{pid}/environ"]).stdout.split("\0")
+    assert "VLLM_HTTP_TIMEOUT_KEEP_ALIVE=120" in environ
+    conn = keep_alive_client(twin)
+    said = [load(twin)]
+    deadline = time.monotonic() + 60  # a cap, not a speed
+    while said[-1] != "idle":
+        assert time.monotonic() < deadline, said
+        time.sleep(0.5)
+        said.append(load(twin))
+    assert said[0] == engine_idle and set(said[1:-1]) <= {engine_idle}, said
+    assert not closed_by_server(conn, 0.5)  # idle, and the connection is still open
+    conn.request("GET", "/health")  # the client's next request goes over it
+    assert conn.getresponse().status == 200
+    conn.close()

@@ -24,20 +24,21 @@ every request, overrides that: ``prose`` answers every such request in prose,
 
 ``/metrics`` serves vLLM's Prometheus gauges ``vllm:num_requests_running`` and
 ``vllm:num_requests_waiting`` (always 0: nothing queues), labelled ``model_name``
-and ``engine="0"``, with vLLM's help texts (``vllm/v1/metrics/loggers.py``,
-``PrometheusStatLogger``): they are the *engine's* counts, the requests in model
-execution batches, not the HTTP side's. A request may hold itself open: the
-double's own field ``"remedy_double_hold_s": N`` keeps it N seconds in the
-engine (counted running), so a test can keep one in flight; a SIGTERM meanwhile
-cuts it, as a restart does. A streamed request (``"stream": true``) is answered
-as vLLM's server-sent events (``chat.completion.chunk`` lines, then
-``data: [DONE]``); with the double's field ``"remedy_double_stream_tail_s": T``
-its last chunks go out over T seconds *after* the engine is done, the gauge
-already back at 0, as a real response still streaming to a slow client (or
-detokenised and sent after the engine's last step) is. Started with
-``--disable-log-stats``, vLLM creates no stat loggers (``vllm/v1/engine/async_llm.py``):
-``/metrics`` still answers 200, with prometheus_client's own process metrics and no
-``vllm:`` gauge, as the double does then.
+and ``engine="0"``, with vLLM's help texts (``vllm/v1/metrics/loggers.py`` at
+005a810b, ``PrometheusStatLogger``: labels line 168, the gauges lines 188-203): they
+are the *engine's* counts, the requests in model execution batches, not the HTTP
+side's. A request may hold itself open: the double's own field
+``"remedy_double_hold_s": N`` keeps it N seconds in the engine (counted running), so
+a test can keep one in flight; a SIGTERM meanwhile cuts it, as a restart does. A
+streamed request (``"stream": true``) is answered as vLLM's server-sent events
+(``chat.completion.chunk`` lines, then ``data: [DONE]``); with the double's field
+``"remedy_double_stream_tail_s": T`` its last chunks go out over T seconds *after*
+the engine is done, the gauge already back at 0, as a real response still streaming
+to a slow client (or detokenised and sent after the engine's last step) is. Started
+with ``--disable-log-stats``, vLLM creates no stat loggers
+(``vllm/v1/engine/async_llm.py``): ``/metrics`` still answers 200, with
+prometheus_client's own process metrics and no ``vllm:`` gauge, as the double does
+then.
 
 HTTP as vLLM's uvicorn speaks it (``uvicorn/protocols/http/httptools_impl.py`` at
 e6c7ce79): HTTP/1.1, and a connection kept open after its response for the next
