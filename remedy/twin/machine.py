@@ -956,7 +956,10 @@ def flags_script(twin: Twin, system: str = "/run/current-system") -> str:
 # -- reboot / down ------------------------------------------------------------
 
 
-def reboot(name: str, progress=print) -> Twin:
+def reboot(name: str, progress=print, serving: bool = True) -> Twin:
+    """Reboot twin NAME from inside (``systemctl reboot``) and wait until it is back: its
+    model server answers, or (not SERVING: a boot whose server is expected to fail)
+    systemd finished booting and sshd answers."""
     twin = load(name)
     if not twin.running or twin.init_pid() is None:
         raise TwinError(
@@ -966,8 +969,24 @@ def reboot(name: str, progress=print) -> Twin:
     progress(f"rebooting twin {name}")
     twin.exec(["systemctl", "reboot"], check=False)
     _wait_for_reboot(twin, old)
-    wait_booted(twin)
+    wait_back(twin, serving)
     return twin
+
+
+def wait_back(twin: Twin, serving: bool = True) -> None:
+    """After a reboot: as ``wait_booted``, or without the model server (not SERVING)."""
+    if serving:
+        wait_booted(twin)
+        return
+    _wait("systemd to finish booting", twin, lambda: _system_up(twin))
+    _wait("sshd", twin, lambda: _ssh_up(twin))
+
+
+def wait_rebooted(twin: Twin, old_nspawn: int | None, serving: bool = True) -> None:
+    """Until a reboot begun from inside by something else (a program that ran
+    ``systemctl reboot``) has booted the twin again; OLD_NSPAWN: its nspawn before."""
+    _wait_for_reboot(twin, old_nspawn)
+    wait_back(twin, serving)
 
 
 REBOOT_START_S = 30  # for systemd to begin stopping after `systemctl reboot`

@@ -310,6 +310,8 @@ def provision(root: Path, progress=print) -> None:
         0o755,
     )
     _write(root / "usr/local/lib/nixos-twin/twin-kernel", files["twin-kernel"], 0o755)
+    # systemd's bootctl for the verbs remedy uses (NixOS has it in the system's path)
+    _write(root / "usr/local/bin/bootctl", files["bootctl"], 0o755)
     for unit in ("twin-kernel.service", "twin-hugepages.path", "twin-hugepages.service"):
         _write(root / "etc/systemd/system" / unit, files[unit])
     for wants, unit in (("sysinit", "twin-kernel.service"), ("multi-user", "twin-hugepages.path")):

@@ -584,6 +584,17 @@ def main(argv=None):
     if ignored:
         log(f"Ignoring vLLM arguments: {' '.join(ignored)}")
     time.sleep(max(args.load_seconds, 0))  # socket not bound yet: connections are refused
+    failure = os.environ.get("VLLM_DOUBLE_FAIL_AFTER_LOAD")
+    if failure:  # a generation whose server fails after boot (docs/twin.md)
+        # vLLM V1's words when its engine core dies while starting
+        # (vllm/v1/engine/core_client.py): the process exits 1, nothing listens
+        print(f"ERROR:    EngineCore failed to start: {failure}", file=sys.stderr, flush=True)
+        print(
+            "RuntimeError: Engine core initialization failed. See root cause above.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
 
     server = Server((args.host, args.port), Handler)
     server.cfg = cfg
