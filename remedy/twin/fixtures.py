@@ -1073,6 +1073,25 @@ in {
 """
 
 
+# What a host's configuration.nix gains for a trial boot's new generation: an
+# environment line in the serving unit. VLLM_DOUBLE_FAIL_AFTER_LOAD makes the
+# model-server double fail once loaded, as vLLM does when its engine core dies at
+# start: a generation whose server fails after boot (docs/twin.md).
+CONFIG_ANCHOR = "hardware.tenstorrent.hugepagesPerCard = 2;"
+
+
+def with_serving_env(config_text: str, name: str, value: str) -> str:
+    """CONFIG_TEXT (a host's configuration.nix) with NAME=VALUE in the serving unit's
+    environment (systemd.services.<unit>.environment)."""
+    if CONFIG_ANCHOR not in config_text:
+        raise ValueError(f"the configuration lacks {CONFIG_ANCHOR!r}")
+    line = f'  systemd.services.tenstorrent-serving.environment.{name} = "{value}";'
+    return config_text.replace(CONFIG_ANCHOR, f"{CONFIG_ANCHOR}\n{line}", 1)
+
+
+FAILING_SERVER_ENV = "VLLM_DOUBLE_FAIL_AFTER_LOAD"
+
+
 def host_configuration(server_port: int = DEFAULT_SERVER_PORT, managed_import: bool = True) -> str:
     """The host's configuration.nix; MANAGED_IMPORT=False: without remedy's file."""
     return HOST_CONFIGURATION.replace("@PORT@", str(server_port)).replace(

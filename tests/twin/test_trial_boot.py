@@ -1,0 +1,204 @@
+"""A trial boot that falls back by itself (issue 46 item 4), on real twins.
+
+The twin boots as systemd-boot does (remedy/twin/files/nixos-twin-boot-generator: the
+one-shot entry read and removed, then LoaderEntryDefault, then loader.conf's default)
+and keeps the EFI variables in efivarfs' format at /sys/firmware/efi/efivars. The
+pieces run over the twin's real SSH (``remedy.core.trial.TrialBoot``); what the tests
+check is read on their own: the generation that booted (/run/booted-system) and the
+variables, decoded here from the files.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+
+from remedy.core.trial import TrialBoot
+from remedy.trial_boot import over_ssh
+from remedy.twin import fixtures, machine
+from tests.conftest import owner_git, sudo_rebuild
+
+CONFIG = f"{fixtures.NIXOS_DIR}/hosts/{fixtures.FLAKE_HOST}/configuration.nix"
+FLAKE = f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"
+EFIVARS = "/sys/firmware/efi/efivars"
+GUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+
+
+def new_generation(twin: machine.Twin, name: str, value: str) -> str:
+    """The owner adds NAME=VALUE to the serving unit's environment and commits; then
+    `sudo nixos-rebuild boot`: a new generation, loader.conf's default. Its toplevel."""
+    text = twin.exec(["cat", CONFIG]).stdout
+    twin.exec(["tee", CONFIG], input=fixtures.with_serving_env(text, name, value))
+    owner_git(twin, "commit", "-q", "-am", f"serving: {name}")
+    sudo_rebuild(twin, "boot", "--flake", FLAKE)
+    return realpath(twin, "/nix/var/nix/profiles/system")
+
+
+def realpath(twin: machine.Twin, path: str) -> str:
+    return twin.exec(["readlink", "-f", path]).stdout.strip()
+
+
+def entry_of(twin: machine.Twin, toplevel: str) -> str:
+    """The boot entry whose init is TOPLEVEL's (grep, not remedy's reading)."""
+    out = twin.exec(["grep", "-l", f"init={toplevel}/init", "-r", "/boot/loader/entries"])
+    names = [line.rsplit("/", 1)[-1] for line in out.stdout.split()]
+    assert len(names) == 1, names
+    return names[0]
+
+
+def efivar(twin: machine.Twin, name: str) -> str | None:
+    """Variable NAME decoded from its efivarfs file: 4 bytes of attributes, then
+    UTF-16LE up to its NUL; None when unset."""
+    path = f"{EFIVARS}/{name}-{GUID}"
+    ran = twin.exec(["base64", "-w0", path], check=False)
+    if ran.returncode != 0:
+        return None
+    raw = base64.b64decode(ran.stdout)
+    return raw[4:].decode("utf-16-le").split("\0", 1)[0]
+
+
+def boot_state(twin: machine.Twin) -> dict:
+    return {
+        "booted": realpath(twin, "/run/booted-system"),
+        "selected": efivar(twin, "LoaderEntrySelected"),
+        "default": efivar(twin, "LoaderEntryDefault"),
+        "oneshot": efivar(twin, "LoaderEntryOneShot"),
+    }
+
+
+def trial_boot(twin: machine.Twin) -> TrialBoot:
+    return TrialBoot(over_ssh(twin.ssh_argv()))
+
+
+def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin):
+    """Arm, reboot: the new generation booted, the default unchanged. A power cycle
+    without a bless: the previous generation again. Armed again and blessed after the
+    verify: the new one is the default and the next boot keeps it."""
+    twin = make_twin()
+    previous = realpath(twin, "/run/booted-system")
+    new = new_generation(twin, "REMEDY_TRIAL_MARK", "1")
+    old_entry, new_entry = entry_of(twin, previous), entry_of(twin, new)
+    trial = trial_boot(twin)
+
+    reading = trial.read()
+    assert reading.supported and reading.trial == "none", reading
+    assert (reading.running_entry, reading.next_entry) == (old_entry, new_entry)
+    armed = trial.arm()
+    assert armed.changed, armed
+    assert (armed.trial, armed.previous) == (new_entry, old_entry)
+    state = boot_state(twin)
+    assert (state["oneshot"], state["default"]) == (new_entry, old_entry), state
+    assert trial.read().armed
+    assert trial.arm().verdict == "noop"  # armed already: said, not done twice
+
+    machine.reboot(twin.name)
+    on_trial = boot_state(twin)
+    assert on_trial == {
+        "booted": new,
+        "selected": new_entry,
+        "default": old_entry,  # the default stayed on the generation that ran
+        "oneshot": None,  # read and removed at boot
+    }, on_trial
+    assert trial.read().on_trial
+
+    machine.reboot(twin.name)  # a power cycle, no bless: the previous generation
+    cycled = boot_state(twin)
+    assert cycled == {
+        "booted": previous,
+        "selected": old_entry,
+        "default": old_entry,
+        "oneshot": None,
+    }, cycled
+
+    assert trial.arm().changed
+    machine.reboot(twin.name)
+    assert boot_state(twin)["booted"] == new
+    refused = trial.bless(verify_passed=False)
+    assert refused.refused and "no passing verify" in refused.text, refused
+    assert boot_state(twin)["default"] == old_entry  # a failed verify blesses nothing
+    blessed = trial.bless(verify_passed=True)
+    assert blessed.changed and blessed.booted == new_entry, blessed
+    # loader.conf names the new one (nixos-rebuild boot put it there): the pin goes
+    assert boot_state(twin)["default"] is None
+    after = trial.read()
+    assert (after.trial, after.next_entry) == ("none", new_entry), after
+    assert trial.bless(verify_passed=True).verdict == "noop"
+
+    machine.reboot(twin.name)
+    assert boot_state(twin)["booted"] == new
+
+
+def test_a_trial_whose_server_fails_falls_back_and_the_default_is_never_the_failed_one(
+    make_twin,
+):
+    """A trial into a generation whose model server fails after boot: the host comes
+    back reachable, unhealthy; fall back reboots it into the previous generation, and
+    the boot default never named the failed one."""
+    twin = make_twin()
+    previous = realpath(twin, "/run/booted-system")
+    bad = new_generation(twin, fixtures.FAILING_SERVER_ENV, "no Tenstorrent device")
+    old_entry, bad_entry = entry_of(twin, previous), entry_of(twin, bad)
+    trial = trial_boot(twin)
+    defaults = []
+
+    assert trial.arm().changed
+    defaults.append(boot_state(twin)["default"])
+    machine.reboot(twin.name, serving=False)
+    state = boot_state(twin)
+    defaults.append(state["default"])
+    assert (state["booted"], state["selected"]) == (bad, bad_entry), state
+    # unhealthy: the server's start failed, in vLLM's words (an event, not a wait)
+    journal = ""
+    for _ in range(120):
+        journal = twin.exec(
+            ["journalctl", "-b", "-u", "tenstorrent-serving.service", "-o", "cat"]
+        ).stdout
+        if "Engine core initialization failed" in journal:
+            break
+        time.sleep(1)
+    assert "Engine core initialization failed" in journal, journal[-2000:]
+    assert machine.server_health(twin) != 200
+
+    assert trial.bless(verify_passed=False).refused
+    defaults.append(boot_state(twin)["default"])
+    checked = trial.fall_back(check=True)
+    assert checked.verdict == "act" and old_entry in checked.text, checked
+    nspawn = twin.nspawn_pid
+    fell = trial.fall_back()
+    assert fell.changed and fell.previous == old_entry and fell.booted == bad_entry, fell
+    machine.wait_rebooted(twin, nspawn)  # serving again
+    back = boot_state(twin)
+    defaults.append(back["default"])
+    assert (back["booted"], back["selected"]) == (previous, old_entry), back
+    assert machine.server_health(twin) == 200
+    assert defaults == [old_entry] * 4, defaults  # never the failed one
+    assert trial.fall_back().verdict == "noop"  # no trial now: nothing to fall back from
+
+
+def test_a_trial_boot_is_refused_by_name_where_the_loader_is_not_systemd_boot(make_twin):
+    """A twin booted by a loader without systemd's Boot Loader Interface (GRUB): the
+    reading names it, arm refuses by name and writes no variable; a twin without UEFI
+    the same, saying so."""
+    twin = make_twin()
+    twin.exec(["mkdir", "-p", "/etc/nixos-twin", "/boot/grub"])
+    twin.exec(["tee", "/etc/nixos-twin/boot-loader"], input="grub\n")
+    twin.exec(["tee", "/boot/grub/grub.cfg"], input="set default=0\n")
+    machine.reboot(twin.name)
+    trial = trial_boot(twin)
+    reading = trial.read()
+    assert (reading.loader, reading.trial) == ("GRUB", "unsupported"), reading
+    assert "Boot Loader Interface" in reading.why
+    refused = trial.arm()
+    assert refused.refused and "boots with GRUB" in refused.text, refused
+    assert "not supported" in refused.text
+    state = boot_state(twin)
+    assert (state["default"], state["oneshot"]) == (None, None), state
+    assert trial.fall_back().refused
+
+    twin.exec(["tee", "/etc/nixos-twin/firmware"], input="bios\n")
+    machine.reboot(twin.name)
+    assert twin.exec(["test", "-d", "/sys/firmware/efi"], check=False).returncode != 0
+    out = twin.exec(["bootctl", "set-oneshot", "x.conf"], check=False)
+    assert (out.returncode, out.stderr.strip()) == (1, "Not booted with UEFI.")
+    reading = trial.read()
+    assert reading.loader == "GRUB" and "not booted with UEFI" in reading.why, reading
