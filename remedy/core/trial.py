@@ -40,8 +40,12 @@ def program(name: str) -> str:
     """The text of trial program NAME: the host library, then the program."""
     if name not in PROGRAMS:
         raise ValueError(f"no trial program {name!r} (one of {', '.join(PROGRAMS)})")
-    return host.text("lib.sh") + "\n# ---- the trial program: " + name + "\n" + host.text(
-        f"trial/{name}.sh"
+    return (
+        host.text("lib.sh")
+        + "\n# ---- the trial program: "
+        + name
+        + "\n"
+        + host.text(f"trial/{name}.sh")
     )
 
 
@@ -188,9 +192,7 @@ def check_host_data(name: str, data: dict) -> None:
     systemd-boot: refused before connecting, naming the loader."""
     loader = data.get("boot_loader", SUPPORTED_LOADER)
     if loader not in LOADERS:
-        raise ConfigError(
-            f"{name}: boot_loader {loader!r}: expected one of {', '.join(LOADERS)}"
-        )
+        raise ConfigError(f"{name}: boot_loader {loader!r}: expected one of {', '.join(LOADERS)}")
     if loader != SUPPORTED_LOADER:
         raise ConfigError(
             f"{name}: a trial boot needs systemd-boot (its one-shot entry); this "

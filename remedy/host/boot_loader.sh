@@ -47,13 +47,15 @@ systemd's Boot Loader Interface"
 # Why a trial boot is refused on this loader (empty: it is systemd-boot).
 no_trial_why() {
   [ "$loader" = systemd-boot ] && return 0
-  printf 'a trial boot needs systemd-boot (its one-shot entry); this host boots '
+  printf 'a trial boot needs systemd-boot (its one-shot entry); '
+  printf 'this host boots '
   if [ "$loader" = unknown ]; then printf 'with an unknown loader'
   else printf 'with %s' "$loader"; fi
   printf ' (%s): not supported' "$loader_why"
 }
 
-# loader.conf's default entry (the last "default" line, as systemd-boot reads it).
+# loader.conf's default entry (its last "default" line, as systemd-boot
+# reads it).
 conf_default() {
   sed -n 's/^default[[:space:]]\{1,\}\([^[:space:]]\{1,\}\).*/\1/p' \
     "$esp/loader/loader.conf" 2>/dev/null | tail -n 1

@@ -11,7 +11,10 @@ variables, decoded here from the files.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import time
+from pathlib import Path
 
 from remedy.core.trial import TrialBoot
 from remedy.trial_boot import over_ssh
@@ -67,7 +70,24 @@ def boot_state(twin: machine.Twin) -> dict:
 
 
 def trial_boot(twin: machine.Twin) -> TrialBoot:
-    return TrialBoot(over_ssh(twin.ssh_argv()))
+    """The pieces over the twin's SSH. With REMEDY_RECORD_TRIAL=DIR each answer is
+    also kept there (the unit tests' recorded output, tests/unit/trial_answers)."""
+    run = over_ssh(twin.ssh_argv())
+    folder = os.environ.get("REMEDY_RECORD_TRIAL")
+    if not folder:
+        return TrialBoot(run)
+
+    def recording(argv: list[str]) -> tuple[int, str, str]:
+        code, out, err = run(argv)
+        name, mode, values = argv[3].removeprefix("remedy-trial-"), argv[4], argv[5:]
+        record = {"program": name, "mode": mode, "values": values}
+        record |= {"code": code, "stdout": out, "stderr": err}
+        n = len(list(Path(folder).glob("*.json")))
+        path = Path(folder) / f"{n:02d}-{name}-{mode}.json"
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        return code, out, err
+
+    return TrialBoot(recording)
 
 
 def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin):

@@ -1,16 +1,16 @@
 # Arm a trial boot: the next boot starts the new generation once (systemd-boot's
-# one-shot entry, as `bootctl set-oneshot` sets it) and the boot default stays on
-# the running generation's entry (LoaderEntryDefault, which systemd-boot prefers
-# to loader.conf's default, where nixos-rebuild boot put the new one). A boot
-# that never comes back is power-cycled into that default. Value: trial (the
+# one-shot entry, as `bootctl set-oneshot` sets it) and the boot default stays
+# on the running generation's entry (LoaderEntryDefault, which systemd-boot
+# prefers to loader.conf's default, where nixos-rebuild boot put the new one).
+# A boot that never comes back is power-cycled into that default. Value: trial (the
 # entry to try; default: loader.conf's default, NixOS's next boot).
 # @include boot_loader.sh
 boot_loader
 [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
 running=$(readlink -f /run/current-system 2>/dev/null) || running=''
 previous=$(entry_of "$running")
-[ -n "$previous" ] || give_up "the running generation ${running:-unknown} has no \
-boot entry in $esp/loader/entries: no default to fall back to"
+[ -n "$previous" ] || give_up "the running generation ${running:-unknown} has \
+no boot entry in $esp/loader/entries: no default to fall back to"
 trial=${trial:-$(conf_default)}
 [ -n "$trial" ] || give_up "no entry to try: $esp/loader/loader.conf names no \
 default"
@@ -22,7 +22,8 @@ say trial "$trial"
 ($previous): nothing to try"
 if [ "$(efivar LoaderEntryOneShot)" = "$trial" ] &&
   [ "$(efivar LoaderEntryDefault)" = "$previous" ]; then
-  noop "armed already: the next boot tries $trial once, the default is $previous"
+  noop "armed already: the next boot tries $trial once, the default is \
+$previous"
 fi
 would "arm a trial boot: $trial once, the default stays $previous"
 # the default first: if the one-shot cannot be set, the next boot is the

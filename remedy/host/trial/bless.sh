@@ -1,11 +1,12 @@
 # Bless a trial boot: the entry that booted becomes the boot default, only after
-# a passing verify (value verify=passed, the caller's verdict). Where loader.conf
-# already names it (NixOS's own default after nixos-rebuild boot), the pin
-# LoaderEntryDefault is removed, so the host is as NixOS leaves it; otherwise the
-# pin names it.
+# a passing verify (value verify=passed, the caller's verdict). Where
+# loader.conf already names it (NixOS's own default after nixos-rebuild boot),
+# the pin LoaderEntryDefault is removed, so the host is as NixOS leaves it;
+# otherwise the pin names it.
 # @include boot_loader.sh
-[ "${verify:-}" = passed ] || give_up "no passing verify (verify=${verify:-none}): \
-the trial's entry does not become the default"
+[ "${verify:-}" = passed ] ||
+  give_up "no passing verify (verify=${verify:-none}): the trial's entry \
+does not become the default"
 boot_loader
 [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
 booted=$(efivar LoaderEntrySelected)
@@ -23,7 +24,8 @@ loader.conf names $booted"
   out=$(bootctl set-default "" 2>&1) ||
     give_up "bootctl set-default '': $(why_of "$out" $?)"
   got=$(efivar LoaderEntryDefault)
-  [ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryDefault reads '$got'"
+  [ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryDefault reads \
+'$got'"
 else
   [ "$default" != "$booted" ] || noop "$booted is the default already \
 (LoaderEntryDefault)"

@@ -25,7 +25,8 @@ if [ -n "$oneshot" ]; then
   log yellow "removed the one-shot entry $oneshot"
 fi
 got=$(efivar LoaderEntryOneShot)
-[ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryOneShot reads '$got'"
+[ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryOneShot reads \
+'$got'"
 if [ "${reboot:-yes}" = no ]; then
   done_ "the next boot is $default; reboot to fall back from ${booted:-unknown}"
 fi

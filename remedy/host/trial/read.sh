@@ -23,8 +23,9 @@ oneshot=$(efivar LoaderEntryOneShot)
 say booted_entry "$selected"
 say default_entry "$default"
 say oneshot_entry "$oneshot"
-# the next boot, in systemd-boot's order: the one-shot entry, LoaderEntryDefault,
-# loader.conf's default (an id that names no entry is passed over)
+# the next boot, in systemd-boot's order: the one-shot entry,
+# LoaderEntryDefault, loader.conf's default (an id that names no entry is
+# passed over)
 next=''
 for e in "$oneshot" "$default" "$conf"; do
   [ -n "$e" ] && has_entry "$e" && { next=$e; break; }
@@ -34,7 +35,8 @@ if [ -n "$oneshot" ] && [ -n "$default" ] && [ "$oneshot" != "$default" ]; then
   say trial armed
   noop "a trial is armed: the next boot tries $oneshot once, the default is \
 $default"
-elif [ -n "$default" ] && [ -n "$selected" ] && [ "$selected" != "$default" ]; then
+elif [ -n "$default" ] && [ -n "$selected" ] &&
+  [ "$selected" != "$default" ]; then
   say trial on-trial
   noop "on trial: $selected booted, the default is $default (bless it or fall \
 back)"

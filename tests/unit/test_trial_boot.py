@@ -1,0 +1,178 @@
+"""The trial boot's Python side (remedy.core.trial): the argv it builds, and its
+readings of the programs' answers, replayed from real output recorded on twins
+(tests/unit/trial_answers, by tests/twin/test_trial_boot.py with
+REMEDY_RECORD_TRIAL=DIR). The expectations are written here, by hand. The programs
+themselves: shellcheck-clean as a whole, parsed by dash and bash --posix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from remedy.core import trial
+from remedy.errors import ConfigError
+
+ANSWERS = Path(__file__).parent / "trial_answers"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((ANSWERS / f"{name}.json").read_text())
+
+
+def reading(name: str) -> trial.BootReading:
+    r = recorded(name)
+    assert r["program"] == "read"
+    return trial.parse_reading(r["stdout"], r["stderr"], r["code"])
+
+
+def step(name: str) -> trial.TrialStep:
+    r = recorded(name)
+    return trial.parse_step(r["stdout"], r["stderr"], r["code"])
+
+
+def test_a_host_whose_next_boot_is_a_new_generation_is_read_as_no_trial_yet():
+    r = reading("read_none_new_generation_pending")
+    assert r.supported and r.loader_info == "systemd-boot 257 (nixos-twin)"
+    assert (r.trial, r.armed, r.on_trial) == ("none", False, False)
+    assert (r.booted_entry, r.running_entry) == ("nixos-generation-2.conf",) * 2
+    assert (r.conf_default, r.next_entry) == ("nixos-generation-3.conf",) * 2
+    assert (r.default_entry, r.oneshot_entry) == ("", "")
+    assert r.booted_system.startswith("/nix/store/") and r.why == ""
+
+
+def test_an_armed_trial_is_read_with_its_one_shot_and_the_pinned_default():
+    r = reading("read_armed")
+    assert r.armed and not r.on_trial
+    assert r.oneshot_entry == "nixos-generation-3.conf"
+    assert r.default_entry == "nixos-generation-2.conf"
+    assert r.next_entry == "nixos-generation-3.conf"  # the one-shot comes first
+
+
+def test_a_boot_on_trial_is_read_with_the_default_as_the_next_boot():
+    r = reading("read_on_trial")
+    assert r.on_trial and not r.armed
+    assert (r.booted_entry, r.default_entry) == (
+        "nixos-generation-3.conf",
+        "nixos-generation-2.conf",
+    )
+    assert r.oneshot_entry == ""  # read and removed at boot
+    assert r.next_entry == "nixos-generation-2.conf"  # a power cycle falls back
+
+
+def test_after_a_bless_the_pin_is_gone_and_loader_conf_rules():
+    r = reading("read_none_blessed")
+    assert r.trial == "none" and r.default_entry == ""
+    assert r.booted_entry == r.conf_default == r.next_entry == "nixos-generation-3.conf"
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        (
+            "read_grub_uefi",
+            "its boot loader sets no LoaderInfo: it does not implement systemd's Boot "
+            "Loader Interface",
+        ),
+        ("read_no_uefi", "not booted with UEFI (no /sys/firmware/efi/efivars)"),
+    ],
+)
+def test_grub_is_named_and_unsupported(name, why):
+    r = reading(name)
+    assert (r.loader, r.trial, r.supported) == ("GRUB", "unsupported", False)
+    assert r.why == why
+    assert r.booted_entry == "" and r.next_entry == ""  # no variable is read
+
+
+def test_arm_says_what_it_did_and_what_it_would_not_do_twice():
+    done = step("arm_done")
+    assert done.changed and not done.refused
+    assert (done.trial, done.previous) == ("nixos-generation-3.conf", "nixos-generation-2.conf")
+    assert "default stays nixos-generation-2.conf" in done.text
+    again = step("arm_armed_already")
+    assert again.verdict == "noop" and again.text.startswith("armed already")
+
+
+def test_arm_on_grub_is_refused_by_name():
+    s = step("arm_grub_refused")
+    assert s.refused and not s.changed
+    assert "this host boots with GRUB" in s.text and s.text.endswith("not supported")
+
+
+def test_bless_needs_a_passing_verify_and_says_the_entry():
+    failed = step("bless_verify_failed")
+    assert failed.refused and "no passing verify (verify=failed)" in failed.text
+    done = step("bless_done")
+    assert done.changed and done.booted == "nixos-generation-3.conf"
+    assert done.previous == "nixos-generation-2.conf"
+    already = step("bless_default_already")
+    assert already.verdict == "noop" and "default already" in already.text
+
+
+def test_fall_back_names_the_default_it_reboots_into():
+    checked = step("fallback_check_act")
+    assert checked.verdict == "act" and not checked.changed
+    done = step("fallback_done")
+    assert done.changed and done.previous == "nixos-generation-2.conf"
+    assert done.booted == "nixos-generation-3.conf"
+    assert done.text.startswith("rebooting into nixos-generation-2.conf")
+    none = step("fallback_no_trial")
+    assert none.verdict == "noop" and "no trial" in none.text
+
+
+def test_an_answer_cut_off_is_a_give_up_and_a_reading_cut_off_raises():
+    cut = trial.parse_step("@@remedy say previous x.conf\n", "Connection closed", 255)
+    assert cut.refused and "Connection closed" in cut.text and "exit 255" in cut.text
+    with pytest.raises(ValueError, match="could not be read"):
+        trial.parse_reading("", "ssh: connect to host h port 22: refused", 255)
+
+
+def test_argv_keeps_the_program_and_each_value_one_word():
+    argv = trial.argv("arm", "check", esp="/boot", trial="nixos generation 3.conf")
+    assert argv[:2] == ["sh", "-c"] and argv[3:5] == ["remedy-trial-arm", "check"]
+    assert argv[5:] == ["esp=/boot", "trial=nixos generation 3.conf"]
+    assert "# ---- the trial program: arm" in argv[2]
+    with pytest.raises(ValueError):
+        trial.argv("reboot")
+    with pytest.raises(ValueError):
+        trial.argv("arm", "maybe")
+
+
+def test_trial_boot_passes_the_callers_verdict_and_mode():
+    seen: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        seen.append(argv)
+        return 0, "@@remedy give-up x\n", ""
+
+    tb = trial.TrialBoot(run, esp="/efi")
+    tb.bless(verify_passed=False)
+    tb.fall_back(reboot=False, check=True)
+    assert seen[0][3:] == ["remedy-trial-bless", "apply", "esp=/efi", "verify=failed"]
+    assert seen[1][3:] == ["remedy-trial-fallback", "check", "esp=/efi", "reboot=no"]
+
+
+def test_host_data_naming_another_loader_is_refused_before_connecting():
+    trial.check_host_data("h", {})
+    trial.check_host_data("h", {"boot_loader": "systemd-boot"})
+    with pytest.raises(ConfigError, match="boot_loader is grub: not supported"):
+        trial.check_host_data("h", {"boot_loader": "grub"})
+    with pytest.raises(ConfigError, match="expected one of"):
+        trial.check_host_data("h", {"boot_loader": "lilo"})
+
+
+@pytest.mark.parametrize("name", trial.PROGRAMS)
+def test_each_trial_program_is_shellcheck_clean_and_posix(name, tmp_path):
+    text = trial.program(name)
+    path = tmp_path / f"{name}.sh"
+    path.write_text(text)
+    assert shutil.which("shellcheck"), "shellcheck is not installed: run scripts/setup.sh"
+    ran = subprocess.run(["shellcheck", "-s", "sh", str(path)], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout
+    for shell in (["dash"], ["bash", "--posix"]):
+        parsed = subprocess.run([*shell, "-n", str(path)], capture_output=True, text=True)
+        assert parsed.returncode == 0, (shell, parsed.stderr)
+    assert max(len(line) for line in (trial.host.text(f"trial/{name}.sh")).splitlines()) <= 80
