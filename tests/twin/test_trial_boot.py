@@ -214,6 +214,8 @@ def test_a_trial_boot_is_refused_by_name_where_the_loader_is_not_systemd_boot(ma
     state = boot_state(twin)
     assert (state["default"], state["oneshot"]) == (None, None), state
     assert trial.fall_back().refused
+    out = twin.exec(["bootctl", "set-oneshot", "x.conf"], check=False)
+    assert (out.returncode, out.stderr.strip()) == (1, "Not booted with a supported boot loader.")
 
     twin.exec(["tee", "/etc/nixos-twin/firmware"], input="bios\n")
     machine.reboot(twin.name)
@@ -222,3 +224,44 @@ def test_a_trial_boot_is_refused_by_name_where_the_loader_is_not_systemd_boot(ma
     assert (out.returncode, out.stderr.strip()) == (1, "Not booted with UEFI.")
     reading = trial.read()
     assert reading.loader == "GRUB" and "not booted with UEFI" in reading.why, reading
+
+
+def test_the_twins_bootctl_and_systemd_boot_are_as_unkind_as_upstream(make_twin):
+    """What the stand-ins do where upstream is unkind: bootctl takes an id that names no
+    entry, and systemd-boot passes over it at boot and still spends it; the one-shot is
+    a case-folded glob; special ids and their failures in bootctl's words. remedy's arm
+    refuses an entry that is not there before writing anything."""
+    twin = make_twin()
+    booted = realpath(twin, "/run/booted-system")
+    first = realpath(twin, "/nix/var/nix/profiles/system-1-link")
+    assert first != booted  # the base's generation 1 (another port), then the twin's
+
+    def bootctl(*args: str):
+        ran = twin.exec(["bootctl", *args], check=False)
+        return ran.returncode, ran.stderr.strip()
+
+    refused = trial_boot(twin).arm(trial="nixos-generation-9.conf")
+    assert refused.refused and "is not in /boot/loader/entries" in refused.text, refused
+    assert boot_state(twin)["oneshot"] is None and boot_state(twin)["default"] is None
+
+    assert bootctl("set-oneshot", "nixos-generation-9.conf") == (0, "")  # not checked
+    assert bootctl("set-default", "@bogus") == (1, "Unsupported special entry identifier: @bogus")
+    assert bootctl("set-default") == (1, "Too few arguments.")
+    assert bootctl("set-oneshot", "@default") == (
+        1,
+        "Failed to get EFI variable 'LoaderEntryDefault': No such file or directory",
+    )
+    machine.reboot(twin.name)
+    state = boot_state(twin)
+    assert (state["booted"], state["oneshot"]) == (booted, None), state  # spent, passed over
+
+    assert bootctl("set-oneshot", "NIXOS-GENERATION-1*") == (0, "")
+    machine.reboot(twin.name, serving=False)  # generation 1 serves on the base's port
+    state = boot_state(twin)
+    assert (state["booted"], state["selected"]) == (first, "nixos-generation-1.conf"), state
+    assert bootctl("set-default", "@current") == (0, "")
+    assert boot_state(twin)["default"] == "nixos-generation-1.conf"
+    assert bootctl("set-default", "") == (0, "") and bootctl("set-default", "") == (0, "")
+    assert boot_state(twin)["default"] is None
+    machine.reboot(twin.name)  # loader.conf's default again
+    assert boot_state(twin)["booted"] == booted

@@ -2,8 +2,8 @@
 # one-shot entry, as `bootctl set-oneshot` sets it) and the boot default stays
 # on the running generation's entry (LoaderEntryDefault, which systemd-boot
 # prefers to loader.conf's default, where nixos-rebuild boot put the new one).
-# A boot that never comes back is power-cycled into that default. Value: trial (the
-# entry to try; default: loader.conf's default, NixOS's next boot).
+# A boot that never comes back is power-cycled into that default. Value: trial
+# (the entry to try; default: loader.conf's default, NixOS's next boot).
 # @include boot_loader.sh
 boot_loader
 [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"

@@ -586,14 +586,16 @@ def main(argv=None):
     time.sleep(max(args.load_seconds, 0))  # socket not bound yet: connections are refused
     failure = os.environ.get("VLLM_DOUBLE_FAIL_AFTER_LOAD")
     if failure:  # a generation whose server fails after boot (docs/twin.md)
-        # vLLM V1's words when its engine core dies while starting
-        # (vllm/v1/engine/core_client.py): the process exits 1, nothing listens
-        print(f"ERROR:    EngineCore failed to start: {failure}", file=sys.stderr, flush=True)
-        print(
-            "RuntimeError: Engine core initialization failed. See root cause above.",
-            file=sys.stderr,
-            flush=True,
-        )
+        # vLLM V1's words when its engine core dies while starting: the core's error,
+        # then the API server's (vllm/v1/engine/utils.py, wait_for_engine_startup);
+        # the process exits 1 and nothing listens
+        for line in (
+            f"(EngineCore_DP0 pid={os.getpid()}) ERROR EngineCore failed to start.",
+            f"(EngineCore_DP0 pid={os.getpid()}) RuntimeError: {failure}",
+            f"(APIServer pid={os.getpid()}) RuntimeError: Engine core initialization "
+            "failed. See root cause above. Failed core proc(s): {}",
+        ):
+            print(line, file=sys.stderr, flush=True)
         return 1
 
     server = Server((args.host, args.port), Handler)
