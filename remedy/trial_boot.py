@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-from remedy.core.trial import Run
+from remedy.core.run.trial import Run
 
 TIMEOUT_S = 120  # a program reads a few files and runs bootctl twice
 

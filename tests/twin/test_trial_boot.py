@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from remedy.core.trial import TrialBoot
+from remedy.core.run.trial import TrialBoot
 from remedy.trial_boot import over_ssh
 from remedy.twin import fixtures, machine
 from tests.conftest import owner_git, sudo_rebuild

@@ -1,6 +1,6 @@
-"""The trial boot's Python side (remedy.core.trial): the argv it builds, and its
-readings of the programs' answers, replayed from real output recorded on twins
-(tests/unit/trial_answers, by tests/twin/test_trial_boot.py with
+"""The trial boot's Python side (remedy.core.run.trial, its programs and readings): the
+argv it builds, and its readings of the programs' answers, replayed from real output
+recorded on twins (tests/unit/trial_answers, by tests/twin/test_trial_boot.py with
 REMEDY_RECORD_TRIAL=DIR). The expectations are written here, by hand. The programs
 themselves: shellcheck-clean as a whole, parsed by dash and bash --posix."""
 
@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from remedy.core import trial
+from remedy import host
+from remedy.core.programs import trial as programs
+from remedy.core.readings import trial as readings
+from remedy.core.run import trial
 from remedy.errors import ConfigError
 
 ANSWERS = Path(__file__).parent / "trial_answers"
@@ -23,15 +26,15 @@ def recorded(name: str) -> dict:
     return json.loads((ANSWERS / f"{name}.json").read_text())
 
 
-def reading(name: str) -> trial.BootReading:
+def reading(name: str) -> readings.BootReading:
     r = recorded(name)
     assert r["program"] == "read"
-    return trial.parse_reading(r["stdout"], r["stderr"], r["code"])
+    return readings.parse_reading(r["stdout"], r["stderr"], r["code"])
 
 
-def step(name: str) -> trial.TrialStep:
+def step(name: str) -> readings.TrialStep:
     r = recorded(name)
-    return trial.parse_step(r["stdout"], r["stderr"], r["code"])
+    return readings.parse_step(r["stdout"], r["stderr"], r["code"])
 
 
 def test_a_host_whose_next_boot_is_a_new_generation_is_read_as_no_trial_yet():
@@ -124,21 +127,21 @@ def test_fall_back_names_the_default_it_reboots_into():
 
 
 def test_an_answer_cut_off_is_a_give_up_and_a_reading_cut_off_raises():
-    cut = trial.parse_step("@@remedy say previous x.conf\n", "Connection closed", 255)
+    cut = readings.parse_step("@@remedy say previous x.conf\n", "Connection closed", 255)
     assert cut.refused and "Connection closed" in cut.text and "exit 255" in cut.text
     with pytest.raises(ValueError, match="could not be read"):
-        trial.parse_reading("", "ssh: connect to host h port 22: refused", 255)
+        readings.parse_reading("", "ssh: connect to host h port 22: refused", 255)
 
 
 def test_argv_keeps_the_program_and_each_value_one_word():
-    argv = trial.argv("arm", "check", esp="/boot", trial="nixos generation 3.conf")
+    argv = programs.argv("arm", "check", esp="/boot", trial="nixos generation 3.conf")
     assert argv[:2] == ["sh", "-c"] and argv[3:5] == ["remedy-trial-arm", "check"]
     assert argv[5:] == ["esp=/boot", "trial=nixos generation 3.conf"]
     assert "# ---- the trial program: arm" in argv[2]
     with pytest.raises(ValueError):
-        trial.argv("reboot")
+        programs.argv("reboot")
     with pytest.raises(ValueError):
-        trial.argv("arm", "maybe")
+        programs.argv("arm", "maybe")
 
 
 def test_trial_boot_passes_the_callers_verdict_and_mode():
@@ -164,9 +167,9 @@ def test_host_data_naming_another_loader_is_refused_before_connecting():
         trial.check_host_data("h", {"boot_loader": "lilo"})
 
 
-@pytest.mark.parametrize("name", trial.PROGRAMS)
+@pytest.mark.parametrize("name", programs.PROGRAMS)
 def test_each_trial_program_is_shellcheck_clean_and_posix(name, tmp_path):
-    text = trial.program(name)
+    text = programs.program(name)
     path = tmp_path / f"{name}.sh"
     path.write_text(text)
     assert shutil.which("shellcheck"), "shellcheck is not installed: run scripts/setup.sh"
@@ -175,4 +178,15 @@ def test_each_trial_program_is_shellcheck_clean_and_posix(name, tmp_path):
     for shell in (["dash"], ["bash", "--posix"]):
         parsed = subprocess.run([*shell, "-n", str(path)], capture_output=True, text=True)
         assert parsed.returncode == 0, (shell, parsed.stderr)
-    assert max(len(line) for line in (trial.host.text(f"trial/{name}.sh")).splitlines()) <= 80
+    assert max(len(line) for line in (host.text(f"trial/{name}.sh")).splitlines()) <= 80
+
+
+def test_a_trial_that_does_not_come_back_is_reported_with_its_power_cycle():
+    armed = step("arm_done")
+    note = trial.not_back_note("cfx-llm2", armed)
+    assert note == (
+        "cfx-llm2 did not come back from its trial boot of nixos-generation-3.conf: a "
+        "power cycle boots nixos-generation-2.conf, the boot default (the generation "
+        "that ran before); the one-shot entry was spent on the trial"
+    )
+    assert trial.not_back_note("h", readings.TrialStep("noop", "x")) == ""
