@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from remedy import host
+from remedy.core.config import host_data
 from remedy.core.programs import trial as programs
 from remedy.core.readings import trial as readings
 from remedy.core.run import trial
@@ -159,12 +160,16 @@ def test_trial_boot_passes_the_callers_verdict_and_mode():
 
 
 def test_host_data_naming_another_loader_is_refused_before_connecting():
-    trial.check_host_data("h", {})
-    trial.check_host_data("h", {"boot_loader": "systemd-boot"})
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        raise AssertionError("connected")
+
+    tb = trial.TrialBoot.of_host("h", host_data.from_host_data("h", {"esp_path": "/efi"}), run)
+    assert tb._values == {"esp": "/efi"}
+    grub = host_data.from_host_data("h", {"boot_loader": "grub"})
     with pytest.raises(ConfigError, match="boot_loader is grub: not supported"):
-        trial.check_host_data("h", {"boot_loader": "grub"})
-    with pytest.raises(ConfigError, match="expected one of"):
-        trial.check_host_data("h", {"boot_loader": "lilo"})
+        trial.TrialBoot.of_host("h", grub, run)
+    with pytest.raises(ConfigError, match="boot_loader"):
+        host_data.from_host_data("h", {"boot_loader": "lilo"})
 
 
 @pytest.mark.parametrize("name", programs.PROGRAMS)

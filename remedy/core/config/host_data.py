@@ -87,6 +87,13 @@ host_deadline_s        the sum of the step bounds (see below)  the longest one h
                                                                part of a run may take,
                                                                its waits for its turn not
                                                                counted; then it is given up
+boot_loader            systemd-boot                            systemd-boot | grub |
+                                                               other: a trial boot needs
+                                                               systemd-boot (refused
+                                                               before connecting)
+esp_path               /boot                                   where systemd-boot's
+                                                               entries and loader.conf
+                                                               are (efiSysMountPoint)
 =====================  ======================================  ==========================
 
 The rollout keys (``remedy converge`` over a fleet, ``remedy.core.run.rollout``) are the
@@ -125,6 +132,7 @@ from remedy.errors import ConfigError
 
 PARSERS = ("qwen3_xml", "qwen3_coder", "hermes")  # the allowlist
 ENVIRONMENTS = ("production", "staging", "twin")
+BOOT_LOADERS = ("systemd-boot", "grub", "other")  # remedy.core.run.trial
 UNIT_RE = re.compile(r"^[A-Za-z0-9@_.:-]+\.service$")
 ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9_./:,=+-]*$")
@@ -243,6 +251,11 @@ class HostData:
     remedy_role: str = "serving"
     builder_user: str = "remedy-build"
     builder_address: str | None = None
+    # The trial boot (remedy.core.run.trial): the host's boot loader, as its data says
+    # (systemd-boot: its one-shot entry makes the trial; grub, other: no trial boot),
+    # and its ESP (NixOS's boot.loader.efi.efiSysMountPoint).
+    boot_loader: str = "systemd-boot"
+    esp_path: str = "/boot"
 
     def snapshot_kwargs(self) -> dict:
         """Arguments of facts.serving.HostSnapshot for this host."""
@@ -627,6 +640,8 @@ CHECKS = {
     "remedy_role": _choice(ROLES),
     "builder_user": _pattern(USER_RE, "a plain user name like remedy-build"),
     "builder_address": _optional(_pattern(ADDRESS_RE, "a host name or IP address")),
+    "boot_loader": _choice(BOOT_LOADERS),
+    "esp_path": _pattern(PATH_RE, "an absolute path of plain characters"),
 }
 assert set(CHECKS) == KEYS, set(CHECKS) ^ KEYS
 

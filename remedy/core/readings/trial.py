@@ -55,8 +55,8 @@ def parse_reading(stdout: str, stderr: str = "", code: int | None = 0) -> BootRe
     return BootReading(
         loader=get("loader"),
         loader_info=get("loader_info"),
-        why=get("loader_why") or (ans.text if get("trial") == "unsupported" else ""),
-        trial=get("trial") or "none",
+        why=get("loader_why") or (ans.text if get("trial_state") == "unsupported" else ""),
+        trial=get("trial_state") or "none",
         running_entry=get("running_entry"),
         booted_entry=get("booted_entry"),
         default_entry=get("default_entry"),
@@ -95,6 +95,6 @@ def parse_step(stdout: str, stderr: str = "", code: int | None = 0) -> TrialStep
         verdict=ans.verdict,
         text=ans.text,
         previous=str(said.get("previous") or ""),
-        trial=str(said.get("trial") or ""),
+        trial=str(said.get("trial_state") or ""),
         booted=str(said.get("booted_entry") or ""),
     )

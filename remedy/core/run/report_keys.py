@@ -69,6 +69,23 @@ KEYS = MappingProxyType(
         "verification": (str,),
         # the memory gate passed
         "gate": (str,),
+        # the trial boot (remedy/host/trial, remedy.core.readings.trial): the loader,
+        # the systems and entries, the state of a trial, and the entries a piece
+        # named (the default it falls back to, the one tried, the one that booted)
+        "loader": (str,),
+        "loader_info": (str,),
+        "loader_why": (str,),
+        "running_system": (str,),
+        "booted_system": (str,),
+        "running_entry": (str,),
+        "conf_default": (str,),
+        "booted_entry": (str,),
+        "default_entry": (str,),
+        "oneshot_entry": (str,),
+        "next_entry": (str,),
+        "trial_state": (str,),
+        "previous": (str,),
+        "trial_entry": (str,),
     }
 )
 

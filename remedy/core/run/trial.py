@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from remedy.core.config.host_data import HostData
 from remedy.core.programs.trial import argv
 from remedy.core.readings.trial import (
     SUPPORTED_LOADER,
@@ -32,10 +33,6 @@ from remedy.core.readings.trial import (
 )
 from remedy.errors import ConfigError
 
-# What the host's data may say of its loader (``boot_loader``); anything but
-# systemd-boot refuses a trial boot before connecting.
-LOADERS = ("systemd-boot", "grub", "other")
-
 Run = Callable[[list[str]], tuple[int, str, str]]
 
 
@@ -44,6 +41,13 @@ class TrialBoot:
 
     def __init__(self, run: Run, esp: str = "/boot"):
         self._run, self._values = run, {"esp": esp}
+
+    @classmethod
+    def of_host(cls, name: str, data: HostData, run: Run) -> TrialBoot:
+        """Host NAME's trial boot from its checked host DATA (its ESP); refused before
+        connecting when DATA names another loader than systemd-boot."""
+        check_host_data(name, data)
+        return cls(run, esp=data.esp_path)
 
     def _call(self, name: str, mode: str, **values: str) -> tuple[int, str, str]:
         return self._run(argv(name, mode, **self._values, **values))
@@ -93,14 +97,12 @@ def not_back_note(name: str, armed: TrialStep) -> str:
     )
 
 
-def check_host_data(name: str, data: dict) -> None:
-    """A trial boot asked of a host whose data says it does not boot with
-    systemd-boot: refused before connecting, naming the loader."""
-    loader = data.get("boot_loader", SUPPORTED_LOADER)
-    if loader not in LOADERS:
-        raise ConfigError(f"{name}: boot_loader {loader!r}: expected one of {', '.join(LOADERS)}")
-    if loader != SUPPORTED_LOADER:
+def check_host_data(name: str, data: HostData) -> None:
+    """A trial boot asked of host NAME whose DATA (checked host data) says it does not
+    boot with systemd-boot: refused before connecting, naming the loader."""
+    if data.boot_loader != SUPPORTED_LOADER:
         raise ConfigError(
             f"{name}: a trial boot needs systemd-boot (its one-shot entry); this "
-            f"host's boot_loader is {loader}: not supported (reboot without a trial)"
+            f"host's boot_loader is {data.boot_loader}: not supported (reboot it "
+            "without a trial)"
         )

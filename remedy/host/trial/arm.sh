@@ -17,7 +17,7 @@ default"
 has_entry "$trial" || give_up "the entry to try, $trial, is not in \
 $esp/loader/entries"
 say previous "$previous"
-say trial "$trial"
+say trial_entry "$trial"
 [ "$trial" != "$previous" ] || noop "the next boot is the running generation \
 ($previous): nothing to try"
 if [ "$(efivar LoaderEntryOneShot)" = "$trial" ] &&

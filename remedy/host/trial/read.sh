@@ -14,7 +14,7 @@ say running_entry "$(entry_of "$running")"
 conf=$(conf_default)
 say conf_default "$conf"
 if [ "$loader" != systemd-boot ]; then
-  say trial unsupported
+  say trial_state unsupported
   noop "$(no_trial_why)"
 fi
 selected=$(efivar LoaderEntrySelected)
@@ -32,14 +32,14 @@ for e in "$oneshot" "$default" "$conf"; do
 done
 say next_entry "$next"
 if [ -n "$oneshot" ] && [ -n "$default" ] && [ "$oneshot" != "$default" ]; then
-  say trial armed
+  say trial_state armed
   noop "a trial is armed: the next boot tries $oneshot once, the default is \
 $default"
 elif [ -n "$default" ] && [ -n "$selected" ] &&
   [ "$selected" != "$default" ]; then
-  say trial on-trial
+  say trial_state on-trial
   noop "on trial: $selected booted, the default is $default (bless it or fall \
 back)"
 fi
-say trial none
+say trial_state none
 noop "no trial: ${selected:-no entry} booted, the next boot is ${next:-unknown}"
