@@ -195,3 +195,9 @@ def test_a_trial_that_does_not_come_back_is_reported_with_its_power_cycle():
         "that ran before); the one-shot entry was spent on the trial"
     )
     assert trial.not_back_note("h", readings.TrialStep("noop", "x")) == ""
+
+
+def test_arm_refuses_an_entry_that_is_not_there_before_writing():
+    s = step("arm_entry_missing")
+    assert s.refused and s.previous == "" and s.trial == ""
+    assert s.text == "the entry to try, nixos-generation-9.conf, is not in /boot/loader/entries"

@@ -95,6 +95,6 @@ def parse_step(stdout: str, stderr: str = "", code: int | None = 0) -> TrialStep
         verdict=ans.verdict,
         text=ans.text,
         previous=str(said.get("previous") or ""),
-        trial=str(said.get("trial_state") or ""),
+        trial=str(said.get("trial_entry") or ""),
         booted=str(said.get("booted_entry") or ""),
     )
