@@ -72,3 +72,7 @@ entry_of() {
   done | sort -V | tail -n 1
 }
 has_entry() { [ -f "$esp/loader/entries/$1" ]; }
+
+# What LoaderEntryDefault was before arm pinned it ("none": unset), for disarm
+# (root's, 0600); bless and fall back end the trial and remove it.
+trial_record=/var/lib/remedy/trial-default-before

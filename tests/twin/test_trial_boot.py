@@ -25,6 +25,7 @@ CONFIG = f"{fixtures.NIXOS_DIR}/hosts/{fixtures.FLAKE_HOST}/configuration.nix"
 FLAKE = f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"
 EFIVARS = "/sys/firmware/efi/efivars"
 GUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+RECORD = "/var/lib/remedy/trial-default-before"  # arm's record of the default before
 
 
 def new_generation(twin: machine.Twin, name: str, value: str) -> str:
@@ -110,6 +111,15 @@ def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin
     assert (state["oneshot"], state["default"]) == (new_entry, old_entry), state
     assert trial.read().armed
     assert trial.arm().verdict == "noop"  # armed already: said, not done twice
+    record = twin.exec(["stat", "-c", "%a %U", RECORD]).stdout.split()
+    assert record == ["600", "root"] and twin.exec(["cat", RECORD]).stdout == "none\n"
+
+    disarmed = trial.disarm()  # a reboot called off: as before arm
+    assert disarmed.changed, disarmed
+    assert boot_state(twin)["oneshot"] is None and boot_state(twin)["default"] is None
+    assert twin.exec(["test", "-e", RECORD], check=False).returncode == 1
+    assert trial.read().trial == "none"
+    assert trial.arm().changed  # armed again for the reboot
 
     machine.reboot(twin.name)
     on_trial = boot_state(twin)
@@ -120,6 +130,10 @@ def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin
         "oneshot": None,  # read and removed at boot
     }, on_trial
     assert trial.read().on_trial
+    again = trial.arm()  # on trial, arming again would pin the untried one
+    assert again.refused and again.text.startswith("on trial:"), again
+    assert trial.disarm().refused
+    assert boot_state(twin) == on_trial
 
     machine.reboot(twin.name)  # a power cycle, no bless: the previous generation
     cycled = boot_state(twin)
@@ -129,6 +143,8 @@ def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin
         "default": old_entry,
         "oneshot": None,
     }, cycled
+    kept = trial.disarm()  # nothing armed: the pin left as it is
+    assert kept.verdict == "noop" and old_entry in kept.text, kept
 
     assert trial.arm().changed
     machine.reboot(twin.name)
@@ -140,6 +156,7 @@ def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin
     assert blessed.changed and blessed.booted == new_entry, blessed
     # loader.conf names the new one (nixos-rebuild boot put it there): the pin goes
     assert boot_state(twin)["default"] is None
+    assert twin.exec(["test", "-e", RECORD], check=False).returncode == 1
     after = trial.read()
     assert (after.trial, after.next_entry) == ("none", new_entry), after
     assert trial.bless(verify_passed=True).verdict == "noop"
@@ -192,6 +209,7 @@ def test_a_trial_whose_server_fails_falls_back_and_the_default_is_never_the_fail
     assert (back["booted"], back["selected"]) == (previous, old_entry), back
     assert machine.server_health(twin) == 200
     assert defaults == [old_entry] * 4, defaults  # never the failed one
+    assert twin.exec(["test", "-e", RECORD], check=False).returncode == 1
     assert trial.fall_back().verdict == "noop"  # no trial now: nothing to fall back from
 
 

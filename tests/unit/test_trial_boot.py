@@ -201,3 +201,26 @@ def test_arm_refuses_an_entry_that_is_not_there_before_writing():
     s = step("arm_entry_missing")
     assert s.refused and s.previous == "" and s.trial == ""
     assert s.text == "the entry to try, nixos-generation-9.conf, is not in /boot/loader/entries"
+
+
+def test_disarm_restores_the_default_before_arm_and_leaves_a_pin_it_did_not_arm():
+    done = step("disarm_done")
+    assert done.changed and done.trial == "nixos-generation-3.conf"
+    assert done.text == (
+        "disarmed: nixos-generation-3.conf no longer boots once; LoaderEntryDefault is "
+        "removed, as before arm"
+    )
+    kept = step("disarm_nothing_armed")
+    assert kept.verdict == "noop"
+    assert kept.text == (
+        "no trial is armed (LoaderEntryDefault nixos-generation-2.conf is left as it is)"
+    )
+
+
+def test_arm_on_a_trial_boot_is_refused():
+    s = step("arm_on_trial_refused")
+    assert s.refused and s.previous == "" and s.trial == ""
+    assert s.text == (
+        "on trial: nixos-generation-3.conf booted, the default is nixos-generation-2.conf; "
+        "bless it or fall back first"
+    )

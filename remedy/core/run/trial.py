@@ -6,6 +6,8 @@ Where the next boot is a new generation and the host boots with systemd-boot:
   one-shot entry, ``bootctl set-oneshot``) and the boot default stays on the running
   generation's entry (``bootctl set-default``), so a boot that never comes back is
   power-cycled into the previous generation;
+* ``disarm`` when the reboot is called off after ``arm`` (Ctrl-C before the reboot):
+  the host is as before ``arm``;
 * ``bless`` after a passing verify: the entry that booted becomes the default;
 * ``fall_back`` after a failed verify on a host that came back: the default is still
   the previous entry; the one-shot is cleared and the host reboots into it;
@@ -60,6 +62,11 @@ class TrialBoot:
         """Before the reboot. TRIAL: the entry to try (default: loader.conf's)."""
         extra = {"trial": trial} if trial else {}
         return parse_step(*_reordered(self._call("arm", _mode(check), **extra)))
+
+    def disarm(self, check: bool = False) -> TrialStep:
+        """A reboot called off after ``arm``: the one-shot entry and arm's pin go, so
+        the next boot is loader.conf's default again."""
+        return parse_step(*_reordered(self._call("disarm", _mode(check))))
 
     def bless(self, verify_passed: bool, check: bool = False) -> TrialStep:
         """After the verify; refused unless VERIFY_PASSED."""

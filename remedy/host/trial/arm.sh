@@ -7,6 +7,14 @@
 # @include boot_loader.sh
 boot_loader
 [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
+# on a trial now (the entry that booted is not the pinned default), arming
+# again would pin the untried one: bless it or fall back first
+selected=$(efivar LoaderEntrySelected)
+pinned=$(efivar LoaderEntryDefault)
+if [ -n "$pinned" ] && [ -n "$selected" ] && [ "$selected" != "$pinned" ]; then
+  give_up "on trial: $selected booted, the default is $pinned; bless it or \
+fall back first"
+fi
 running=$(readlink -f /run/current-system 2>/dev/null) || running=''
 previous=$(entry_of "$running")
 [ -n "$previous" ] || give_up "the running generation ${running:-unknown} has \
@@ -26,6 +34,12 @@ if [ "$(efivar LoaderEntryOneShot)" = "$trial" ] &&
 $previous"
 fi
 would "arm a trial boot: $trial once, the default stays $previous"
+# what the default was, for disarm (a reboot called off)
+mkdir -p -- "${trial_record%/*}" ||
+  give_up "cannot make ${trial_record%/*} for the default before the trial"
+out=$(sh -c "$(ATOMIC_WRITE)" sh "$trial_record" 0600 - \
+  printf '%s\n' "${pinned:-none}" 2>&1) ||
+  give_up "cannot keep the default before the trial: $(why_of "$out" $?)"
 # the default first: if the one-shot cannot be set, the next boot is the
 # running generation's, never an untried one for good
 out=$(bootctl set-default "$previous" 2>&1) ||

@@ -37,4 +37,5 @@ ${conf:-none})"
   [ "$got" = "$booted" ] || give_up "bootctl succeeded, but LoaderEntryDefault \
 reads '$got'"
 fi
+rm -f -- "$trial_record"
 done_ "blessed: $booted is the boot default (before: ${default:-no pin})"

@@ -27,6 +27,7 @@ fi
 got=$(efivar LoaderEntryOneShot)
 [ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryOneShot reads \
 '$got'"
+rm -f -- "$trial_record"
 if [ "${reboot:-yes}" = no ]; then
   done_ "the next boot is $default; reboot to fall back from ${booted:-unknown}"
 fi
