@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-from remedy.core.run.trial import Run
+from remedy.core.run.trial import Run, TrialBoot
 
 TIMEOUT_S = 120  # a program reads a few files and runs bootctl twice
 
@@ -30,16 +30,23 @@ def over_ssh(ssh_argv: list[str], timeout_s: float = TIMEOUT_S) -> Run:
 
 
 def over_pyinfra(host) -> Run:
-    """A connected pyinfra HOST (``remedy.session.connected``)."""
+    """A connected pyinfra HOST (``remedy.session.connected``). pyinfra keeps no exit
+    code: 0 when the command succeeded, else 1 (the programs answer on stdout)."""
     from remedy.operations.argv import command
 
     def run(argv: list[str]) -> tuple[int, str, str]:
-        ok, output = host.run_shell_command(command(argv))
-        out = "\n".join(line.line for line in output if line.buffer_name == "stdout")
-        err = "\n".join(line.line for line in output if line.buffer_name == "stderr")
-        return (0 if ok else 1), out, err
+        ok, output = host.run_shell_command(command(argv), print_output=False)
+        return (0 if ok else 1), output.stdout + "\n", output.stderr
 
     return run
+
+
+def of_pyinfra_host(host) -> TrialBoot:
+    """The trial boot of a connected pyinfra HOST, from its checked host data (refused,
+    before any command, when its boot_loader is not systemd-boot)."""
+    from remedy.core.config.host_data import from_host_data
+
+    return TrialBoot.of_host(host.name, from_host_data(host.name, host.data), over_pyinfra(host))
 
 
 def _text(raw) -> str:

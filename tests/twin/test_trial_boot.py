@@ -16,10 +16,11 @@ import os
 import time
 from pathlib import Path
 
+from remedy import session
 from remedy.core.run.trial import TrialBoot
-from remedy.trial_boot import over_ssh
+from remedy.trial_boot import of_pyinfra_host, over_ssh
 from remedy.twin import fixtures, machine
-from tests.conftest import owner_git, sudo_rebuild
+from tests.conftest import owner_git, sudo_rebuild, twin_inventory
 
 CONFIG = f"{fixtures.NIXOS_DIR}/hosts/{fixtures.FLAKE_HOST}/configuration.nix"
 FLAKE = f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"
@@ -244,7 +245,7 @@ def test_a_trial_boot_is_refused_by_name_where_the_loader_is_not_systemd_boot(ma
     assert reading.loader == "GRUB" and "not booted with UEFI" in reading.why, reading
 
 
-def test_the_twins_bootctl_and_systemd_boot_are_as_unkind_as_upstream(make_twin):
+def test_the_twins_bootctl_and_systemd_boot_are_as_unkind_as_upstream(make_twin, tmp_path):
     """What the stand-ins do where upstream is unkind: bootctl takes an id that names no
     entry, and systemd-boot passes over it at boot and still spends it; the one-shot is
     a case-folded glob; special ids and their failures in bootctl's words. remedy's arm
@@ -253,6 +254,14 @@ def test_the_twins_bootctl_and_systemd_boot_are_as_unkind_as_upstream(make_twin)
     booted = realpath(twin, "/run/booted-system")
     first = realpath(twin, "/nix/var/nix/profiles/system-1-link")
     assert first != booted  # the base's generation 1 (another port), then the twin's
+
+    # the same reading over a pyinfra connection, as remedy's commands hold one
+    inventory = twin_inventory(tmp_path / "inv.py", twin)
+    with session.connected(str(inventory), [twin.name]) as (_state, hosts, failed):
+        assert not failed, failed
+        over_pyinfra = of_pyinfra_host(hosts[0]).read()
+    assert over_pyinfra == trial_boot(twin).read()
+    assert over_pyinfra.booted_system == booted and over_pyinfra.trial == "none"
 
     def bootctl(*args: str):
         ran = twin.exec(["bootctl", *args], check=False)
