@@ -271,6 +271,14 @@ def test_the_twins_bootctl_and_systemd_boot_are_as_unkind_as_upstream(make_twin,
     assert refused.refused and "is not in /boot/loader/entries" in refused.text, refused
     assert boot_state(twin)["oneshot"] is None and boot_state(twin)["default"] is None
 
+    # an entry with a boot counter (nixpkgs' boot counting names it so): refused
+    entries = "/boot/loader/entries"
+    twin.exec(["cp", f"{entries}/nixos-generation-1.conf", f"{entries}/nixos-generation-7+3.conf"])
+    counted = trial_boot(twin).arm(trial="nixos-generation-7+3.conf")
+    assert counted.refused and "has a boot counter" in counted.text, counted
+    twin.exec(["rm", f"{entries}/nixos-generation-7+3.conf"])
+    assert boot_state(twin)["oneshot"] is None and boot_state(twin)["default"] is None
+
     assert bootctl("set-oneshot", "nixos-generation-9.conf") == (0, "")  # not checked
     assert bootctl("set-default", "@bogus") == (1, "Unsupported special entry identifier: @bogus")
     assert bootctl("set-default") == (1, "Too few arguments.")

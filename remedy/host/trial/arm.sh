@@ -24,6 +24,13 @@ trial=${trial:-$(conf_default)}
 default"
 has_entry "$trial" || give_up "the entry to try, $trial, is not in \
 $esp/loader/entries"
+for e in "$previous" "$trial"; do
+  case $e in
+  *+*) give_up "the entry $e has a boot counter (systemd's Automatic Boot \
+Assessment): its id is not its file name, and remedy's trial boot does not \
+support it" ;;
+  esac
+done
 say previous "$previous"
 say trial_entry "$trial"
 [ "$trial" != "$previous" ] || noop "the next boot is the running generation \
