@@ -75,7 +75,9 @@ class TrialBoot:
 
     def fall_back(self, reboot: bool = True, check: bool = False) -> TrialStep:
         """After a failed verify on a host that came back: into the default. REBOOT:
-        the program reboots the host itself (the connection then drops)."""
+        the program reboots the host itself; the connection then drops, and its
+        answer may be lost with it (a give-up that says no answer): read the host
+        once it is back. Not REBOOT: the caller reboots it."""
         values = {"reboot": "yes" if reboot else "no"}
         return parse_step(*_reordered(self._call("fallback", _mode(check), **values)))
 
