@@ -110,17 +110,16 @@ as_owner() {
 
 main_pid() { systemctl show -P MainPID -- "$1" 2>/dev/null; }
 
+# @include memory_floor.sh
 # MemAvailable in GB with one decimal, as remedy says it.
-mem_gb() { awk '/^MemAvailable:/ { printf "%.1f", $2 * 1024 / 1e9 }' \
-    /proc/meminfo; }
+mem_gb() { kb_gb "$(mem_kb)"; }
 # MIN_GB DOING: why MemAvailable is too low for DOING (nothing: it is not).
 refusal() {
-  awk -v min="$1" -v doing="$2" -v h="${host:-this host}" '/^MemAvailable:/ {
-    gb = $2 * 1024 / 1e9
-    if (gb < min + 0) printf "%s: MemAvailable %.1f GB is below " \
-      "min_mem_available_gb %s GB; not %s (a vLLM boot below ~4 GB can " \
-      "hard-freeze the host). reboot reclaims the tenstorrent pinned-page " \
-      "leak; a module reload does not.\n", h, gb, min, doing }' /proc/meminfo
+  _kb=$(mem_kb) _floor=$(floor_kb "$1")
+  below_floor "${_kb:-0}" "$_floor" || return 0
+  echo "${host:-this host}: MemAvailable $(kb_gb "${_kb:-0}") GB is below \
+min_mem_available_gb $1 GB; not $2 (a vLLM boot below ~4 GB can hard-freeze \
+the host). $FLOOR_REMEDY."
 }
 
 # The run journal (remedy.core.programs.journal): the values one step of a run

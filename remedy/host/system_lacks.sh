@@ -3,7 +3,8 @@
 # KIND<TAB>LABEL <TAB>VALUE (remedy.core.config.desired.proof_items): the start
 # script's parser, a variable its start chain sets, a hugepage pool of its
 # kernel parameters, flags that must be absent, and a data setting's variable,
-# property, sysctl or flag. The start script is the one UNIT's ExecStart leads
+# property, sysctl or flag, and the memory guard (an ExecCondition= line).
+# The start script is the one UNIT's ExecStart leads
 # to (through a `script =` wrapper). A list-valued property (plist: one
 # NAME=VALUE line per item, EnvironmentFile=...) must hold the wanted line and
 # keep every NAME= line the running system's unit has (the serving module's own
@@ -46,6 +47,9 @@ system_lacks() {
           if (a == k && b == v) f = 1 }
         END { exit !f }' ;;
     flag) grep -Fqs -- "$_value" "$_script" ;;
+    # the memory guard: an ExecCondition= line that runs it with the threshold
+    guard) grep -s '^[[:space:]]*ExecCondition=' "$_unit_file" \
+        "$_unit_file.d"/*.conf | grep -Fq -- "$_value" ;;
     *) false ;;
     esac || _lacks="${_lacks:+$_lacks; }$_label"
   done <<PROOFS

@@ -721,7 +721,10 @@ MODULES_LIB = r"""# The twin's stand-in for nixpkgs' lib.evalModules (no nixpkgs
 # - inside an attrsOf or a submodule each attribute is merged on its own (a lib.mkForce
 #   there wins there), as lib/modules.nix mergeDefinitions does; a submodule here is a
 #   set of named options, and a name it does not declare "does not exist".
-# Left out: mkIf, mkMerge, mkBefore/mkAfter, a priority on a whole attribute set,
+# - lib.mkBefore/lib.mkAfter/lib.mkOrder N order the definitions a list concatenates
+#   (lib/modules.nix sortProperties: a stable sort by order priority, default 1000,
+#   after the overrides are filtered);
+# Left out: mkIf, mkMerge, a priority on a whole attribute set,
 # submodules with config or imports, types beyond `types` below, _module.args, option
 # renames.
 let
@@ -749,6 +752,13 @@ let
   mkOverride = priority: content: { _type = "override"; inherit priority content; };
   isOverride = v: isAttrs v && (v._type or null) == "override";
   isOption = v: isAttrs v && (v._type or null) == "option";
+  mkOrder = priority: content: { _type = "order"; inherit priority content; };
+  isOrder = v: isAttrs v && (v._type or null) == "order";
+  # lib/modules.nix sortProperties: an order's content at its priority (else 1000), in
+  # a stable sort (builtins.sort is stable)
+  sortDefs = defs: builtins.sort (a: b: a.order < b.order) (map (x:
+    if isOrder x.value then x // { value = x.value.content; order = x.value.priority; }
+    else x // { order = 1000; }) defs);
 
   mergeEqual = loc: defs:
     let first = head defs; in
@@ -766,7 +776,7 @@ let
     let
       discharged = map discharge defs;
       highestPrio = foldl' (a: x: if x.priority < a then x.priority else a) 9999 discharged;
-      final = filter (x: x.priority == highestPrio) discharged;
+      final = sortDefs (filter (x: x.priority == highestPrio) discharged);
       wrong = filter (x: !(t.check x.value)) final;
     in
     if wrong != [ ] then throw "A definition for option `${loc}' is not of type `${t.description}'. Definition values:${showDefs wrong}"
@@ -821,6 +831,9 @@ let
     mkOptionDefault = mkOverride 1500;
     mkDefault = mkOverride 1000;
     mkForce = mkOverride 50;
+    inherit mkOrder;
+    mkBefore = mkOrder 500;
+    mkAfter = mkOrder 1500;
     optional = c: x: if c then [ x ] else [ ];
     optionals = c: xs: if c then xs else [ ];
   };
@@ -898,7 +911,7 @@ let
             ++ (defs.${loc} or [ ]);
           discharged = map discharge all';
           highestPrio = foldl' (a: x: if x.priority < a then x.priority else a) 9999 discharged;
-          final = filter (x: x.priority == highestPrio) discharged;
+          final = sortDefs (filter (x: x.priority == highestPrio) discharged);
           wrong = filter (x: !(t.check x.value)) final;
         in
         d.opt // {
@@ -970,6 +983,15 @@ let
     then builtins.replaceStrings [ "[Service]\n" ] [ ("[Service]\n" + body) ] text
     else text + "\n[Service]\n" + body;
   # nixos/modules/config/sysctl.nix: etc/sysctl.d/60-nixos.conf, false as 0
+  # nixos/lib/systemd-lib.nix serviceToUnit: a service no unit text gives (remedy's
+  # template remedy-memory-guard-force@) is a unit of its own, [Unit] Description= and
+  # its [Service] lines (NAME@ is the template NAME@.service)
+  ownUnits = builtins.listToAttrs (map (n: let s = config.systemd.services.${n}; in {
+      name = "${n}.service";
+      value = "[Unit]\n" + (if s.description == "" then "" else "Description=${s.description}\n")
+        + "\n[Service]\n" + builtins.concatStringsSep "\n" (serviceLines s) + "\n";
+    }) (builtins.filter (n: !(config.systemd.units ? "${n}.service"))
+      (builtins.attrNames config.systemd.services)));
   sysctlText = builtins.concatStringsSep "" (map (n: let v = config.boot.kernel.sysctl.${n}; in
     if v == null then "" else "${n}=${if v == false then "0" else toString v}\n")
     (builtins.attrNames config.boot.kernel.sysctl));
@@ -987,6 +1009,7 @@ in
     };
     systemd.services = lib.mkOption {
       type = types.attrsOf (types.submodule {
+        description = lib.mkOption { type = types.str; default = ""; };
         environment = lib.mkOption {
           type = types.attrsOf (types.nullOr (types.oneOf [ types.str types.path types.package ]));
           default = { };
@@ -1005,7 +1028,7 @@ in
   config.system.build.toplevel = (import ./system.nix {
     hostName = config.networking.hostName;
     inherit revision sysctlText;
-    units = builtins.mapAttrs withService config.systemd.units;
+    units = builtins.mapAttrs withService config.systemd.units // ownUnits;
     dropins = config.systemd.dropins;
     kernelParams = config.boot.kernelParams;
     preSwitchChecks = config.system.preSwitchChecks;
@@ -1033,9 +1056,9 @@ let
     dropinList);
   dropinEnv = builtins.listToAttrs (map (d: { name = "dropin_${dropinSuffix d}"; value = d.text; }) dropinList);
   unitFiles = builtins.concatStringsSep "\n"
-    (map (n: "printf '%s' \"$unit_${builtins.replaceStrings ["-" "."] ["_" "_"] n}\" > $out/etc/systemd/system/${n}") names);
+    (map (n: "printf '%s' \"$unit_${builtins.replaceStrings ["-" "." "@"] ["_" "_" "_"] n}\" > $out/etc/systemd/system/${n}") names);
   unitEnv = builtins.listToAttrs
-    (map (n: { name = "unit_${builtins.replaceStrings ["-" "."] ["_" "_"] n}"; value = units.${n}; }) names);
+    (map (n: { name = "unit_${builtins.replaceStrings ["-" "." "@"] ["_" "_" "_"] n}"; value = units.${n}; }) names);
   toplevel = builtins.derivation ({
     name = "nixos-system-${hostName}";
     inherit system sysctlText;

@@ -25,7 +25,10 @@ def recorded_definitions(case: str) -> options.OptionDefinitions:
 def test_the_managed_file_is_a_module_that_forces_each_value_at_its_option_path():
     s = from_host_data("cfx-llm2", {})
     text = desired.managed_nix(s)
-    assert text.splitlines()[3:5] == ["{ lib, ... }:", "{"]
+    # the guard program is a let binding before the module's body (issue 46)
+    assert text.splitlines()[3:6] == ["{ lib, ... }:", "let", "  guard = builtins.toFile "
+                                      '"remedy-memory-guard" \'\'']  # fmt: skip
+    assert text.splitlines().index("in") + 1 == text.splitlines().index("{")
     assert "  hardware.tenstorrent.hugepagesPerCard = lib.mkForce 1;" in text.splitlines()
     assert "  services.tenstorrent-serving.deviceResident = lib.mkForce false;" in text
     # a comment per value names its issue

@@ -36,6 +36,38 @@ def status(case: str, **data):
     return report.host_status("cfx-llm2", from_host_data("cfx-llm2", data), snapshot(case))
 
 
+GUARD_LINE = (
+    "/bin/sh /nix/store/0000000000000000000000000000000-remedy-memory-guard check 4 "
+    "tenstorrent-serving.service"
+)
+
+
+def guarded_status(case: str, **data):
+    """CASE as recorded (before issue 46), with the memory guard's ExecCondition= in its
+    live and next-boot unit, as remedy's file gives it since."""
+    import dataclasses
+
+    snap = snapshot(case)
+    unit = snap.unit
+    unit = dataclasses.replace(
+        unit,
+        now=dataclasses.replace(unit.now, exec_condition=(GUARD_LINE,)),
+        after_reboot=dataclasses.replace(unit.after_reboot, exec_condition=(GUARD_LINE,)),
+    )
+    snap = dataclasses.replace(snap, unit=unit)
+    return report.host_status("cfx-llm2", from_host_data("cfx-llm2", data), snap)
+
+
+def test_a_durable_host_without_the_memory_guard_is_told_to_converge():
+    r = status("durable_read_once")
+    d = next(x for x in r.drifts if x.key == "memory_guard")
+    assert (d.live, d.next_boot, d.state) == ("off", "off", "drifted"), d
+    assert guarded_status("durable_read_once").exit_code == EXIT_OK
+    assert r.exit_code == EXIT_VOLATILE
+    said = report.next_of(r, "inv.py", SSH, "tenstorrent-serving.service")
+    assert "remedy converge" in said, said
+
+
 def test_a_blocked_durable_path_is_a_problem_with_what_to_do():
     said = status("emergency_override", durable=False).problems
     assert f"{BLOCKED}disabled by host data (durable=false)" in said
@@ -175,7 +207,7 @@ def test_the_ssh_line_reaches_the_host_as_the_inventory_does():
      ("fresh", EXIT_UNHEALTHY), ("runtime_debug", EXIT_VOLATILE)],
 )  # fmt: skip
 def test_a_recorded_host_gets_a_next_step_for_its_verdict(case, code):
-    r = status(case)
+    r = guarded_status(case)
     assert r.exit_code == code
     said = report.next_of(r, "inv.py", SSH, "tenstorrent-serving.service")
     assert said, r.verdict

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remedy.core.config import data_settings as data
+from remedy.core.config import guard
 from remedy.core.config.host_data import HostData
 from remedy.core.readings import memory as mem
 from remedy.core.readings.snapshot import HostSnapshot
@@ -55,6 +56,8 @@ class Observed:
     argv: tuple[str, ...] | None = None
     sysctl: dict[str, str] | None = None
     properties: dict[str, str] | None = None
+    # the serving unit's ExecCondition= commands (None: not read): the memory guard's
+    conditions: tuple[str, ...] | None = None
 
 
 def _pages(pools: dict[int, int] | None, s: HostData) -> str:
@@ -114,6 +117,8 @@ class ManagedSetting:
     def read_in(self, obs: Observed) -> bool:
         """OBS has what this setting is judged by (a built system's reading of a sysctl or
         a property may be missing: it is then not judged there)."""
+        if self.key == "memory_guard":
+            return obs.conditions is not None
         d = self.source
         return d is None or d.kind == data.ENVIRONMENT or _readings(d, obs) is not None
 
@@ -238,6 +243,19 @@ BUILTIN: tuple[ManagedSetting, ...] = (
         value=lambda o, s: _phase2a(o),
     ),
     ManagedSetting(
+        "memory_guard",
+        "memory guard",
+        guard.ISSUE,
+        MANAGED_FILE,
+        None,
+        desired=guard.desired,
+        value=lambda o, s: guard.state(o.conditions, s),
+        serving=False,  # it guards the next start: nothing to restart for it
+        check_sh=lambda s: (
+            f'grep -Fqs -- {shlex.quote(guard.command_tail(s))} "$unit_file" "$unit_file.d"/*.conf'
+        ),
+    ),
+    ManagedSetting(
         "runtime_override",
         "/run override",
         "tt-stack#49",
@@ -353,6 +371,7 @@ def live(snap: HostSnapshot, s: HostData) -> Observed:
     return dataclasses.replace(
         observed, hugepages=pools, overrides=tuple(overrides), argv=argv,
         sysctl=r.sysctl_now, properties=r.properties_now,
+        conditions=now.exec_condition,
     )  # fmt: skip
 
 
@@ -365,6 +384,7 @@ def next_boot(snap: HostSnapshot, s: HostData) -> Observed:
     return dataclasses.replace(
         serving(after), hugepages=snap.memory.next_boot_pools(), argv=_script_argv(after),
         sysctl=r.sysctl_next, properties=r.properties_next,
+        conditions=after.exec_condition,
     )  # fmt: skip
 
 
@@ -515,15 +535,20 @@ def managed_nix(s: HostData, scope: tuple[str, ...] | None = None) -> str | None
     (``lib.mkForce``: the host's own configuration may set the same option, as
     production's sets hugepagesPerCard = 2). The same desired state gives the same bytes."""
     values = managed_values(s, scope)
-    if not values:
+    guarded = "memory_guard" in (ALL if scope is None else scope)
+    if not values and not guarded:
         return None
     lines = [
         "# Managed by remedy: desired values tt-stack's defaults do not give this host.",
         "# `remedy converge` rewrites this file from its host data; change them there.",
         "# Each value is forced (lib.mkForce): it wins over the host's own definitions.",
         "{ lib, ... }:",
-        "{",
     ]
+    if guarded:
+        lines += ["let", *guard.nix_let(s), "in"]
+    lines.append("{")
+    if guarded:
+        lines += guard.nix_lines(s)
     for name, path, value, why in values:
         source = BY_KEY[name].source if name in BY_KEY else None
         # a flag is added to a list of arguments that other definitions add to as well;
@@ -571,6 +596,8 @@ def proof_items(s: HostData, keys: tuple[str, ...], managed: str | None = None) 
             out += [("pages", m.label, f"{k}={n}") for k, n in sorted(s.hugepages_target.items())]
         elif key == "phase2a":
             out.append(("absent", m.label, "|".join(PHASE2A_FLAGS)))
+        elif key == "memory_guard":
+            out.append(("guard", m.label, guard.command_tail(s)))
         elif (d := m.source) is not None:
             want = data.text(d.value_for(s.flake_host))
             kind = {data.ENVIRONMENT: "denv", data.PROPERTY: "prop", data.SYSCTL: "sysctl"}

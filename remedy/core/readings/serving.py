@@ -50,6 +50,7 @@ class ServiceView:
     script: startscript.StartScript | None
     parser: Setting
     environment: dict[str, Setting] = field(default_factory=dict)
+    exec_condition: tuple[str, ...] = ()  # its ExecCondition= commands, in order
 
     def env(self, key: str) -> str | None:
         s = self.environment.get(key)
@@ -113,7 +114,7 @@ def _view(fragment, dropins, scripts, live_exec=None, live_env=None) -> ServiceV
         if script
         else Setting(NO_PARSER, exec_start, via)
     )
-    return ServiceView(exec_start, via, script, parser, env)
+    return ServiceView(exec_start, via, script, parser, env, conf.exec_condition)
 
 
 def read_unit(parts: dict[str, list[Section]]) -> ServingUnitState:

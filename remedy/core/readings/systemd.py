@@ -171,6 +171,8 @@ class ConfiguredService:
     exec_start: str | None
     exec_start_via: str | None
     environment: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (value, via)
+    # the ExecCondition= command lines, in the order systemd runs them
+    exec_condition: tuple[str, ...] = ()
 
 
 def dropin_order(dropins: list[UnitFile]) -> list[UnitFile]:
@@ -196,10 +198,13 @@ def configure(fragment: UnitFile | None, dropins: list[UnitFile]) -> ConfiguredS
     """Apply systemd's rules: list settings reset by an empty assignment (``ExecStart=``)."""
     exec_start, via = None, None
     env: dict[str, tuple[str, str]] = {}
+    conditions: list[str] = []
     files = ([fragment] if fragment else []) + dropin_order(dropins)
     for unit in files:
         for key, value in unit.service_settings():
-            if key == "ExecStart":
+            if key == "ExecCondition":
+                conditions = conditions + [value] if value else []
+            elif key == "ExecStart":
                 if value == "":
                     exec_start, via = None, unit.path
                 else:
@@ -210,4 +215,4 @@ def configure(fragment: UnitFile | None, dropins: list[UnitFile]) -> ConfiguredS
                     continue
                 for k, v in parse_environment(value).items():
                     env[k] = (v, unit.path)
-    return ConfiguredService(exec_start, via, env)
+    return ConfiguredService(exec_start, via, env, tuple(conditions))

@@ -66,6 +66,7 @@ import os
 import re
 import signal
 import string
+import subprocess
 import sys
 import threading
 import time
@@ -541,6 +542,17 @@ def log(message):
     print(f"INFO:     {message}", flush=True)
 
 
+# The twin's kernel (remedy/twin/files/twin-kernel): each start pins memory that only a
+# reboot frees, as the tenstorrent module's leak does (tt-stack#49); the twin's
+# /proc/meminfo shows it. Elsewhere (a unit test on this machine) nothing is pinned.
+TWIN_KERNEL = "/usr/local/lib/nixos-twin/twin-kernel"
+
+
+def pin_leak():
+    if os.path.exists(TWIN_KERNEL) and os.path.isdir("/run/twin-kernel"):
+        subprocess.run([TWIN_KERNEL, "leak"], check=False)
+
+
 def _exit_on_signal(signum, frame):
     log(f"Received signal {signum}, shutting down")
     raise SystemExit(0)
@@ -580,6 +592,7 @@ def main(argv=None):
         "pid": os.getpid(),
     }
     log(f"Started server process [{os.getpid()}]")
+    pin_leak()
     log(f"Loading model {args.model} (tool_call_parser={parser}, {args.load_seconds}s)")
     if ignored:
         log(f"Ignoring vLLM arguments: {' '.join(ignored)}")

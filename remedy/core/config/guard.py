@@ -1,0 +1,89 @@
+"""The memory guard: no start of the serving unit below ``min_mem_available_gb``.
+
+A start of vLLM below ~4 GB of MemAvailable can hard-freeze the host (tt-stack#49),
+and the starts that froze it were not remedy's: a boot, ``Restart=``, a person. So the
+serving unit itself runs remedy's guard (``remedy/host/memory_guard.sh``) as its first
+``ExecCondition=`` (``lib.mkBefore``): exit 1 skips the start without a failure and
+without ``Restart=`` (docs/memory-guard.md cites systemd's source). It is durable in
+remedy's managed file, with a template unit that starts past it once, recorded:
+
+    systemctl start remedy-memory-guard-force@NAME.service
+
+The decision and its journal line are the host program's; this module only says
+what the managed file carries and reads which guard a unit's files run.
+"""
+
+from __future__ import annotations
+
+from remedy import host
+from remedy.core.config.data_settings import nix_attr, nix_string
+from remedy.core.config.host_data import HostData
+
+NAME = "remedy-memory-guard"  # the store file's name, and the journal lines' word
+FORCE_UNIT = "remedy-memory-guard-force@"  # the template a person starts, @NAME
+ISSUE = "issue 46"
+
+
+def threshold(s: HostData) -> str:
+    """min_mem_available_gb as the guard takes it: a plain decimal (4, 3.5)."""
+    text = format(s.min_mem_available_gb, "f").rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def command_tail(s: HostData) -> str:
+    """What the serving unit's guard line ends with (after the store path)."""
+    return f"-{NAME} check {threshold(s)} {s.unit}"
+
+
+def state(conditions: tuple[str, ...] | None, s: HostData) -> str:
+    """The guard among a unit's ExecCondition= commands: "on (N GB)" (its threshold),
+    "off" (none), "unknown" (not read)."""
+    if conditions is None:
+        return "unknown"
+    for line in conditions:
+        words = line.split()
+        for i, word in enumerate(words):
+            if word.endswith(f"-{NAME}") and words[i + 1 : i + 2] == ["check"]:
+                gb = words[i + 2] if len(words) > i + 2 else "?"
+                return f"on ({gb} GB)"
+    return "off"
+
+
+def desired(s: HostData) -> str:
+    return f"on ({threshold(s)} GB)"
+
+
+def _indented(text: str) -> str:
+    """TEXT as a Nix indented string ('' ... ''): '' and ${ escaped, lines as they are."""
+    return "''\n" + text.replace("''", "'''").replace("${", "''${") + "''"
+
+
+def nix_let(s: HostData) -> list[str]:
+    """The managed file's let binding: the guard program, a store file."""
+    return [
+        f"  guard = builtins.toFile {nix_string(NAME)} {_indented(host.text('memory_guard.sh'))};"
+    ]
+
+
+def nix_lines(s: HostData) -> list[str]:
+    """The managed file's definitions: the serving unit's first ExecCondition=, and
+    the template unit that starts it once past the guard."""
+    service = nix_attr(s.unit.removesuffix(".service"))
+    unit = nix_string(s.unit)
+    return [
+        f"  # {ISSUE}: the memory guard; no start of {s.unit} below "
+        f"min_mem_available_gb {threshold(s)} GB",
+        f"  systemd.services.{service}.serviceConfig.ExecCondition = lib.mkBefore "
+        f'[ "/bin/sh ${{guard}} check {threshold(s)} {s.unit}" ];',
+        f"  # {ISSUE}: one start past the guard, recorded:",
+        f"  # systemctl start {FORCE_UNIT}NAME.service",
+        f"  systemd.services.{nix_attr(FORCE_UNIT)} = {{",
+        f"    description = {nix_string('Start ' + s.unit + ' once past the memory guard')};",
+        '    serviceConfig.Type = "oneshot";',
+        f'    serviceConfig.ExecStart = "/bin/sh ${{guard}} force %i " + {unit};',
+        "  };",
+    ]
+
+
+def force_command(s: HostData) -> str:
+    return f"systemctl start {FORCE_UNIT}NAME.service"
