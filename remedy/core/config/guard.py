@@ -30,9 +30,14 @@ def threshold(s: HostData) -> str:
     return text or "0"
 
 
+def arguments(s: HostData) -> str:
+    """The guard's arguments in the serving unit's ExecCondition=."""
+    return f"check {threshold(s)} {s.unit}"
+
+
 def command_tail(s: HostData) -> str:
     """What the serving unit's guard line ends with (after the store path)."""
-    return f"-{NAME} check {threshold(s)} {s.unit}"
+    return f"-{NAME} {arguments(s)}"
 
 
 def state(conditions: tuple[str, ...] | None, s: HostData) -> str:
@@ -74,7 +79,7 @@ def nix_lines(s: HostData) -> list[str]:
         f"  # {ISSUE}: the memory guard; no start of {s.unit} below "
         f"min_mem_available_gb {threshold(s)} GB",
         f"  systemd.services.{service}.serviceConfig.ExecCondition = lib.mkBefore "
-        f'[ "/bin/sh ${{guard}} check {threshold(s)} {s.unit}" ];',
+        f'[ "/bin/sh ${{guard}} {arguments(s)}" ];',
         f"  # {ISSUE}: one start past the guard, recorded:",
         f"  # systemctl start {FORCE_UNIT}NAME.service",
         f"  systemd.services.{nix_attr(FORCE_UNIT)} = {{",

@@ -248,15 +248,29 @@ def parse_holders(stdout: str) -> list[str]:
     return [ln[len("holder ") :].strip() for ln in stdout.splitlines() if ln.startswith("holder ")]
 
 
+def guard_path(script_path: str) -> str:
+    """The /run copy of the memory guard the fallback writes, beside its start script."""
+    return script_path.rsplit("/", 1)[0] + "/remedy-memory-guard"
+
+
 def dropin_text(
-    script_path: str, env: dict[str, str], properties: dict[str, str] | None = None
+    script_path: str,
+    env: dict[str, str],
+    properties: dict[str, str] | None = None,
+    guard: str | None = None,
 ) -> str:
     """The fallback's /run drop-in: ExecStart at SCRIPT_PATH, each variable of ENV (the
     built-in ones and the data settings' it carries) and each [Service] property of
-    PROPERTIES (the data settings' it carries)."""
+    PROPERTIES (the data settings' it carries). GUARD (the memory guard's arguments,
+    ``check MIN_GB UNIT``): its ExecCondition=, the /run copy (guard_path), in place of
+    the unit's own (a durable guard would decide twice: one line per decision)."""
     lines = [
         "# remedy: runtime override (tt-stack#49); /run is wiped at reboot",
         "[Service]",
+    ]
+    if guard is not None:
+        lines += ["ExecCondition=", f"ExecCondition=/bin/sh {guard_path(script_path)} {guard}"]
+    lines += [
         "ExecStart=",
         f"ExecStart={script_path}",
     ]

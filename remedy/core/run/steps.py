@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 
-from remedy.core.config import desired, volatile
+from remedy.core.config import desired, guard, volatile
 from remedy.core.config.host_data import HostData
 from remedy.core.programs import commands, journal
 from remedy.core.programs import step_values as sv
@@ -517,7 +517,12 @@ class _Values:
             exports="\n".join(f"{k}={v}" for k, v in sorted(s.required_env.items())),
             override_script=s.override_script,
             override_dropin=s.override_dropin,
-            dropin_text=commands.dropin_text(s.override_script, env, carried.properties),
+            dropin_text=commands.dropin_text(
+                s.override_script,
+                env,
+                carried.properties,
+                guard.arguments(s) if "memory_guard" in plan.scope else None,
+            ),  # fmt: skip
             min_gb=s.min_mem_available_gb,
             write=write,
             lacking=", ".join(carried.lacking),

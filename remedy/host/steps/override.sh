@@ -1,6 +1,7 @@
 # Write the /run fallback: the override start script (the durable start script
 # with the wanted parser and variables, 0755) and the drop-in that points
-# ExecStart at it (dropin_text, 0644), each atomically, then daemon-reload, and
+# ExecStart at it (dropin_text, 0644), with the memory guard (0755) where the
+# drop-in's ExecCondition= runs it, each atomically, then daemon-reload, and
 # check the override is what systemd runs. The data settings' sysctls that
 # differ live (items sysctl:K=V) are set first, whatever the override. Not
 # written while the memory gate would refuse the restart that takes it
@@ -16,6 +17,11 @@ need journal run_id unit parser exports override_script override_dropin \
 shift "$nargs"
 # @include-text OVERRIDE_AWK override.awk
 # @include-text WRITABLE writable.sh
+# @include-text MEMORY_GUARD memory_guard.sh
+# The memory guard's /run copy: the program the drop-in's ExecCondition= runs
+# (none: the drop-in carries no guard).
+guard_file=$(printf '%s\n' "$dropin_text" | sed -n \
+    's|^ExecCondition=/bin/sh \(/run/[^ ]*\) .*|\1|p' | head -n 1)
 if [ "$putting_back" = yes ]; then
   log yellow "stopped: putting the /run override back"
 else
@@ -45,9 +51,16 @@ override from"
   give_up "$unit has no start script in its unit files to derive an override \
 from"
 }
+guard_held() {  # the drop-in in place is this one, and the guard it runs too
+  [ -z "$guard_file" ] && return 0
+  [ "$(cat -- "$override_dropin" 2>/dev/null; echo .)" = "$dropin_text." ] &&
+    [ "$(cat -- "$guard_file" 2>/dev/null; echo .)" = "$(MEMORY_GUARD)
+." ]
+}
 if [ "$(running_exec_start "$unit")" = "$override_script" ] && [ -z "$lacking" \
     ] &&
-  [ -z "$(serving_lacks "$unit" "$@")" ] && [ "$putting_back" != yes ]; then
+  [ -z "$(serving_lacks "$unit" "$@")" ] && [ "$putting_back" != yes ] &&
+  guard_held; then
   noop "the /run override is already in place with $parser"
 fi
 if [ "$putting_back" != yes ]; then
@@ -76,7 +89,7 @@ for d in "$script_dir" "$dropin_dir"; do
 done
 placed=
 undo() {
-  for f in "$override_script" "$override_dropin"; do
+  for f in "$override_script" "$override_dropin" $guard_file; do
     rm -f -- "$f.remedy-new" "$f.remedy-new.remedy-tmp"
     [ -n "$placed" ] || continue
     if [ -e "$f.remedy-old" ] || [ -L "$f.remedy-old" ]; then
@@ -102,10 +115,15 @@ out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_script.remedy-new" 0755 \
 out=$(sh -c "$(ATOMIC_WRITE)" sh "$override_dropin.remedy-new" 0644 root:root \
   printf %s "$dropin_text" 2>&1) ||
   fail "$(why_of "$out" | sed 's/\.remedy-new: /: /'); nothing was written"
+if [ -n "$guard_file" ]; then
+  out=$(sh -c "$(ATOMIC_WRITE)" sh "$guard_file.remedy-new" 0755 root:root \
+    printf '%s\n' "$(MEMORY_GUARD)" 2>&1) ||
+    fail "$(why_of "$out" | sed 's/\.remedy-new: /: /'); nothing was written"
+fi
 sync -- "$override_script.remedy-new" "$override_dropin.remedy-new" \
-    2>/dev/null || :
+    ${guard_file:+"$guard_file.remedy-new"} 2>/dev/null || :
 placed=yes
-for f in "$override_script" "$override_dropin"; do
+for f in "$override_script" "$override_dropin" $guard_file; do
   rm -f -- "$f.remedy-old"
   if [ -e "$f" ] || [ -L "$f" ]; then
     mv -f -T -- "$f" "$f.remedy-old" || fail "cannot set $f aside"
@@ -116,11 +134,16 @@ mv -f -T -- "$override_script.remedy-new" "$override_script" ||
 mv -f -T -- "$override_dropin.remedy-new" "$override_dropin" ||
   fail "cannot rename the new $override_dropin into place; nothing was \
 changed"
+if [ -n "$guard_file" ]; then
+  mv -f -T -- "$guard_file.remedy-new" "$guard_file" ||
+    fail "cannot rename the new $guard_file into place; nothing was changed"
+fi
 if ! out=$(systemctl daemon-reload 2>&1); then
   fail "systemctl daemon-reload failed ($(why_of "$out")): the /run override \
 is not loaded; the files are as they were"
 fi
-rm -f -- "$override_script.remedy-old" "$override_dropin.remedy-old"
+rm -f -- "$override_script.remedy-old" "$override_dropin.remedy-old" \
+    ${guard_file:+"$guard_file.remedy-old"}
 made_dirs='' placed=''
 trap - EXIT HUP INT TERM
 say override_written true

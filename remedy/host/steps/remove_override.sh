@@ -2,7 +2,8 @@
 # takes over with one restart: the managed drop-in, every /run drop-in of the
 # unit that sets ExecStart (never another runtime drop-in: a `set-property
 # --runtime` limit stays), and the /run start scripts they ran (the managed one,
-# script, and the one systemd runs now if it is under /run); then daemon-reload.
+# script, and the one systemd runs now if it is under /run), and the /run copy
+# of the memory guard a removed drop-in ran; then daemon-reload.
 # Not when the drain postponed the restart: the override keeps live right until
 # then.
 need journal run_id unit dropin script
@@ -14,6 +15,9 @@ for f in "$d"/*.conf; do
   [ -f "$f" ] || continue
   if [ "$f" = "$dropin" ] || grep -q '^[[:space:]]*ExecStart=' "$f"; then
     gone="$gone$f$_nl"
+    g=$(sed -n 's|^ExecCondition=/bin/sh \(/run/[^ ]*/remedy-memory-guard\) .*|\1|p' \
+        "$f")
+    [ -z "$g" ] || [ ! -e "$g" ] || gone="$gone$g$_nl"
   fi
 done
 running=$(systemctl show -P ExecStart -- "$unit" 2>/dev/null |
