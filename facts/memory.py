@@ -10,6 +10,7 @@ from pyinfra.api import FactBase
 
 from facts import _remote
 from remedy.core.readings import sections
+from remedy.core.readings.memory import GUARD_REFUSAL, GuardRefusal, parse_guard_refusal
 from remedy.core.readings.memory import MemoryHeadroom as Headroom
 from remedy.core.readings.snapshot import read_memory
 
@@ -26,3 +27,14 @@ class MemoryHeadroom(FactBase[Headroom]):
 
     def process(self, output):
         return read_memory(sections.split(output, "MemoryHeadroom"))
+
+
+class MemoryGuardRefusal(FactBase[GuardRefusal | None]):
+    """The memory guard's last refusal of a start of the serving unit (its record in
+    /var/lib/remedy), or None: it refused none that it kept."""
+
+    def command(self):
+        return f"cat -- {GUARD_REFUSAL} 2>/dev/null || true"
+
+    def process(self, output):
+        return parse_guard_refusal(list(output))

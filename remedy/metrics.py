@@ -106,6 +106,10 @@ class HostMetrics:
     run_ok: bool | None = None  # the run read the host and, if it applied, did not fail
     # whether a reboot is needed, and why (remedy.core.readings.reboot; issue 46 item 2)
     reboot: RebootMetrics | None = None
+    # the memory guard (issue 46): durable, volatile or missing (None: not judged), and
+    # when it last refused a start (epoch seconds; None: none kept)
+    guard_state: str | None = None
+    guard_last_refusal_s: int | None = None
 
     @property
     def state(self) -> str | None:
@@ -428,6 +432,22 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
         "Server restarts in the last applied run (no alert: a count of what it did)",
         ("host",),
     )
+    guard = gauge(
+        "remedy_memory_guard",
+        "1 for the memory guard's state: durable (the serving unit's ExecCondition= in "
+        "the next boot too), volatile (only the /run fallback carries it: a reboot removes "
+        "it) or missing (a start of the server below min_mem_available_gb goes ungated); "
+        "no alert of its own: a guard not durable shows as the setting memory_guard "
+        "drifted or volatile",
+        ("host", "state"),
+    )
+    guard_refused = gauge(
+        "remedy_memory_guard_last_refusal_timestamp_seconds",
+        "When the memory guard last refused a start of the serving unit (MemAvailable "
+        "below the threshold): the server stays down until a reboot reclaims the leak or "
+        "a person forces a start; no alert of its own: the host's state says broken",
+        ("host",),
+    )
     cut = gauge(
         "remedy_last_run_requests_cut",
         "Requests in flight that the last applied run's restart cut (drain_timeout_s "
@@ -464,6 +484,13 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
         boot_pending.labels(h.host).set(1 if h.boot_pending else 0)
         for setting, waits in h.restart_pending.items():
             restart_pending.labels(h.host, setting).set(1 if waits else 0)
+        if h.guard_state is not None:
+            from remedy.core.config.guard import WORDS
+
+            for word in WORDS:
+                guard.labels(h.host, word).set(1 if word == h.guard_state else 0)
+        if h.guard_last_refusal_s is not None:
+            guard_refused.labels(h.host).set(h.guard_last_refusal_s)
         if h.last_run_restarts is not None:
             restarts.labels(h.host).set(h.last_run_restarts)
             cut.labels(h.host).set(h.last_run_requests_cut or 0)

@@ -532,6 +532,12 @@ def _metrics(
         exit_code=exit_code,
         run_ok=run_ok,
         reboot=metrics.RebootMetrics.of(status.reboot) if status.reboot else None,
+        guard_state=status.guard["state"] if status.guard else None,
+        guard_last_refusal_s=(
+            status.guard["last_refusal"]["at_epoch"]
+            if status.guard and status.guard["last_refusal"]
+            else None
+        ),
     )
 
 

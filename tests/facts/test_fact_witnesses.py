@@ -154,10 +154,18 @@ def volatile_state(case, fact):
     ]  # fmt: skip
 
 
+def guard_refusal(case, fact):
+    found = grab(case, r"(\d+) \d+ \d+")
+    if not found:  # no record, or not one of the guard's lines: no refusal
+        return [("no refusal", None, fact)]
+    return [("when", int(found[0]), fact["at"])]
+
+
 WITNESSES = {
     "commands.CommandRead": command_result,
     "commands.CommandRecord": command_result,
     "memory.MemoryHeadroom": memory_headroom,
+    "memory.MemoryGuardRefusal": guard_refusal,
     "nix.FlakeCheckout": flake_checkout,
     "nix.FlakeInput": flake_input,
     "nix.NixInfo": nix_info,

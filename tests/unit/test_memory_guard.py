@@ -165,3 +165,28 @@ def test_the_fallback_dropin_runs_its_own_copy_in_place_of_the_units():
 def test_the_guard_is_read_from_the_units_conditions(conditions, said):
     s = from_host_data("cfx-llm2", {})
     assert guard.state(conditions, s) == said
+
+
+def test_status_says_the_guard_and_its_last_refusal():
+    import dataclasses
+
+    from remedy.core.readings.memory import GuardRefusal
+    from remedy.core.render import report
+    from tests.unit.test_report_words import guarded_status, status
+
+    r = guarded_status("durable_read_once")
+    assert r.guard == {"state": "durable", "last_refusal": None}
+    row = next(x for x in r.rows if x.label == "memory guard" and x.now in guard.WORDS)
+    assert (row.now, row.after_reboot, row.bad) == ("durable", "no refusal kept", False)
+    assert status("durable_read_once").guard["state"] == "missing"
+
+    s = from_host_data("cfx-llm2", {})
+    snap = dataclasses.replace(r.snapshot, guard_refusal=GuardRefusal(1796454819, 3905250, 3906250))
+    got = report.host_status("cfx-llm2", s, snap)
+    assert got.guard["last_refusal"] == {
+        "at": "2026-12-05T07:13:39+00:00", "at_epoch": 1796454819,
+        "mem_available_kb": 3905250, "threshold_kb": 3906250,
+    }  # fmt: skip
+    row = next(x for x in got.rows if x.label == "memory guard" and x.now in guard.WORDS)
+    assert row.after_reboot == "last refused 2026-12-05 07:13:39 UTC at 3.9 GB (< 4.0)"
+    assert got.to_json()["memory_guard"] == got.guard

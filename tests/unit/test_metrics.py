@@ -69,3 +69,21 @@ def test_the_exit_code_is_the_worst_hosts():
     assert worst([5, 4]) == 4
     assert worst([4, 1, 0]) == 1
     assert worst([]) == 0
+
+
+def test_the_memory_guard_state_and_last_refusal_are_series(tmp_path):
+    path = tmp_path / "remedy.prom"
+    hosts = [
+        metrics.HostMetrics("a", True, guard_state="volatile", guard_last_refusal_s=1_796_450_000),
+        metrics.HostMetrics("b", True, guard_state="durable"),
+    ]
+    metrics.write(str(path), hosts, 1_796_460_000.0, 3.0)
+    values = read(path)
+    states = {k[1][1][1]: v for k, v in values.items()
+              if k[0] == "remedy_memory_guard" and k[1][0] == ("host", "a")}  # fmt: skip
+    assert states == {"durable": 0, "volatile": 1, "missing": 0}
+    key = ("remedy_memory_guard_last_refusal_timestamp_seconds", (("host", "a"),))
+    assert values[key] == 1_796_450_000
+    assert values[("remedy_memory_guard", (("host", "b"), ("state", "durable")))] == 1
+    # no refusal kept: no series (not a zero that reads as 1970)
+    assert ("remedy_memory_guard_last_refusal_timestamp_seconds", (("host", "b"),)) not in values

@@ -54,6 +54,15 @@ def state(conditions: tuple[str, ...] | None, s: HostData) -> str:
     return "off"
 
 
+def word(live_ok: bool, next_ok: bool) -> str:
+    """The guard as status says it: durable (the next boot has it), volatile (only the
+    /run fallback gives it: a reboot removes it) or missing."""
+    return "durable" if next_ok else "volatile" if live_ok else "missing"
+
+
+WORDS = ("durable", "volatile", "missing")
+
+
 def desired(s: HostData) -> str:
     return f"on ({threshold(s)} GB)"
 

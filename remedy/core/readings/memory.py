@@ -13,6 +13,27 @@ from pyinfra.api.exceptions import FactProcessError
 
 LEAK_ADVICE = "reboot reclaims the tenstorrent pinned-page leak; a module reload does not"
 GIB = 1024 * 1024  # kB
+# where the memory guard keeps its last refusal (remedy/host/memory_guard.sh: $state)
+GUARD_REFUSAL = "/var/lib/remedy/memory-guard.last-refusal"
+
+
+@dataclass(frozen=True)
+class GuardRefusal:
+    """The memory guard's last refusal of a start: when (epoch seconds), MemAvailable
+    then and the threshold, in kB."""
+
+    at: int
+    mem_available_kb: int
+    threshold_kb: int
+
+
+def parse_guard_refusal(lines: list[str]) -> GuardRefusal | None:
+    """The guard's record, ``EPOCH MEMAVAILABLE_KB THRESHOLD_KB`` (nothing, or another
+    line: no refusal kept)."""
+    words = " ".join(lines).split()
+    if len(words) != 3 or not all(w.isdigit() for w in words):
+        return None
+    return GuardRefusal(*map(int, words))
 
 
 def parse_meminfo(lines: list[str]) -> dict[str, int]:

@@ -243,6 +243,9 @@ class HostSnapshot:
     # what says whether a reboot is needed: the booted and current systems' kernel, initrd
     # and parameters, the links' mtimes, the memory guard's lines (remedy.core.readings.reboot)
     reboot: reboot.RebootReadings = field(default_factory=reboot.RebootReadings)
+    # the memory guard's last refusal (facts.memory.MemoryGuardRefusal; None: none kept,
+    # or not read)
+    guard_refusal: mem.GuardRefusal | None = None
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from remedy.core.config import desired, options, restarts, volatile
+from remedy.core.config import desired, guard, options, restarts, volatile
 from remedy.core.config.host_data import HostData
 from remedy.core.config.secrets import MASK, masked, masked_doc
 from remedy.core.readings import memory as mem
@@ -63,6 +63,8 @@ class HostStatus:
     only_unmanaged: bool = False
     # whether a reboot is needed, and why (remedy.core.readings.reboot; issue 46 item 2)
     reboot: reboot_reading.RebootNeed | None = None
+    # the memory guard: durable, volatile or missing, and its last refusal (issue 46)
+    guard: dict | None = None
 
     @property
     def unmanaged_lines(self) -> list[str]:
@@ -97,6 +99,7 @@ class HostStatus:
                 "pending": self.pending,
                 "reboot_for": self.reboot_for,
                 "reboot_needed": self.reboot.to_json() if self.reboot else None,
+                "memory_guard": self.guard,
                 "snapshot": snapshot,
             }
         )
@@ -142,6 +145,9 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
         problems[:] = [p for p in problems if not p.startswith(labels)]
     rows += _unit_rows(snap, settings)
     rows += _memory_rows(snap, settings, problems)
+    guarded = guard_status(snap, settings, drift_list)
+    if guarded is not None:
+        rows.append(_guard_row(guarded, settings))
     rows += _nix_rows(snap, settings)
     at_boot, conflict = _beyond_the_settings(snap, settings, boot, problems)
     notes = _definition_notes(snap, settings, problems) + at_boot
@@ -192,7 +198,7 @@ def host_status(host: str, settings: HostData, snap: HostSnapshot) -> HostStatus
     return HostStatus(
         host, code, masked(verdict), _masked_rows(rows), [masked(p) for p in problems], snap,
         drift_list, [masked(n) for n in notes], _masked_entries(kept), len(ignored), boot,
-        pending, reboot_for, only_unmanaged, reboot_need(snap, settings),
+        pending, reboot_for, only_unmanaged, reboot_need(snap, settings), guarded,
     )  # fmt: skip
 
 
@@ -246,6 +252,41 @@ def reboot_lines(need: reboot_reading.RebootNeed) -> tuple[str, list[str]]:
             lines.append(f"{REBOOT_LABELS[r]}: {why}")
     lines.append(f"memory headroom: {reboot_reading.headroom_text(need.headroom)}")
     return title, [masked(line) for line in lines]  # they quote the host's kernel-params
+
+
+def guard_status(snap, settings, drift_list) -> dict | None:
+    """The memory guard: its state (durable, volatile, missing) and its last refusal
+    (None: the guard is not among the settings judged)."""
+    d = next((x for x in drift_list if x.key == "memory_guard"), None)
+    if d is None:
+        return None
+    m = desired.BY_KEY["memory_guard"]
+    live_ok = m.holds(desired.live(snap, settings), settings)
+    next_ok = m.holds(desired.next_boot(snap, settings), settings)
+    r = snap.guard_refusal
+    refusal = None
+    if r is not None:
+        refusal = {
+            "at": datetime.fromtimestamp(r.at, UTC).isoformat(timespec="seconds"),
+            "at_epoch": r.at,
+            "mem_available_kb": r.mem_available_kb,
+            "threshold_kb": r.threshold_kb,
+        }
+    return {"state": guard.word(live_ok, next_ok), "last_refusal": refusal}
+
+
+def _guard_row(g: dict, settings) -> Row:
+    """The guard and its last refusal, for people (whole at 80 columns)."""
+    r = g["last_refusal"]
+    if r is None:
+        last = "no refusal kept"
+    else:
+        # cut to one decimal as the guard's line says it (memory_floor.sh kb_gb): a
+        # figure below the floor never reads as the floor
+        gb, floor = (r[k] * 1024 // 100_000_000 / 10 for k in ("mem_available_kb", "threshold_kb"))
+        when = r["at"].replace("T", " ").removesuffix("+00:00")
+        last = f"last refused {when} UTC at {gb:.1f} GB (< {floor:.1f})"
+    return Row("memory guard", g["state"], last, g["state"] != "durable")
 
 
 def _masked_rows(rows: list[Row]) -> list[Row]:
