@@ -16,7 +16,7 @@ import time
 import pytest
 
 from remedy.twin import machine
-from tests.conftest import PROJECT, twin_inventory
+from tests.conftest import PROJECT, remedy_json, twin_inventory
 
 pytestmark = pytest.mark.twin
 
@@ -114,6 +114,13 @@ def test_the_guard_refuses_a_start_below_the_threshold_once_and_a_reboot_lets_it
     assert after["ActiveState"] == "inactive" and after["ConditionResult"] == "no", after
     assert after["NRestarts"] == before["NRestarts"], (before, after)  # systemd restarted none
     assert meminfo_kb(twin) == THRESHOLD_KB - 1000  # a refused start pins nothing
+    # status says the guard and its last refusal (the figure the journal line gave)
+    code, doc = remedy_json("status", str(inventory), "--limit", twin.name)
+    said = doc["hosts"][0]["memory_guard"]
+    assert said["state"] == "durable", said
+    assert said["last_refusal"]["mem_available_kb"] == THRESHOLD_KB - 1000, said
+    assert said["last_refusal"]["threshold_kb"] == THRESHOLD_KB
+    assert code == 4  # the server does not run: broken, as it is
 
     # a person starts it anyway, once: recorded with who
     forced = twin.exec(["systemctl", "start", "remedy-memory-guard-force@alice.service"],
@@ -129,3 +136,39 @@ def test_the_guard_refuses_a_start_below_the_threshold_once_and_a_reboot_lets_it
     machine.wait_serving(twin)
     (boot,) = guard_lines(twin)
     assert boot.group(1) == "allowed" and int(boot.group(3)) == available, boot.group(0)
+
+
+def test_the_fallback_dropin_carries_the_guard_and_a_reboot_removes_it(make_twin, tmp_path):
+    twin = make_twin()  # fresh: hermes, tool calls unparsed
+    inventory = twin_inventory(
+        tmp_path / "inv.py", twin, durable=False, audit_log=str(tmp_path / "a.jsonl")
+    )
+    code, doc = converge(inventory, tmp_path)
+    assert code == 3, json.dumps(doc)[-3000:]  # volatile: the /run fallback holds it
+    dropin = f"/run/systemd/system/{UNIT}.d/override.conf"
+    copy = "/run/tt-serving-override/remedy-memory-guard"
+    lines = twin.exec(["cat", dropin]).stdout.splitlines()
+    at = lines.index("ExecCondition=")
+    assert lines[at + 1] == f"ExecCondition=/bin/sh {copy} check 4 {UNIT}", lines
+    assert twin.exec(["stat", "-c", "%a %U", copy]).stdout.strip() == "755 root"
+    live = props(twin, "ExecCondition")["ExecCondition"]
+    assert copy in live and "/nix/store/" not in live  # in place of the unit's own
+    code, doc = remedy_json("status", str(inventory), "--limit", twin.name)
+    assert doc["hosts"][0]["memory_guard"]["state"] == "volatile", doc["hosts"][0]["memory_guard"]
+
+    # the fallback's guard decides a start by hand as the durable one does
+    pinned = int(twin.exec(["cat", "/run/twin-kernel/pinned-kB"]).stdout)
+    twin.exec(["sh", "-c", f"echo {pinned + THRESHOLD_KB - 1} > /etc/nixos-twin/mem-available-kB"])
+    twin.exec(["/usr/local/lib/nixos-twin/twin-kernel", "meminfo"])
+    assert meminfo_kb(twin) == THRESHOLD_KB - 1
+    twin.exec(["systemctl", "restart", UNIT], check=False)
+    last = guard_lines(twin)[-1]
+    assert last.group(1) == "refused" and int(last.group(3)) == THRESHOLD_KB - 1, last.group(0)
+    assert props(twin, "ActiveState")["ActiveState"] == "inactive"
+
+    # a reboot wipes /run: the fallback and its guard are gone, and nothing durable
+    # carries one (durable=false)
+    machine.reboot(twin.name, progress=lambda _m: None)
+    assert twin.exec(["test", "-e", copy], check=False).returncode == 1
+    code, doc = remedy_json("status", str(inventory), "--limit", twin.name)
+    assert doc["hosts"][0]["memory_guard"]["state"] == "missing"

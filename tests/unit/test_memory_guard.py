@@ -160,6 +160,8 @@ def test_the_fallback_dropin_runs_its_own_copy_in_place_of_the_units():
         ((), "off"),
         (("/bin/sh /nix/store/abc-remedy-memory-guard check 3.5 u.service",), "on (3.5 GB)"),
         (("/usr/bin/test -e /dev/tenstorrent",), "off"),
+        (("/bin/sh /run/tt-serving-override/remedy-memory-guard check 4 u.service",), "on (4 GB)"),
+        (("/bin/sh /nix/store/abc-remedy-memory-guard force %i u.service",), "off"),
     ],
 )
 def test_the_guard_is_read_from_the_units_conditions(conditions, said):

@@ -7,11 +7,12 @@ fallback if it has one, and the issue it comes from. ``drifts`` compares the
 live and next-boot configurations against the desired values; ``remedy
 status``, the plan and the proof of a built system all judge "correct" here.
 
-Six are built in; the others are data, one file each under ``settings/``
+Seven are built in (the seventh the memory guard: remedy.core.config.guard); the
+others are data, one file each under ``settings/``
 (``remedy.core.config.data_settings``): an environment variable or a property of the
 serving unit, a flag of the server's command line, a sysctl. Their durable value
 goes into remedy's managed file at their option path; they are read, judged and
-reported as the six are.
+reported as the seven are.
 
     for d in drifts(snapshot, settings):
         print(d.label, d.desired, d.live, d.next_boot, d.state)
@@ -272,7 +273,7 @@ TOOL_CALLING = (
     "QWEN36_MERGE_BATCH_GUARD",
     "runtime_override",
 )
-# Every managed setting: the six built in, then the data settings (``use``).
+# Every managed setting: the seven built in, then the data settings (``use``).
 DATA: tuple[data.DataSetting, ...] = ()
 SETTINGS: tuple[ManagedSetting, ...] = BUILTIN
 BY_KEY = {m.key: m for m in SETTINGS}

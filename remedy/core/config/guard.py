@@ -47,10 +47,11 @@ def state(conditions: tuple[str, ...] | None, s: HostData) -> str:
         return "unknown"
     for line in conditions:
         words = line.split()
-        for i, word in enumerate(words):
-            if word.endswith(f"-{NAME}") and words[i + 1 : i + 2] == ["check"]:
-                gb = words[i + 2] if len(words) > i + 2 else "?"
-                return f"on ({gb} GB)"
+        for i, word in enumerate(words[:-2]):
+            # the store file (HASH-remedy-memory-guard) or the fallback's /run copy
+            base = word.rsplit("/", 1)[-1]
+            if (base == NAME or base.endswith(f"-{NAME}")) and words[i + 1] == "check":
+                return f"on ({words[i + 2]} GB)"
     return "off"
 
 
