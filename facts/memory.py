@@ -6,7 +6,7 @@ headroom.mem_available_gb, headroom.pools[1048576].free, headroom.next_boot_pool
 
 from __future__ import annotations
 
-from pyinfra.api import FactBase
+from pyinfra.api import FactBase, QuoteString, StringCommand
 
 from facts import _remote
 from remedy.core.readings import sections
@@ -34,7 +34,7 @@ class MemoryGuardRefusal(FactBase[GuardRefusal | None]):
     /var/lib/remedy), or None: it refused none that it kept."""
 
     def command(self):
-        return f"cat -- {GUARD_REFUSAL} 2>/dev/null || true"
+        return StringCommand("cat", "--", QuoteString(GUARD_REFUSAL), "2>/dev/null", "||", "true")
 
     def process(self, output):
         return parse_guard_refusal(list(output))

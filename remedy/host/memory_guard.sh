@@ -87,10 +87,14 @@ remedy-memory-guard-force@NAME.service (or: sh $me force NAME $unit)" \
 force)
   who=${2:-} unit=${3:-}
   case $who in '' | *[!A-Za-z0-9_.@-]*)
-    echo "remedy-memory-guard: force needs who (letters, digits, _.@-): $who" >&2
+    echo "remedy-memory-guard: force needs who (letters, digits, _.@-): \
+$who" >&2
     exit 2 ;;
   esac
-  [ -n "$unit" ] || { echo "remedy-memory-guard: force needs the unit" >&2; exit 2; }
+  if [ -z "$unit" ]; then
+    echo "remedy-memory-guard: force needs the unit" >&2
+    exit 2
+  fi
   mkdir -p -- "$run_dir" || exit 1
   (umask 077 && printf '%s %s\n' "$(date +%s)" "$who" >"$token.tmp") &&
     mv -f -- "$token.tmp" "$token" || exit 1

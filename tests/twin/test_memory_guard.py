@@ -158,6 +158,7 @@ def test_the_fallback_dropin_carries_the_guard_and_a_reboot_removes_it(make_twin
 
     # the fallback's guard decides a start by hand as the durable one does
     pinned = int(twin.exec(["cat", "/run/twin-kernel/pinned-kB"]).stdout)
+    twin.exec(["mkdir", "-p", "/etc/nixos-twin"])
     twin.exec(["sh", "-c", f"echo {pinned + THRESHOLD_KB - 1} > /etc/nixos-twin/mem-available-kB"])
     twin.exec(["/usr/local/lib/nixos-twin/twin-kernel", "meminfo"])
     assert meminfo_kb(twin) == THRESHOLD_KB - 1

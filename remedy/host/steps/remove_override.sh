@@ -15,8 +15,8 @@ for f in "$d"/*.conf; do
   [ -f "$f" ] || continue
   if [ "$f" = "$dropin" ] || grep -q '^[[:space:]]*ExecStart=' "$f"; then
     gone="$gone$f$_nl"
-    g=$(sed -n 's|^ExecCondition=/bin/sh \(/run/[^ ]*/remedy-memory-guard\) .*|\1|p' \
-        "$f")
+    g='s|^ExecCondition=/bin/sh \(/run/[^ ]*/remedy-memory-guard\) .*|\1|p'
+    g=$(sed -n "$g" "$f")
     [ -z "$g" ] || [ ! -e "$g" ] || gone="$gone$g$_nl"
   fi
 done
