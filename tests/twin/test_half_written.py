@@ -122,6 +122,8 @@ def test_memory_short_after_the_build_leaves_the_checkout_and_the_system_and_no_
 
     head = owner_git(twin, "rev-parse", "HEAD").stdout
     system = twin.exec(["readlink", "-f", "/run/current-system"]).stdout
+    # the twin binds its own /proc/meminfo (its leak model: one bind a start, docs/twin.md)
+    binds = twin.exec(["grep", "-c", " /proc/meminfo ", "/proc/mounts"], check=False)
     twin.exec(["systemd-run", "--unit=low-after-build", "--", "sh", "-c", LOW_AFTER_BUILD])
     try:
         proc = run_restore(twin, audit_log=tmp_path / "a.jsonl")
@@ -130,7 +132,8 @@ def test_memory_short_after_the_build_leaves_the_checkout_and_the_system_and_no_
         twin.exec(["systemctl", "stop", "low-after-build"], check=False)
         twin.exec(["umount", "/proc/meminfo"], check=False)
     out = said(proc)
-    assert mounted.stdout.strip() == "1", out[-3000:]  # the build was proven first
+    # the build was proven first: the low figure was bound over the twin's own
+    assert int(mounted.stdout) == int(binds.stdout or 0) + 1, out[-3000:]
     assert proc.returncode != 0, out[-3000:]
     assert "is below min_mem_available_gb" in out, out[-3000:]
     # nothing switched, so the checkout is where it was: the two fall together
