@@ -192,3 +192,19 @@ def test_status_says_the_guard_and_its_last_refusal():
     row = next(x for x in got.rows if x.label == "memory guard" and x.now in guard.WORDS)
     assert row.after_reboot == "last refused 2026-12-05 07:13:39 UTC at 3.9 GB (< 4.0)"
     assert got.to_json()["memory_guard"] == got.guard
+
+
+@pytest.mark.parametrize("kb, verdict", [(3905250, "refused"), (3906250, "allowed")])
+def test_the_guards_own_line_is_what_the_reboot_reading_parses(kb, verdict, tmp_path):
+    """The journal contract, end to end: the program's line, as journalctl's json gives
+    it, through remedy.core.readings.reboot (issue 46 item 2's parser)."""
+    import json
+
+    from remedy.core.readings import reboot
+
+    ran = run(SHELLS[0], tmp_path, "check", "4", "tenstorrent-serving.service", kb=kb)
+    entry = {"MESSAGE": ran.stdout.rstrip("\n"), "__REALTIME_TIMESTAMP": "1796454819000000"}
+    (start,), said = reboot.parse_guard([json.dumps(entry)])
+    assert said == [] and (start.verdict, start.mem_available_kb, start.threshold_kb) == (
+        verdict, kb, 3906250,
+    )  # fmt: skip
