@@ -61,6 +61,7 @@ def meminfo_kb(twin) -> int:
     return int(out.stdout.strip())
 
 
+@pytest.mark.nix_cli  # the durable path end to end: Nix evaluates remedy's file
 def test_the_guard_refuses_a_start_below_the_threshold_once_and_a_reboot_lets_it_start(
     make_twin, tmp_path
 ):
@@ -73,7 +74,7 @@ def test_the_guard_refuses_a_start_below_the_threshold_once_and_a_reboot_lets_it
     unit_file = twin.exec(["cat", f"/nix/var/nix/profiles/system/etc/systemd/system/{UNIT}"]).stdout
     conditions = [ln for ln in unit_file.splitlines() if ln.startswith("ExecCondition=")]
     assert conditions and re.fullmatch(
-        r"ExecCondition=/bin/sh /nix/store/[a-z0-9]{32}-remedy-memory-guard check 4 "
+        r"ExecCondition=\+/bin/sh /nix/store/[a-z0-9]{32}-remedy-memory-guard check 4 "
         + re.escape(UNIT),
         conditions[0],
     ), unit_file
@@ -149,7 +150,7 @@ def test_the_fallback_dropin_carries_the_guard_and_a_reboot_removes_it(make_twin
     copy = "/run/tt-serving-override/remedy-memory-guard"
     lines = twin.exec(["cat", dropin]).stdout.splitlines()
     at = lines.index("ExecCondition=")
-    assert lines[at + 1] == f"ExecCondition=/bin/sh {copy} check 4 {UNIT}", lines
+    assert lines[at + 1] == f"ExecCondition=+/bin/sh {copy} check 4 {UNIT}", lines
     assert twin.exec(["stat", "-c", "%a %U", copy]).stdout.strip() == "755 root"
     live = props(twin, "ExecCondition")["ExecCondition"]
     assert copy in live and "/nix/store/" not in live  # in place of the unit's own

@@ -129,7 +129,7 @@ def test_the_managed_file_runs_the_guard_first_and_carries_its_text():
     text = desired.managed_nix(s)
     assert (
         "  systemd.services.tenstorrent-serving.serviceConfig.ExecCondition = lib.mkBefore "
-        '[ "/bin/sh ${guard} check 4 tenstorrent-serving.service" ];'
+        '[ "+/bin/sh ${guard} check 4 tenstorrent-serving.service" ];'
     ) in text.splitlines()
     # the program, in a Nix indented string: '' and ${ escaped
     body = text.split("''\n", 1)[1].split("\n'';", 1)[0]
@@ -148,7 +148,7 @@ def test_the_fallback_dropin_runs_its_own_copy_in_place_of_the_units():
     lines = text.splitlines()
     i = lines.index("ExecCondition=")
     assert lines[i + 1] == (
-        "ExecCondition=/bin/sh /run/tt-serving-override/remedy-memory-guard check 4 u.service"
+        "ExecCondition=+/bin/sh /run/tt-serving-override/remedy-memory-guard check 4 u.service"
     )
     assert lines.index("ExecStart=") > i
 

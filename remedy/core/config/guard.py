@@ -3,9 +3,11 @@
 A start of vLLM below ~4 GB of MemAvailable can hard-freeze the host (tt-stack#49),
 and the starts that froze it were not remedy's: a boot, ``Restart=``, a person. So the
 serving unit itself runs remedy's guard (``remedy/host/memory_guard.sh``) as its first
-``ExecCondition=`` (``lib.mkBefore``): exit 1 skips the start without a failure and
-without ``Restart=`` (docs/memory-guard.md cites systemd's source). It is durable in
-remedy's managed file, with a template unit that starts past it once, recorded:
+``ExecCondition=`` (``lib.mkBefore``; ``+``: as root whatever the unit's ``User=``,
+so it reads and takes the force token and keeps its record): exit 1 skips the start
+without a failure and without ``Restart=`` (docs/memory-guard.md cites systemd's
+source). It is durable in remedy's managed file, with a template unit that starts past
+it once, recorded:
 
     systemctl start remedy-memory-guard-force@NAME.service
 
@@ -89,7 +91,7 @@ def nix_lines(s: HostData) -> list[str]:
         f"  # {ISSUE}: the memory guard; no start of {s.unit} below "
         f"min_mem_available_gb {threshold(s)} GB",
         f"  systemd.services.{service}.serviceConfig.ExecCondition = lib.mkBefore "
-        f'[ "/bin/sh ${{guard}} {arguments(s)}" ];',
+        f'[ "+/bin/sh ${{guard}} {arguments(s)}" ];',
         f"  # {ISSUE}: one start past the guard, recorded:",
         f"  # systemctl start {FORCE_UNIT}NAME.service",
         f"  systemd.services.{nix_attr(FORCE_UNIT)} = {{",

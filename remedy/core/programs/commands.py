@@ -269,7 +269,7 @@ def dropin_text(
         "[Service]",
     ]
     if guard is not None:
-        lines += ["ExecCondition=", f"ExecCondition=/bin/sh {guard_path(script_path)} {guard}"]
+        lines += ["ExecCondition=", f"ExecCondition=+/bin/sh {guard_path(script_path)} {guard}"]
     lines += [
         "ExecStart=",
         f"ExecStart={script_path}",

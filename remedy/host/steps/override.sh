@@ -21,7 +21,7 @@ shift "$nargs"
 # The memory guard's /run copy: the program the drop-in's ExecCondition= runs
 # (none: the drop-in carries no guard).
 guard_file=$(printf '%s\n' "$dropin_text" | sed -n \
-    's|^ExecCondition=/bin/sh \(/run/[^ ]*\) .*|\1|p' | head -n 1)
+    's|^ExecCondition=+\{0,1\}/bin/sh \(/run/[^ ]*\) .*|\1|p' | head -n 1)
 if [ "$putting_back" = yes ]; then
   log yellow "stopped: putting the /run override back"
 else

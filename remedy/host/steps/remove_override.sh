@@ -15,7 +15,8 @@ for f in "$d"/*.conf; do
   [ -f "$f" ] || continue
   if [ "$f" = "$dropin" ] || grep -q '^[[:space:]]*ExecStart=' "$f"; then
     gone="$gone$f$_nl"
-    g='s|^ExecCondition=/bin/sh \(/run/[^ ]*/remedy-memory-guard\) .*|\1|p'
+    g='s|^ExecCondition=+\{0,1\}/bin/sh \(/run/[^ ]*/remedy-memory-guard\) '
+    g=$g'.*|\1|p'
     g=$(sed -n "$g" "$f")
     [ -z "$g" ] || [ ! -e "$g" ] || gone="$gone$g$_nl"
   fi
