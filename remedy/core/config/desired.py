@@ -252,9 +252,6 @@ BUILTIN: tuple[ManagedSetting, ...] = (
         desired=guard.desired,
         value=lambda o, s: guard.state(o.conditions, s),
         serving=False,  # it guards the next start: nothing to restart for it
-        check_sh=lambda s: (
-            f'grep -Fqs -- {shlex.quote(guard.command_tail(s))} "$unit_file" "$unit_file.d"/*.conf'
-        ),
     ),
     ManagedSetting(
         "runtime_override",
