@@ -148,8 +148,8 @@ START_SCRIPT_CONFIG = r"""  # Config derivations are built locally and never sub
 # pkgs/build-support/trivial-builders/default.nix: writeTextFile, runCommandWith,
 # writeShellApplication): text passed as a file, executable, the default checkPhase (a
 # dry run of the script, then `${lib.getExe shellcheck-minimal} "$target"`, as nixpkgs
-# 24.11 (77d57157) has it: shellcheck-minimal is a build input of the start script;
-# later nixpkgs (00ee9b64) moved it to passthru.tests), allowSubstitutes = true and
+# 24.11 (77d57157, lines 298-316) has it: shellcheck-minimal is a build input of the
+# start script; later nixpkgs (00ee9b64) moved it to passthru.tests, lines 377-399), allowSubstitutes = true and
 # preferLocalBuild = false, like a package. `destination` is no attribute: it appears only in buildCommand, which moves
 # the text to $out/bin/NAME. builder and args stand in for stdenv (its setup's PATH and
 # runHook, then genericBuild sourcing $buildCommandPath); stdenv's own attributes are

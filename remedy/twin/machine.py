@@ -682,7 +682,9 @@ SAFE_TT_STACK = f"\tdirectory = {fixtures.TT_STACK_DIR}"
 # Where a builder twin without git keeps the base's git (out of every PATH).
 GIT_ABSENT = "/usr/lib/remedy-twin-git-absent"
 # A builder twin's signing key pair (nix-store --generate-binary-cache-key), as a real
-# builder's nix.conf names it in secret-key-files.
+# builder's nix.conf names it in secret-key-files (Nix 2.26.3, 42fc03dd:
+# src/libstore/globals.hh lines 773-781; the daemon signs each built output with it,
+# LocalStore::signPathInfo, src/libstore/local-store.cc lines 1603-1614).
 SIGNING_KEY = "/etc/nix/remedy-builder.sk"
 SIGNING_PUB = "/etc/nix/remedy-builder.pk"
 NIX_CONF = "/etc/nix/nix.conf"
