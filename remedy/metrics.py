@@ -13,7 +13,12 @@ leaves the last good file as it was. Runs that write the same file take turns (a
 lock on its directory).
 
 A host that could not be read gets ``remedy_host_up{host} 0`` with its state, its
-run's success and time, never stale values of what it was. Every metric's HELP says
+run's success and time, never stale values of what it was. A host that a run never
+read because another converge held the fleet lock (exit 5) gets only the run's series
+(RUN_SERIES: its state locked, exit code 5, last run failed, and when); every other
+series of it is kept byte for byte from the last file, as the last read found it: the
+refused run knows nothing new of the host, so it neither resolves an alert on it nor
+fires one. Every metric's HELP says
 what an alert on it means; monitoring/remedy.rules.yml holds the alerts.
 """
 
@@ -47,6 +52,16 @@ STATES = {
     "unreadable": EXIT_ERROR,
     "failed": EXIT_ERROR,
 }
+
+
+# What a run says of a host whatever it read: the rest is what a read of the host found
+RUN_SERIES = frozenset({
+    "remedy_host_state",
+    "remedy_host_exit_code",
+    "remedy_last_run_success",
+    "remedy_last_run_timestamp_seconds",
+    "remedy_run_interval_seconds",
+})  # fmt: skip
 
 
 class TextfileError(RemedyError):
@@ -110,6 +125,9 @@ class HostMetrics:
     # when it last refused a start (epoch seconds; None: none kept)
     guard_state: str | None = None
     guard_last_refusal_s: int | None = None
+    # False: this run did not read the host (another converge held the fleet lock): it
+    # writes only RUN_SERIES, and the host's other series stay as the last file had them
+    read: bool = True
 
     @property
     def state(self) -> str | None:
@@ -206,12 +224,20 @@ def write(
             "Wall time of the last applied run's rollout (no alert of its own)",
         ).set(duration_s)
     new = generate_latest(registry).decode()
-    _replace(path, new, {h.host for h in hosts}, None if inventory is None else set(inventory))
+    _replace(
+        path,
+        new,
+        {h.host for h in hosts if h.read},
+        None if inventory is None else set(inventory),
+        {h.host for h in hosts if not h.read},
+    )
 
 
-def _replace(path: str, new: str, covered: set[str], inventory: set[str] | None) -> None:
+def _replace(path: str, new: str, covered: set[str], inventory: set[str] | None,
+             unread: set[str] = frozenset()) -> None:  # fmt: skip
     """NEW (this run's text) merged with PATH's lines of the hosts it keeps, written
-    atomically; runs that write into the same directory take turns."""
+    atomically; runs that write into the same directory take turns. UNREAD: hosts of
+    the run it did not read, whose series but RUN_SERIES are kept."""
     target = Path(path)
     try:
         dirfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
@@ -226,12 +252,10 @@ def _replace(path: str, new: str, covered: set[str], inventory: set[str] | None)
         except (OSError, UnicodeDecodeError) as exc:
             raise TextfileError(_cannot(path, exc, "cannot read the last file")) from None
 
-        def kept(host: str | None) -> bool:
-            return (
-                host is not None
-                and host not in covered
-                and (inventory is None or host in inventory)
-            )
+        def kept(host: str | None, name: str) -> bool:
+            if host is None or host in covered or (inventory is not None and host not in inventory):
+                return False
+            return host not in unread or name not in RUN_SERIES
 
         text = merged(new, old, kept)
         _atomic(target, text, dirfd)
@@ -277,10 +301,10 @@ def _atomic(target: Path, text: str, dirfd: int) -> None:
 
 
 def merged(new: str, old: str, kept) -> str:
-    """The exposition text NEW with the sample lines of OLD whose host label KEPT(host)
-    keeps, byte for byte, each under its family (HELP and TYPE from NEW where it has
-    the family, else from OLD). A line without a host label (a run-wide metric) is
-    always NEW's."""
+    """The exposition text NEW with the sample lines of OLD that KEPT(host, name) keeps
+    (the line's host label and metric name), byte for byte, each under its family
+    (HELP and TYPE from NEW where it has the family, else from OLD). A line without a
+    host label (a run-wide metric) is always NEW's."""
     families: dict[str, dict] = {}
 
     def family(name: str) -> dict:
@@ -300,7 +324,7 @@ def merged(new: str, old: str, kept) -> str:
             name, host = _sample(line)
             if name is None:
                 continue
-            if from_new or kept(host):
+            if from_new or kept(host, name):
                 family(name)["samples"].append((host or "", line))
     out = []
     for f in families.values():
@@ -455,7 +479,8 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
         ("host",),
     )
     for h in hosts:
-        up.labels(h.host).set(1 if h.up else 0)
+        if h.read:
+            up.labels(h.host).set(1 if h.up else 0)
         when.labels(h.host).set(finished_at)
         if interval_s is not None:
             interval.labels(h.host).set(interval_s)
@@ -465,7 +490,7 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
             code.labels(h.host).set(h.exit_code)
             for name in STATES:
                 state.labels(h.host, name).set(1 if name == h.state else 0)
-        if not h.up:
+        if not (h.up and h.read):
             continue
         for setting, value in h.drift.items():
             drift.labels(h.host, setting).set(1 if value else 0)

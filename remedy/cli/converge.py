@@ -106,7 +106,8 @@ def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unatt
                 data[key] = _canary_data(value) if key == "canary" else str(value)
         host_data, names, fleet_hosts = _host_data(inventory, limit)
         policy = _rollout_policy(inventory, host_data, data, names)
-        fleet_lock = _fleet_lock(inventory, host_data, fleet_hosts, wait_s, say, as_json)
+        refused = functools.partial(_refused_metrics, textfile, inventory, started, interval_s)
+        fleet_lock = _fleet_lock(inventory, host_data, fleet_hosts, wait_s, say, as_json, refused)
         # where each audit log ends now: the report reads only this run's records
         audit_from = _audit_marks(host_data)
         try:
@@ -232,11 +233,12 @@ def _rollout_policy(inventory: str, host_data: dict[str, dict], data: dict, name
 
 
 def _fleet_lock(inventory: str, host_data: dict, fleet_hosts: dict, wait_s: float, say,
-                as_json: bool):  # fmt: skip
+                as_json: bool, refused=lambda _hosts: None):  # fmt: skip
     """The fleet's lock: one converge at a time over any of FLEET_HOSTS (every serving
     host of the inventory, whatever --limit: the budget is fleet-wide), whatever file
     names them; held past --wait: the report names its holder for every host of the run
-    (HOST_DATA) and the exit is 5."""
+    (HOST_DATA), REFUSED(hosts) writes what the run knows (the refusal, per host: None,
+    or why the metrics could not be written) and the exit is 5 (1 if they could not)."""
     from remedy import lock
     from remedy.core.programs.hostlock import holder_text
 
@@ -249,12 +251,44 @@ def _fleet_lock(inventory: str, host_data: dict, fleet_hosts: dict, wait_s: floa
              "next": next_step(EXIT_LOCKED, name, inventory)}
             for name in host_data
         ]  # fmt: skip
+        unwritten = refused(list(host_data))
         _output(EXIT_LOCKED, reports, None, as_json)
+        if unwritten is not None:
+            err_console.print(textwrap.fill(str(unwritten), 80, break_on_hyphens=False),
+                              style="red", markup=False, highlight=False)  # fmt: skip
+            raise SystemExit(EXIT_ERROR) from None
         raise SystemExit(EXIT_LOCKED) from None
     except lock.LockError as exc:
         from remedy.errors import ConfigError
 
         raise ConfigError(f"{exc} (set REMEDY_LOCK_DIR to a writable directory)") from None
+
+
+def _refused_metrics(textfile: str | None, inventory: str, started: float,
+                     interval_s: float | None, hosts: list[str]):  # fmt: skip
+    """A run the fleet lock refused, in the metrics (--textfile): per host of the run its
+    state locked, exit code 5, the run failed, and when; the run read no host, so the
+    rest of each host's series stays as the last file has it (remedy.metrics: a refusal
+    knows nothing new of the host, and must not resolve an alert on what the last read
+    found). The TextfileError if the file could not be written, else None."""
+    if not textfile:
+        return None
+    refusals = [
+        metrics.HostMetrics(name, up=True, exit_code=EXIT_LOCKED, run_ok=False, read=False)
+        for name in hosts
+    ]
+    try:
+        metrics.write(
+            textfile,
+            refusals,
+            time.time(),
+            time.monotonic() - started,
+            inventory=[h.name for h in inventory_mod.load_inventory(inventory)],
+            interval_s=interval_s,
+        )
+    except metrics.TextfileError as exc:
+        return exc
+    return None
 
 
 def _output(code: int, reports: list[dict], run, as_json: bool) -> None:

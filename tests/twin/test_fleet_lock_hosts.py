@@ -78,3 +78,65 @@ def test_a_copy_of_the_inventory_shares_the_hosts_restart_budget(make_twin, tmp_
     assert None not in windows.values(), windows  # each run restarted its twin
     assert most_at_once(windows.values()) == 1, windows  # never both at once
     assert windows[one.name][1] < windows[two.name][0], windows  # the copy's run waited
+
+
+def test_a_converge_the_fleet_lock_refuses_writes_the_refusal_and_keeps_the_last_read(
+    make_twin, tmp_path, monkeypatch
+):
+    """Issue 45: a converge refused by the fleet lock (exit 5) wrote no metrics. Now it
+    writes what it knows, per host of the run: state locked, exit code 5, the run
+    failed, and when; it read nothing of the host, so every series that a read found
+    (here the twin's volatile parser) stays byte for byte: no alert resolves because
+    another run held the lock."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from remedy import lock
+    from remedy.metrics import RUN_SERIES
+
+    twin = make_twin(with_emergency_override=True)  # volatile: the /run override holds it
+    inventory = fleet_inventory(tmp_path / "fleet.py", [twin])
+    locks = tmp_path / "lock"
+    locks.mkdir()
+    monkeypatch.setenv("REMEDY_LOCK_DIR", str(locks))
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+           "XDG_STATE_HOME": str(tmp_path / "state")}  # fmt: skip
+    prom = tmp_path / "textfile" / "remedy.prom"
+    prom.parent.mkdir()
+
+    def converge(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["remedy", "converge", inventory, "--textfile", str(prom),
+                               "--interval", "10min", *argv], capture_output=True, text=True,
+                              cwd=PROJECT, env=env, timeout=900)  # fmt: skip
+
+    def samples() -> dict:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(prom.read_text())
+                for s in f.samples if s.labels.get("host") == twin.name}  # fmt: skip
+
+    def read_series() -> list[str]:
+        lines = [x for x in prom.read_text().splitlines() if f'host="{twin.name}"' in x]
+        return [x for x in lines if x.split("{")[0] not in RUN_SERIES]
+
+    checked = converge("--check")
+    assert checked.returncode == 3, checked.stdout + checked.stderr
+    found, first = read_series(), samples()
+    parser = ("remedy_setting_volatile", (("host", twin.name), ("setting", "tool_call_parser")))
+    volatile = ("remedy_host_state", (("host", twin.name), ("state", "volatile")))
+    assert first[parser] == 1 and first[volatile] == 1
+
+    held = lock.acquire_fleet({twin.name: twin.inventory_data()}, 0, "pid 1 (the test)")
+    try:
+        refused = converge("--wait", "0", "--json")
+    finally:
+        held.release()
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "another run holds the fleet lock" in json.loads(refused.stdout)["hosts"][0]["verdict"]
+    after = samples()
+    assert read_series() == found  # what the read found: byte for byte
+    assert after[parser] == 1  # the alert on it stays
+    assert after[("remedy_host_state", (("host", twin.name), ("state", "locked")))] == 1
+    assert after[volatile] == 0
+    assert after[("remedy_host_exit_code", (("host", twin.name),))] == 5
+    assert after[("remedy_last_run_success", (("host", twin.name),))] == 0
+    stamp = ("remedy_last_run_timestamp_seconds", (("host", twin.name),))
+    assert after[stamp] > first[stamp]

@@ -186,3 +186,34 @@ def test_converge_limit_rewrites_only_its_hosts(env, inventory, tmp_path):  # no
     assert said[("remedy_run_interval_seconds", (("host", "g01"),))] == 600
     assert ("remedy_run_interval_seconds", (("host", "g02"),)) not in said
     assert said[("remedy_host_state", (("host", "g02"), ("state", "unreadable")))] == 1
+
+
+def test_a_run_the_fleet_lock_refused_writes_the_refusal_and_keeps_what_the_last_read_found(
+    tmp_path,
+):
+    """Decided: a converge the fleet lock refused read no host. Per host of the run it
+    writes only the run's series (state locked, exit code 5, the run failed, when);
+    what the last read found (volatile, probe, memory, up) stays byte for byte, so no
+    alert on it resolves or fires because of a refusal."""
+    prom = tmp_path / "remedy.prom"
+    metrics.write(str(prom), [volatile_host("oc1"), volatile_host("oc2")], 100.0, 1.0,
+                  inventory=["oc1", "oc2"], interval_s=600)  # fmt: skip
+    before, oc2 = lines_of(prom, "oc1"), lines_of(prom, "oc2")
+    refused = H("oc1", True, exit_code=5, run_ok=False, read=False)
+    metrics.write(str(prom), [refused], 200.0, 1.0, inventory=["oc1", "oc2"], interval_s=600)
+    after = lines_of(prom, "oc1")
+
+    def family(line: str) -> str:
+        return line.split("{", 1)[0]
+
+    kept = [line for line in before if family(line) not in metrics.RUN_SERIES]
+    assert kept and [line for line in after if family(line) not in metrics.RUN_SERIES] == kept
+    said = values(prom)
+    assert said[("remedy_setting_volatile", (("host", "oc1"), ("setting", "tool_call_parser")))]
+    assert said[("remedy_host_up", (("host", "oc1"),))] == 1  # not "unreachable"
+    assert said[("remedy_host_state", (("host", "oc1"), ("state", "locked")))] == 1
+    assert said[("remedy_host_state", (("host", "oc1"), ("state", "volatile")))] == 0
+    assert said[("remedy_host_exit_code", (("host", "oc1"),))] == 5
+    assert said[("remedy_last_run_success", (("host", "oc1"),))] == 0
+    assert said[("remedy_last_run_timestamp_seconds", (("host", "oc1"),))] == 200
+    assert lines_of(prom, "oc2") == oc2  # a host not in the run: as it was
