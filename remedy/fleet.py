@@ -82,7 +82,16 @@ def _read_one(host, progress: Callable[[str], None], s: HostData | None = None) 
         return HostRead(host.name, s, error="the remote read failed")
     _import_manual_runs(host, snap, progress)
     snap = _with_guard_refusal(host, snap)
-    return HostRead(host.name, s, _with_definitions(host, s, snap))
+    snap = _with_definitions(host, s, snap)
+    return HostRead(host.name, s, _with_review(host, s, snap))
+
+
+def _with_review(host, s: HostData, snap: HostSnapshot) -> HostSnapshot:
+    """SNAP with the review before the switch (facts.review): the rev a planned bump
+    takes, and what a system built already changes."""
+    from facts.review import read_review
+
+    return dataclasses.replace(snap, review=read_review(host, s, snap))
 
 
 def _with_guard_refusal(host, snap: HostSnapshot) -> HostSnapshot:

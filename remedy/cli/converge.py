@@ -22,7 +22,7 @@ from rich.table import Table
 
 from remedy import audit, fleet, metrics
 from remedy import inventory as inventory_mod
-from remedy.cli.status import UNMANAGED_TITLE
+from remedy.cli.status import REVIEW_TITLE, UNMANAGED_TITLE
 from remedy.console import console, err_console, progress, said_folded
 from remedy.core.config import desired, volatile
 from remedy.core.config.volatile import Unmanaged
@@ -309,7 +309,8 @@ def _output(code: int, reports: list[dict], run, as_json: bool) -> None:
         }
         rollout = masked_doc(rollout)  # a host's why may quote what it said
     if as_json:
-        doc = {"exit_code": code, "hosts": reports}
+        hosts = [{k: v for k, v in rep.items() if k != "review_lines"} for rep in reports]
+        doc = {"exit_code": code, "hosts": hosts}
         if rollout is not None:
             doc["rollout"] = rollout
         click.echo(json.dumps(doc, indent=2, default=str))
@@ -428,6 +429,8 @@ def _report(
         bump_blocked=plan.bump_blocked,
         problems=problems,
         notes=status.notes,
+        review=read.snapshot.review.to_json() if read.snapshot.review else None,
+        review_lines=status.review,
         unmanaged_volatile=[e.to_json() for e in status.unmanaged],
         ignored_volatile=status.ignored,
         settings=[
@@ -655,6 +658,15 @@ def _print(rep: dict) -> None:
                 markup=False,
                 highlight=False,
             )
+    if lines := rep.get("review_lines"):
+        console.print("  " + REVIEW_TITLE, width=80)
+        for line in lines:
+            console.print(
+                textwrap.fill(line, 80, initial_indent="    • ", subsequent_indent="      ",
+                              break_on_hyphens=False),
+                markup=False,
+                highlight=False,
+            )  # fmt: skip
     apply = rep.get("apply")
     if apply:  # what this run did, as the deploy said it (its audit line)
         said = rep.get("outcome") or f"the deploy wrote no outcome (exit {apply['exit_code']})"

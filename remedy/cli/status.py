@@ -84,6 +84,8 @@ def _print(r) -> None:
         _bullets(console, UNMANAGED_TITLE, r.unmanaged_lines, "yellow")
     if r.problems:
         _bullets(console, "problems:", r.problems, "red")
+    if r.review:
+        _bullets(console, REVIEW_TITLE, r.review)
 
 
 def _print_reboot(r) -> None:
@@ -112,6 +114,7 @@ def _print_where(r) -> None:
 
 
 UNMANAGED_TITLE = "unmanaged volatile state (a reboot reverts it):"
+REVIEW_TITLE = "review before the switch or the reboot:"
 
 
 def _bullets(console, title: str, items: list[str], style: str | None = None) -> None:

@@ -59,21 +59,10 @@ def _check(line: str) -> dict:
 def _changes(lines: list[str]) -> dict:
     """The switch's changes beyond the settings, from what the proof printed: system_boot
     (remedy/host/system_boot.sh), ``diff …`` (nix store diff-closures), ``unread WHY``."""
-    boot = [x for x in lines if not x.startswith(("diff ", "unread "))]
-    diff = "\n".join(x[5:] for x in lines if x.startswith("diff "))
-    unread = next((x[7:] for x in lines if x.startswith("unread ")), None)
-    files, removed, added = changes_core.parse_boot(boot)
-    packages = () if unread else changes_core.parse_diff_closures(diff)
-    found = changes_core.SystemChanges(files, removed, added, packages, unread)
+    found = changes_core.read_answer(lines)
     for line in found.summary():
         host.log_styled(line, fg="blue")
-    return {
-        "reboot_for": found.reboot_for,
-        "kernel_params_removed": list(found.params_removed),
-        "kernel_params_added": list(found.params_added),
-        "packages": list(found.packages),
-        "packages_unread": found.unread,
-    }
+    return changes_core.to_json(found)
 
 
 def give_up(a: answer_core.Answer, why: str | None = None) -> Generator[StringCommand]:

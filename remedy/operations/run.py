@@ -147,6 +147,8 @@ def begin_restore(
     r = Restore(host.name, s, snap, plan, planned, run.stop)
     if _dry_run() and plan.update_input and not planned.resuming:
         _preview_bump(r, allowed)
+    if _dry_run():
+        _review_changes(snap)
     logger.info(plan.summary(host.name))
     if plan.rebuild and not planned.resuming:
         said = _built_on(builder) if builder is not None else _bounded(s)
@@ -270,6 +272,18 @@ def _preview_bump(r: Restore, allowed: str | None) -> None:
     else:
         state = f"{rev[:12]} by {author} (no trusted_signers: not checked)"
     logger.info(f"{host.name}: the bump would take {s.flake_input} {rev}: {state}")
+
+
+def _review_changes(snap: Snapshot) -> None:
+    """--dry: what a system built already (a run's proven build, a boot default that
+    does not run) changes from the running one (facts.review: nothing is built)."""
+    from facts.review import read_system
+    from remedy.core.config.secrets import masked
+    from remedy.core.readings.review import Review
+
+    found = read_system(host, snap)
+    if found is not None:
+        logger.info("\n".join(masked(x) for x in Review(system=found).folded(f"{host.name}: ", 76)))
 
 
 def _allowed_signers(run: Run, project: Path, runbook: str, path: str) -> str:

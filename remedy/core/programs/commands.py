@@ -154,6 +154,28 @@ def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers
     return ["sh", "-c", PREVIEW_BUMP_SH, "sh", git_url, ref or "HEAD", rev or "", allowed_signers]
 
 
+TIP_REV_SH = host.text("tip_rev.sh")
+TIP_BOUND_S = 20  # how long the read of a remote's tip may take
+
+
+def tip_rev(git_url: str, ref: str | None, bound_s: int = TIP_BOUND_S) -> list[str]:
+    """For a review before the switch: the rev REF (default HEAD) has at GIT_URL now,
+    read with ``git ls-remote`` (nothing fetched, nothing written), bounded to BOUND_S
+    seconds. Prints ``tip REV`` or ``unread WHY``."""
+    return ["sh", "-c", TIP_REV_SH, "sh", git_url, ref or "HEAD", str(bound_s)]
+
+
+SYSTEM_CHANGES_SH = host.text("system_changes.sh")
+CHANGES_BOUND_S = 60  # how long nix store diff-closures may take
+
+
+def system_changes(current: str, new: str, bound_s: int = CHANGES_BOUND_S) -> list[str]:
+    """What a switch from CURRENT to NEW (both in the store) changes beyond the settings:
+    system_boot.sh's lines, then ``diff LINE`` per line of ``nix store diff-closures``
+    (bounded to BOUND_S seconds) or ``unread WHY``. Reads only."""
+    return ["sh", "-c", SYSTEM_CHANGES_SH, "sh", current, new, str(bound_s)]
+
+
 BOUNDED_SH = host.text("nix_bounded.sh")
 
 

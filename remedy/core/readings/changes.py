@@ -95,3 +95,25 @@ def parse_diff_closures(text: str) -> tuple[str, ...]:
             continue
         out.append(line)
     return tuple(out)
+
+
+def read_answer(lines: list[str]) -> SystemChanges:
+    """The changes as a program said them: system_boot's lines
+    (``remedy/host/system_boot.sh``), ``diff LINE`` (nix store diff-closures) and
+    ``unread WHY`` (prove.sh's, and system_changes.sh's)."""
+    boot = [x for x in lines if not x.startswith(("diff ", "unread "))]
+    diff = "\n".join(x[5:] for x in lines if x.startswith("diff "))
+    unread = next((x[7:] for x in lines if x.startswith("unread ")), None)
+    files, removed, added = parse_boot(boot)
+    packages = () if unread else parse_diff_closures(diff)
+    return SystemChanges(files, removed, added, packages, unread)
+
+
+def to_json(found: SystemChanges) -> dict:
+    return {
+        "reboot_for": found.reboot_for,
+        "kernel_params_removed": list(found.params_removed),
+        "kernel_params_added": list(found.params_added),
+        "packages": list(found.packages),
+        "packages_unread": found.unread,
+    }

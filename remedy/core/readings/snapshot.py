@@ -246,6 +246,9 @@ class HostSnapshot:
     # the memory guard's last refusal (facts.memory.MemoryGuardRefusal; None: none kept,
     # or not read)
     guard_refusal: mem.GuardRefusal | None = None
+    # the review before the switch (remedy.core.readings.review.Review): a second read,
+    # only where a bump is planned or a built system waits (facts.review); None: none
+    review: Any = None
 
 
 def read_snapshot(parts: Parts) -> HostSnapshot:

@@ -67,6 +67,12 @@ class HostStatus:
     guard: dict | None = None
 
     @property
+    def review(self) -> list[str]:
+        """The review before the switch (remedy.core.readings.review), masked."""
+        found = self.snapshot.review if self.snapshot else None
+        return [masked(x) for x in found.lines()] if found else []
+
+    @property
     def unmanaged_lines(self) -> list[str]:
         return [e.text() for e in self.unmanaged]
 
@@ -100,6 +106,9 @@ class HostStatus:
                 "reboot_for": self.reboot_for,
                 "reboot_needed": self.reboot.to_json() if self.reboot else None,
                 "memory_guard": self.guard,
+                "review": self.snapshot.review.to_json()
+                if self.snapshot and self.snapshot.review
+                else None,
                 "snapshot": snapshot,
             }
         )

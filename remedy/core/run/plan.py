@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from remedy.core.config import desired, options, restarts
 from remedy.core.config.host_data import HostData
 from remedy.core.readings import memory as mem
+from remedy.core.readings import review
 from remedy.core.readings.snapshot import HostSnapshot
 
 NOOP, DURABLE, FALLBACK = "noop", "durable", "fallback"
@@ -147,6 +148,14 @@ def hugepage_releases(s: HostData, headroom: mem.MemoryHeadroom) -> list[tuple[i
 
 
 UNATTENDED = "unattended and neither bump_to nor trusted_signers is set"
+
+
+def bump_approval(s: HostData) -> str:
+    """What approves the rev a bump takes (remedy.core.readings.review): a person's
+    pin (bump_to), a signature (trusted_signers), or nothing."""
+    if s.pinned_rev:
+        return review.PINNED
+    return review.SIGNED if s.trusted_signers else review.UNCHECKED
 
 
 def bump_blocked(s: HostData) -> str | None:

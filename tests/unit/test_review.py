@@ -1,0 +1,136 @@
+"""Issue 45 item 6: the review before the switch (remedy.core.readings.review).
+
+The tip's read (remedy/host/tip_rev.sh) runs here under dash and bash --posix against
+real git repositories: a branch named as Nix 2.26 locks it (refs/heads/master) and as
+Nix 2.8 does (master), a remote that is gone, a branch it lacks, and a remote that
+never answers (a TCP port that accepts and says nothing), bounded in time; it fetches
+nothing. The changes are read from nix's own diff-closures output, recorded on the
+twins (tests/facts/raw), and said within 80 columns."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from remedy.core.programs import commands
+from remedy.core.readings import changes, review
+from remedy.twin import fixtures
+
+SHELLS = [["dash"], ["bash", "--posix"]]
+RAW = Path(__file__).parents[1] / "facts" / "raw"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"HOME": str(repo.parent), "PATH": "/usr/bin:/bin"}
+    for who in ("AUTHOR", "COMMITTER"):
+        env.update({f"GIT_{who}_NAME": "A", f"GIT_{who}_EMAIL": "a@x"})
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()  # fmt: skip
+
+
+def tip(shell: list[str], url: str, ref: str, bound: int = 20) -> tuple:
+    argv = commands.tip_rev(url, ref, bound)
+    assert argv[:2] == ["sh", "-c"]
+    proc = subprocess.run([*shell, *argv[1:]], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return review.parse_tip(proc.stdout.splitlines())
+
+
+@pytest.fixture
+def remote(tmp_path) -> Path:
+    repo = tmp_path / "tt-stack"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "master")
+    (repo / "f").write_text("fix")
+    _git(repo, "add", "f")
+    _git(repo, "commit", "-q", "-m", "the fix")
+    _git(repo, "checkout", "-q", "-b", "side")
+    (repo / "f").write_text("side")
+    _git(repo, "commit", "-q", "-am", "side")
+    _git(repo, "checkout", "-q", "master")
+    return repo
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=["dash", "bash-posix"])
+def test_the_tip_is_read_from_the_remote_as_either_nix_locks_the_ref(shell, remote):
+    master = _git(remote, "rev-parse", "master")
+    objects = sorted(p.name for p in (remote / ".git" / "objects").iterdir())
+    for ref in ("refs/heads/master", "master"):
+        assert tip(shell, remote.as_uri(), ref) == (master, None)
+    assert tip(shell, remote.as_uri(), "side") == (_git(remote, "rev-parse", "side"), None)
+    assert tip(shell, remote.as_uri(), "HEAD") == (master, None)
+    assert sorted(p.name for p in (remote / ".git" / "objects").iterdir()) == objects
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=["dash", "bash-posix"])
+def test_a_tip_that_cannot_be_read_says_why(shell, remote, tmp_path):
+    rev, why = tip(shell, (tmp_path / "gone").as_uri(), "master")
+    assert rev is None and why.startswith(f"git ls-remote of {(tmp_path / 'gone').as_uri()}")
+    assert "failed: fatal:" in why, why
+    rev, why = tip(shell, remote.as_uri(), "refs/heads/nothere")
+    assert rev is None and why == f"{remote.as_uri()} has no refs/heads/nothere"
+
+
+def test_a_remote_that_never_answers_is_given_up_at_the_bound():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held: list[socket.socket] = []
+    accepting = threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True)
+    accepting.start()
+    url = f"git://127.0.0.1:{server.getsockname()[1]}/tt-stack"
+    try:
+        rev, why = tip(["dash"], url, "master", bound=2)
+    finally:
+        for s in (*held, server):
+            s.close()
+    assert held, "git never connected"  # the read reached the remote, which said nothing
+    assert (rev, why) == (None, f"git ls-remote of {url} gave no answer within 2s")
+
+
+@pytest.mark.parametrize("tag", ["nix_2_26", "nix_2_8"])
+def test_the_review_says_the_rev_the_approval_and_the_changes_within_80_columns(tag):
+    diff = (RAW / f"{tag}.diff_closures_heavy.txt").read_text().splitlines()
+    found = changes.read_answer([
+        "file kernel - -",
+        "params-old hugepagesz=1G hugepages=4",
+        "params-new hugepagesz=1G hugepages=2",
+        *(f"diff {line}" for line in diff),
+    ])  # fmt: skip
+    new = "/nix/store/" + "a" * 32 + "-nixos-system-cfx-llm2"
+    r = review.Review(
+        review.BumpReview("tt-stack", "c" * 40, review.UNCHECKED, "b" * 40,
+                          f"the tip of refs/heads/master at file://{fixtures.TT_STACK_DIR} now"),
+        review.SystemReview("/nix/store/" + "c" * 32 + "-nixos-system-cfx-llm2", new,
+                            "the boot default", found),
+    )  # fmt: skip
+    text = "\n".join(r.folded("cfx-llm2: "))
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    flat = " ".join(text.split())
+    assert f"takes {'b' * 12} (the tip of refs/heads/master" in flat
+    assert "approval: unchecked" in flat
+    assert f"package vllm-tt: {fixtures.VLLM_VERSION} → {fixtures.HEAVY_VLLM_VERSION}" in flat
+    assert "kernel parameters: -hugepages=4 +hugepages=2" in flat
+    doc = r.to_json()
+    assert doc["bump"]["takes"] == "b" * 40 and doc["system_changes"]["new"] == new
+    assert doc["system_changes"]["kernel_params_added"] == ["hugepages=2"]
+
+
+def test_an_unknown_rev_and_a_build_that_changes_nothing_are_said():
+    r = review.Review(
+        review.BumpReview("tt-stack", None, review.SIGNED, unread="no answer within 20s"),
+        review.SystemReview("/nix/store/c-s", "/nix/store/n-s", "the boot default",
+                            changes.SystemChanges()),
+    )  # fmt: skip
+    lines = r.lines()
+    assert lines[0].startswith("bump tt-stack: takes a rev not known now (no answer within 20s")
+    assert "approval: signed" in lines[0]
+    assert lines[1] == (
+        "the boot default (/nix/store/n-s) changes no package version, kernel or kernel "
+        "parameter of the running system"
+    )
