@@ -36,8 +36,8 @@ class SystemChanges(FactBase[changes.SystemChanges]):
     """What a switch from CURRENT to NEW changes beyond the settings
     (``remedy/host/system_changes.sh``): both in the store, nothing built."""
 
-    def command(self, current: str, new: str, bound_s: int = commands.CHANGES_BOUND_S):
-        return _quoted(commands.system_changes(current, new, bound_s))
+    def command(self, current: str, new: str, builder: str | None = None):
+        return _quoted(commands.system_changes(current, new, builder))
 
     def process(self, output):
         return changes.read_answer([line.rstrip("\n") for line in output])
@@ -53,7 +53,7 @@ def read_review(host, s, snap) -> review.Review | None:
     bump = None
     if plan.update_input:
         bump = _bump(host, s, snap, bump_approval(s), bump_blocked(s))
-    system = read_system(host, snap)
+    system = read_system(host, snap, None if s.build_host == "serving" else s.build_host)
     return review.Review(bump, system) if bump or system else None
 
 
@@ -86,10 +86,11 @@ def _replace(b: review.BumpReview, **changed) -> review.BumpReview:
     return dataclasses.replace(b, **changed)
 
 
-def read_system(host, snap) -> review.SystemReview | None:
+def read_system(host, snap, builder: str | None = None) -> review.SystemReview | None:
     """Between the running system and one built already: the proven build a run left
     for its switch (in the run journal, still in the store), else the boot default
-    when it is not what runs."""
+    when it is not what runs. With a BUILDER (host data build_host) no nix runs on
+    the host: the kernel and its parameters are read, the packages are not."""
     current = snap.generations.current_system
     top, j = snap.journal.get("toplevel"), snap.journal
     if not current:
@@ -101,7 +102,7 @@ def read_system(host, snap) -> review.SystemReview | None:
     else:
         return None
     try:
-        found = host.get_fact(SystemChanges, current=current, new=new)
+        found = host.get_fact(SystemChanges, current=current, new=new, builder=builder)
     except Exception as exc:
         found = changes.SystemChanges(unread=f"the read failed: {exc}")
     if found is None:

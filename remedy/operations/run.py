@@ -148,7 +148,7 @@ def begin_restore(
     if _dry_run() and plan.update_input and not planned.resuming:
         _preview_bump(r, allowed)
     if _dry_run():
-        _review_changes(snap)
+        _review_changes(s, snap)
     logger.info(plan.summary(host.name))
     if plan.rebuild and not planned.resuming:
         said = _built_on(builder) if builder is not None else _bounded(s)
@@ -274,14 +274,14 @@ def _preview_bump(r: Restore, allowed: str | None) -> None:
     logger.info(f"{host.name}: the bump would take {s.flake_input} {rev}: {state}")
 
 
-def _review_changes(snap: Snapshot) -> None:
+def _review_changes(s: HostData, snap: Snapshot) -> None:
     """--dry: what a system built already (a run's proven build, a boot default that
     does not run) changes from the running one (facts.review: nothing is built)."""
     from facts.review import read_system
     from remedy.core.config.secrets import masked
     from remedy.core.readings.review import Review
 
-    found = read_system(host, snap)
+    found = read_system(host, snap, None if s.build_host == "serving" else s.build_host)
     if found is not None:
         logger.info("\n".join(masked(x) for x in Review(system=found).folded(f"{host.name}: ", 76)))
 

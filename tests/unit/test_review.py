@@ -9,6 +9,7 @@ twins (tests/facts/raw), and said within 80 columns."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import threading
@@ -134,3 +135,46 @@ def test_an_unknown_rev_and_a_build_that_changes_nothing_are_said():
         "the boot default (/nix/store/n-s) changes no package version, kernel or kernel "
         "parameter of the running system"
     )
+
+
+def _system(root: Path, name: str, params: str) -> Path:
+    top = root / name
+    top.mkdir()
+    (top / "kernel-params").write_text(params + "\n")
+    (root / f"{name}-kernel").write_text(name)
+    (top / "kernel").symlink_to(root / f"{name}-kernel")
+    return top
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=["dash", "bash-posix"])
+def test_with_a_builder_the_changes_read_the_boot_files_and_run_no_nix(shell, tmp_path):
+    """remedy/host/system_changes.sh, which the proof and the review both run: with a
+    builder no nix runs on the serving host, so the packages are said not read; the
+    kernel and its parameters are read from the two systems' files. Without one, a nix
+    that cannot run is said with what it printed (here: none on this PATH)."""
+    old = _system(tmp_path, "old", "hugepagesz=1G hugepages=4")
+    new = _system(tmp_path, "new", "hugepagesz=1G hugepages=2")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "readlink", "cat", "timeout", "sed", "grep", "tail"):
+        (bin_dir / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"],
+                                                   capture_output=True, text=True,
+                                                   check=True).stdout.strip())  # fmt: skip
+    env = {"PATH": str(bin_dir)}  # no nix on it
+
+    def said(builder: str | None) -> changes.SystemChanges:
+        argv = commands.system_changes(str(old), str(new), builder)
+        proc = subprocess.run([shutil.which(shell[0]), *shell[1:], *argv[1:]],
+                              capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return changes.read_answer(proc.stdout.splitlines())
+
+    built_there = said("builder1")
+    assert built_there.boot_files == ("kernel",)
+    assert (built_there.params_removed, built_there.params_added) == (("hugepages=4",),
+                                                                      ("hugepages=2",))  # fmt: skip
+    assert built_there.unread == "not read: built on the builder builder1, and no nix runs here"
+    no_nix = said(None)
+    failed = "nix store diff-closures failed: "
+    assert no_nix.unread.startswith(failed), no_nix.unread
+    assert "nix" in no_nix.unread.removeprefix(failed), no_nix.unread

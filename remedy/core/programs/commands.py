@@ -166,14 +166,14 @@ def tip_rev(git_url: str, ref: str | None, bound_s: int = TIP_BOUND_S) -> list[s
 
 
 SYSTEM_CHANGES_SH = host.text("system_changes.sh")
-CHANGES_BOUND_S = 60  # how long nix store diff-closures may take
 
 
-def system_changes(current: str, new: str, bound_s: int = CHANGES_BOUND_S) -> list[str]:
-    """What a switch from CURRENT to NEW (both in the store) changes beyond the settings:
-    system_boot.sh's lines, then ``diff LINE`` per line of ``nix store diff-closures``
-    (bounded to BOUND_S seconds) or ``unread WHY``. Reads only."""
-    return ["sh", "-c", SYSTEM_CHANGES_SH, "sh", current, new, str(bound_s)]
+def system_changes(current: str, new: str, builder: str | None = None) -> list[str]:
+    """What a switch from CURRENT to NEW (both in the store) changes beyond the settings,
+    as the proof says it: system_boot.sh's lines, then ``diff LINE`` per line of ``nix
+    store diff-closures`` (bounded in time) or ``unread WHY``; with a BUILDER no nix
+    runs here, and the packages are not read. Reads only."""
+    return ["sh", "-c", SYSTEM_CHANGES_SH, "sh", current, new, "", builder or ""]
 
 
 BOUNDED_SH = host.text("nix_bounded.sh")

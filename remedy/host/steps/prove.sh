@@ -17,7 +17,7 @@ for i in "$@"; do items="$items$i$_nl"; done
 # @include-text LOCAL_BUILDS local_builds.sh
 # @include-text LOCAL_BUILDS_NIX local_builds.nix
 # @include-text CHECK_EXPR flake_check.nix
-# @include-text SYSTEM_BOOT system_boot.sh
+# @include-text SYSTEM_CHANGES system_changes.sh
 # @include-text FETCH builder_fetch.sh
 # @include-text DAEMON_BOUND daemon_bound.sh
 # @include system_lacks.sh
@@ -296,16 +296,8 @@ log green "proven: $toplevel holds every setting it must"
 # what the switch changes beyond the settings (for the report)
 current=$(readlink -f /run/current-system)
 if [ -n "$current" ]; then
-  sh -c "$(SYSTEM_BOOT)" sh "$current" "$toplevel" 2>/dev/null | sed \
-      's/^/@@remedy changes /'
-  if [ -n "${builder_name:-}" ]; then
-    answer changes "unread not read: built on the builder $builder_name, and \
-no nix runs here"
-  elif diff=$(nix_ store diff-closures "$current" "$toplevel" 2>&1); then
-    printf '%s\n' "$diff" | sed 's/^/@@remedy changes diff /'
-  else
-    answer changes "unread nix store diff-closures failed: $(why_of "$diff")"
-  fi
+  sh -c "$(SYSTEM_CHANGES)" sh "$current" "$toplevel" "" "${builder_name:-}" \
+    2>/dev/null | sed 's/^/@@remedy changes /'
 fi
 say toplevel "$toplevel"
 [ -z "${builder_name:-}" ] || say built_on "$builder_name"
