@@ -554,3 +554,36 @@ def test_ctrl_c_stops_the_build_on_the_builder_too(make_twin, builder, tmp_path)
     assert left.returncode != 0, left.stdout  # no nix of the builder's user runs on
     assert owner_git(serving, "rev-parse", "HEAD").stdout == head
     assert owner_git(serving, "status", "--porcelain", "--untracked-files=no").stdout == ""
+
+
+@pytest.mark.nix_cli
+def test_with_a_builder_the_review_reads_the_kernel_and_runs_no_nix_here(
+    make_twin, builder, tmp_path
+):
+    """Issue 45 item 6 with a builder: the boot default the builder's build left (a
+    durable-at-next-boot run) is reviewed as the proof reviews it: the kernel
+    parameters it changes are read from its files, the packages are said not read,
+    and no nix runs on the serving host for it (status nor --dry)."""
+    serving = make_twin(with_emergency_override=True)  # live holds: no restart now
+    machine.pair_builder(serving, builder)
+    inventory = paired_inventory(tmp_path / "inv.py", serving, builder)
+    proc = subprocess.run(["pyinfra", "-y", "--limit", serving.name, "--data", "restart=never",
+                           inventory, "deploys/converge.py"], cwd=PROJECT, capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, said(proc)[-4000:]
+    wrap_nix(serving)  # from here on, every nix call on the serving host is seen
+
+    code, doc = remedy_json("status", inventory, "--limit", serving.name)
+    (host,) = doc["hosts"]
+    assert code == 6, host["verdict"]  # boot pending
+    system = host["review"]["system_changes"]
+    assert system["what"] == "the boot default", system
+    assert system["kernel_params_added"] == ["hugepages=2"], system
+    assert system["packages"] == [], system
+    assert system["packages_unread"] == (
+        f"not read: built on the builder {builder.name}, and no nix runs here"
+    )
+    dry = converge(inventory, serving, "--dry")
+    assert dry.returncode == 0, said(dry)[-3000:]
+    assert "the boot default" in said(dry) and "no nix runs here" in said(dry)
+    assert not_allowed(nix_calls(serving)) == [], nix_calls(serving)
