@@ -47,20 +47,22 @@ def read_review(host, s, snap) -> review.Review | None:
     """The review of host HOST (host data S, its snapshot SNAP): the rev the planned
     bump takes and its approval, and what a built system in the store changes; None
     when there is neither (no bump, nothing built)."""
-    from remedy.core.run.plan import bump_approval, bump_blocked, plan_restore
+    from remedy.core.run.plan import plan_restore
 
     plan = plan_restore(snap, s, desired.ALL)
-    bump = None
-    if plan.update_input:
-        bump = _bump(host, s, snap, bump_approval(s), bump_blocked(s))
+    bump = read_bump(host, s, snap) if plan.update_input else None
     system = read_system(host, snap, None if s.build_host == "serving" else s.build_host)
     return review.Review(bump, system) if bump or system else None
 
 
-def _bump(host, s, snap, approval: str, blocked: str | None) -> review.BumpReview:
+def read_bump(host, s, snap) -> review.BumpReview:
+    """The rev a bump of S's input takes (bump_to, else the tip of its branch at its
+    remote now) and its approval."""
+    from remedy.core.run.plan import bump_approval, bump_blocked
+
     locked = snap.flake_input
-    base = review.BumpReview(s.flake_input, locked.rev if locked else None, approval,
-                             blocked=blocked)  # fmt: skip
+    base = review.BumpReview(s.flake_input, locked.rev if locked else None, bump_approval(s),
+                             blocked=bump_blocked(s))  # fmt: skip
     if s.pinned_rev:
         return _replace(base, takes=s.pinned_rev, source="bump_to")
     remote = nix_core.git_remote(locked.url or "") if locked else None

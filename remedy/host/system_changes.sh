@@ -20,6 +20,7 @@ elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   echo "unread nix store diff-closures gave no answer within ${bound}s"
 else
   why=$(printf '%s\n' "$out" | grep -iE 'error|fatal' | tail -n 1)
-  [ -n "$why" ] || why=$(printf '%s\n' "$out" | sed '/^[[:space:]]*$/d' | tail -n 1)
+  [ -n "$why" ] ||
+    why=$(printf '%s\n' "$out" | sed '/^[[:space:]]*$/d' | tail -n 1)
   echo "unread nix store diff-closures failed: ${why:-exit $rc}"
 fi

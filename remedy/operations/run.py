@@ -26,6 +26,7 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_host
 
 from facts.nix import read_option_definitions
+from facts.review import read_bump, read_system
 from facts.serving import HostSnapshot, ToolCallProbe
 from remedy import audit
 from remedy import lock as host_lock
@@ -34,6 +35,7 @@ from remedy.core.config import host_data as settings_mod
 from remedy.core.config.host_data import HostData
 from remedy.core.programs import builder as builder_core
 from remedy.core.programs import commands
+from remedy.core.readings.review import Review
 from remedy.core.readings.snapshot import HostSnapshot as Snapshot
 from remedy.core.run import outcome as outcome_core
 from remedy.core.run import steps as steps_core
@@ -146,9 +148,12 @@ def begin_restore(
         planned = steps_core.with_allowed_signers(planned, allowed)
     r = Restore(host.name, s, snap, plan, planned, run.stop)
     if _dry_run() and plan.update_input and not planned.resuming:
-        _preview_bump(r, allowed)
+        _review(Review(bump=read_bump(host, s, snap)))
+        if s.pinned_rev or allowed is not None:  # what only the fetched commit tells
+            _preview_bump(r, allowed)
     if _dry_run():
-        _review_changes(s, snap)
+        builder_name = None if s.build_host == "serving" else s.build_host
+        _review(Review(system=read_system(host, snap, builder_name)))
     logger.info(plan.summary(host.name))
     if plan.rebuild and not planned.resuming:
         said = _built_on(builder) if builder is not None else _bounded(s)
@@ -274,16 +279,14 @@ def _preview_bump(r: Restore, allowed: str | None) -> None:
     logger.info(f"{host.name}: the bump would take {s.flake_input} {rev}: {state}")
 
 
-def _review_changes(s: HostData, snap: Snapshot) -> None:
-    """--dry: what a system built already (a run's proven build, a boot default that
-    does not run) changes from the running one (facts.review: nothing is built)."""
-    from facts.review import read_system
+def _review(found) -> None:
+    """--dry: the review before the switch (remedy.core.readings.review): the rev a bump
+    takes, read from the remote without fetching; what a system built already (a run's
+    proven build, a boot default that does not run) changes; nothing is built."""
     from remedy.core.config.secrets import masked
-    from remedy.core.readings.review import Review
 
-    found = read_system(host, snap, None if s.build_host == "serving" else s.build_host)
-    if found is not None:
-        logger.info("\n".join(masked(x) for x in Review(system=found).folded(f"{host.name}: ", 76)))
+    if lines := found.folded(f"{host.name}: ", 76):
+        logger.info("\n".join(masked(x) for x in lines))
 
 
 def _allowed_signers(run: Run, project: Path, runbook: str, path: str) -> str:

@@ -59,6 +59,10 @@ def test_status_names_the_rev_the_bump_takes_read_from_the_remote_and_its_approv
     later = head_of_tt_stack(twin)
     assert later != head and review_of(inventory)["bump"]["takes"] == later
     assert locked_rev(twin) == locked  # nothing was fetched into the lock
+    dry = run_restore(twin, "--dry")  # the same words, read the same way
+    assert dry.returncode == 0, out_of(dry)[-3000:]
+    assert f"bump tt-stack: takes {later[:12]} (the tip of " in out_of(dry), out_of(dry)[-3000:]
+    assert "approval: unchecked" in out_of(dry) and locked_rev(twin) == locked
 
     # a remote that cannot be read: said, with git's reason; the report goes on
     away = fixtures.TT_STACK_DIR + ".away"

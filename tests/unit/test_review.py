@@ -77,7 +77,8 @@ def test_a_tip_that_cannot_be_read_says_why(shell, remote, tmp_path):
     assert rev is None and why == f"{remote.as_uri()} has no refs/heads/nothere"
 
 
-def test_a_remote_that_never_answers_is_given_up_at_the_bound():
+def silent_remote():
+    """A git:// URL whose server accepts and never says a word, and its closer."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -85,13 +86,36 @@ def test_a_remote_that_never_answers_is_given_up_at_the_bound():
     accepting = threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True)
     accepting.start()
     url = f"git://127.0.0.1:{server.getsockname()[1]}/tt-stack"
+
+    def close() -> bool:
+        for s in (*held, server):
+            s.close()
+        return bool(held)
+
+    return url, close
+
+
+def test_a_remote_that_never_answers_is_given_up_at_the_bound():
+    url, close = silent_remote()
     try:
         rev, why = tip(["dash"], url, "master", bound=2)
     finally:
-        for s in (*held, server):
-            s.close()
-    assert held, "git never connected"  # the read reached the remote, which said nothing
+        connected = close()
+    assert connected, "git never connected"  # it reached the remote, which said nothing
     assert (rev, why) == (None, f"git ls-remote of {url} gave no answer within 2s")
+
+
+def test_the_dry_runs_fetch_of_a_signed_bump_is_bounded_too(tmp_path):
+    url, close = silent_remote()
+    argv = commands.preview_bump(url, "master", None, "k ssh-ed25519 A", bound_s=2)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})  # fmt: skip
+    finally:
+        connected = close()
+    assert connected and proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"error: cannot fetch master of {url}: no answer within 2s"
+    assert list(tmp_path.iterdir()) == []  # its temporary repository went with it
 
 
 @pytest.mark.parametrize("tag", ["nix_2_26", "nix_2_8"])

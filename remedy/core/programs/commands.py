@@ -146,12 +146,15 @@ def lock_commit(flake_dir: str, message: str, flake_host: str) -> list[str]:
 PREVIEW_BUMP_SH = host.text("preview_bump.sh")
 
 
-def preview_bump(git_url: str, ref: str | None, rev: str | None, allowed_signers: str) -> list[str]:
+def preview_bump(
+    git_url: str, ref: str | None, rev: str | None, allowed_signers: str, bound_s: int = 0
+) -> list[str]:
     """For --dry: the rev a bump would take (REV, or the head of REF at GIT_URL) and its
     signature against ALLOWED_SIGNERS, fetched into a temporary repository that goes with
-    the command; nothing on the host changes. Prints ``would-take REV`` then
-    ``signature STATE|KEY|SIGNER|AUTHOR``."""
-    return ["sh", "-c", PREVIEW_BUMP_SH, "sh", git_url, ref or "HEAD", rev or "", allowed_signers]
+    the command (in BOUND_S seconds at most; 0: the program's own bound); nothing on the
+    host changes. Prints ``would-take REV`` then ``signature STATE|KEY|SIGNER|AUTHOR``."""
+    return ["sh", "-c", PREVIEW_BUMP_SH, "sh", git_url, ref or "HEAD", rev or "",
+            allowed_signers, str(bound_s or "")]  # fmt: skip
 
 
 TIP_REV_SH = host.text("tip_rev.sh")
