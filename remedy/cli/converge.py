@@ -25,6 +25,7 @@ from remedy import inventory as inventory_mod
 from remedy.cli.status import REVIEW_TITLE, UNMANAGED_TITLE
 from remedy.console import console, err_console, progress, said_folded
 from remedy.core.config import desired, volatile
+from remedy.core.config.secrets import masked
 from remedy.core.config.volatile import Unmanaged
 from remedy.core.render.report import host_status, next_of, next_step
 from remedy.core.run.plan import NOOP, bump_blocked, plan_restore
@@ -429,8 +430,8 @@ def _report(
         bump_blocked=plan.bump_blocked,
         problems=problems,
         notes=status.notes,
-        review=read.snapshot.review.to_json() if read.snapshot.review else None,
-        review_lines=status.review,
+        review=found.to_json() if (found := _review(read, settings)) else None,
+        review_lines=[masked(x) for x in found.lines()] if found else [],
         unmanaged_volatile=[e.to_json() for e in status.unmanaged],
         ignored_volatile=status.ignored,
         settings=[
@@ -454,6 +455,16 @@ def _report(
         ],
     )
     return out
+
+
+def _review(read: fleet.HostRead, settings):
+    """The host's review before the switch (remedy.core.readings.review), with what
+    blocks its bump in this run (--unattended: an unverified latest is not taken)."""
+    found = read.snapshot.review
+    if found is None or found.bump is None:
+        return found
+    bump = dataclasses.replace(found.bump, blocked=bump_blocked(settings))
+    return dataclasses.replace(found, bump=bump)
 
 
 def _applied(

@@ -54,6 +54,16 @@ def test_status_names_the_rev_the_bump_takes_read_from_the_remote_and_its_approv
     assert f"takes {head[:12]}" in out_of(text) and "approval: unchecked" in out_of(text)
     assert too_wide(text.stdout) == [], too_wide(text.stdout)
 
+    # a schedule's run (--unattended) never takes an unverified latest: said so
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    check = subprocess.run(["remedy", "converge", str(inventory), "--check", "--unattended",
+                            "--json"], capture_output=True, text=True, cwd=PROJECT,
+                           timeout=600, env=env)  # fmt: skip
+    (host,) = json.loads(check.stdout)["hosts"]
+    assert host["review"]["bump"]["takes"] == head, host["review"]
+    assert host["bump_blocked"] is not None, host
+    assert host["review"]["bump"]["blocked"] == host["bump_blocked"], host["review"]
+
     # a commit pushed since: the remote is asked, not the lock or a cache
     machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.later_commit(None))
     later = head_of_tt_stack(twin)
