@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -142,3 +144,46 @@ def test_status_check_and_dry_show_what_the_built_boot_default_changes(make_twin
     assert dry.returncode == 0, out_of(dry)[-3000:]
     assert f"package {wanted}" in out_of(dry), out_of(dry)[-3000:]
     assert twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip() == current
+
+
+def test_the_build_a_run_proved_and_did_not_switch_is_reviewed(make_twin, tmp_path):
+    """A run proved its build and waits in its drain (a request in flight) when it is
+    killed: nothing switched, and the run journal names the proven system, still in the
+    store, for the next run to finish. Status reviews that build against the running
+    system, naming the run that proved it."""
+    from tests.conftest import HeldRequest
+
+    twin = make_twin(with_emergency_override=True)
+    machine.commit_as_owner(twin, fixtures.TT_STACK_DIR, fixtures.heavy_package_commit())
+    current = twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip()
+    journal_path = "/var/lib/remedy/run-tenstorrent-serving.service.json"
+    held = HeldRequest(twin, hold_s=120)  # the drain waits for it, after the proof
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(tmp_path / "a.jsonl")}
+    run = subprocess.Popen(["pyinfra", "-y", "--limit", twin.name, "--data", "restart=now",
+                            "--data", "allow_local_build=true", "inventory/twin.py",
+                            "deploys/restore_toolcalling.py"], cwd=PROJECT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)  # fmt: skip
+    journal: dict = {}
+    try:
+        deadline = time.monotonic() + 600
+        while run.poll() is None and time.monotonic() < deadline:
+            read = twin.exec(["cat", journal_path], check=False).stdout
+            journal = json.loads(read) if '"toplevel"' in read else {}
+            if journal:
+                break
+            time.sleep(0.2)
+        assert run.poll() is None and journal, "the run never proved its build"
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert held.status is None  # still in flight: the run was in its drain
+    assert twin.exec(["readlink", "-f", "/run/current-system"]).stdout.strip() == current
+
+    inventory = twin_inventory(tmp_path / "inv.py", twin)
+    system = review_of(inventory)["system_changes"]
+    assert system["new"] == journal["toplevel"] != current, (system, journal)
+    assert system["what"] == f"the system run {journal['run_id']} built and proved", system
+    wanted = f"vllm-tt: {fixtures.VLLM_VERSION} → {fixtures.HEAVY_VLLM_VERSION}"
+    assert any(p.startswith(wanted) for p in system["packages"]), system
+    assert too_wide(status(inventory).stdout) == []
