@@ -481,17 +481,35 @@ def _restart(restart: str | None) -> list[str]:
     return ["--data", f"restart={restart}"] if restart else []
 
 
-def run_deploy(twin: machine.Twin, deploy: str, *extra: str, audit_log=None, restart="now"):
-    """``pyinfra -y --limit NAME inventory/twin.py DEPLOY`` (``deploys/DEPLOY.py``), with
-    ``--data restart=RESTART`` (None: the host's own restart policy)."""
-    import subprocess
-
+def _deploy_argv(twin: machine.Twin, deploy: str, extra, audit_log, restart):
     argv = ["pyinfra", "-y", "--limit", twin.name, *_restart(restart), *extra, "inventory/twin.py"]
     argv.append(f"deploys/{deploy}.py")
     env = dict(os.environ)
     if audit_log is not None:
         env["REMEDY_AUDIT_LOG"] = str(audit_log)
+    return argv, env
+
+
+def run_deploy(twin: machine.Twin, deploy: str, *extra: str, audit_log=None, restart="now"):
+    """``pyinfra -y --limit NAME inventory/twin.py DEPLOY`` (``deploys/DEPLOY.py``), with
+    ``--data restart=RESTART`` (None: the host's own restart policy)."""
+    import subprocess
+
+    argv, env = _deploy_argv(twin, deploy, extra, audit_log, restart)
     return subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900)
+
+
+def start_deploy(twin: machine.Twin, deploy: str, out, *extra: str, audit_log=None,
+                 restart="now"):  # fmt: skip
+    """run_deploy started, not waited for: its output (stdout and stderr) in the file
+    OUT as it comes (see deploy_until)."""
+    import subprocess
+
+    argv, env = _deploy_argv(twin, deploy, extra, audit_log, restart)
+    env["PYTHONUNBUFFERED"] = "1"
+    with open(out, "w") as fh:
+        return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, text=True,
+                                cwd=PROJECT, env=env, stdin=subprocess.DEVNULL)  # fmt: skip
 
 
 def converge_json(*argv: str):
@@ -523,8 +541,9 @@ def hugepages_1g(twin: machine.Twin) -> int:
 
 class HeldRequest:
     """One chat completion the vLLM double holds open for HOLD_S seconds (its own field
-    remedy_double_hold_s), sent from inside the twin with curl; ``status`` is its HTTP
-    code once it ended ("000": the connection was cut)."""
+    remedy_double_hold_s), or until ``release()`` (its field remedy_double_release),
+    sent from inside the twin with curl; ``status`` is its HTTP code once it ended
+    ("000": the connection was cut)."""
 
     def __init__(self, twin: machine.Twin, hold_s: float, gauge: bool = True):
         """GAUGE: wait until the server's gauge counts it; False for a server without
@@ -532,12 +551,15 @@ class HeldRequest:
         import json
         import subprocess
         import threading
+        import uuid
 
         self.twin, self.status = twin, None
+        self.release_path = f"/run/remedy-double-release-{uuid.uuid4().hex}"
         body = json.dumps({
             "model": served_model(twin),
             "messages": [{"role": "user", "content": "Say hello."}],
             "remedy_double_hold_s": hold_s,
+            "remedy_double_release": self.release_path,
         })  # fmt: skip
         url = f"{twin.server_url}/v1/chat/completions"
         argv = [*twin.ssh_argv(), "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
@@ -578,9 +600,26 @@ class HeldRequest:
             time.sleep(0.2)
         time.sleep(1)  # curl connects and sends at once; the double then holds it
 
+    def release(self) -> None:
+        """End the hold now: the double answers it at once."""
+        self.twin.exec(["touch", self.release_path])
+
     def result(self, timeout: float = 300) -> str:
         self.thread.join(timeout)
         return self.status
+
+
+def deploy_until(proc, out, text: str, cap_s: float = 900) -> bool:
+    """Wait until the run PROC (its output in the file OUT) says TEXT (True), or ends
+    (False); a cap, not a speed."""
+    import time
+
+    deadline = time.monotonic() + cap_s
+    while text not in out.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return text in out.read_text(errors="replace")
+        time.sleep(0.5)
+    return True
 
 
 def fleet_failure(doc: dict, twins=()) -> str:

@@ -13,15 +13,17 @@ import json
 import subprocess
 import threading
 import time
+import uuid
 
 import pytest
 
 from remedy import host
 from remedy.twin import machine
 from tests.conftest import (
-    run_deploy,
+    deploy_until,
     served_model,
     server_starts,
+    start_deploy,
     twin_inventory,
     unit_props,
 )
@@ -51,10 +53,13 @@ class Stream:
     Returns once the engine is done with it and it still streams."""
 
     def __init__(self, twin, tail_s: float):
+        self.twin = twin
+        self.release_path = f"/run/remedy-double-release-{uuid.uuid4().hex}"
         body = json.dumps({
             "model": served_model(twin), "stream": True,
             "messages": [{"role": "user", "content": "Say hello."}],
             "remedy_double_hold_s": 3, "remedy_double_stream_tail_s": tail_s,
+            "remedy_double_release": self.release_path,
         })  # fmt: skip
         url = f"{twin.server_url}/v1/chat/completions"
         argv = [*twin.ssh_argv(), "curl", "-sN", "-w", "'\\n@@http %{http_code}'",
@@ -76,6 +81,10 @@ class Stream:
             time.sleep(0.2)
         assert streaming(twin)  # the gauges read 0, the response still streams
 
+    def release(self) -> None:
+        """The rest of the answer at once (the double's remedy_double_release)."""
+        self.twin.exec(["touch", self.release_path])
+
     def result(self) -> tuple[str, list[str]]:
         """(its HTTP code, its events' data)."""
         self.thread.join(600)
@@ -86,14 +95,21 @@ class Stream:
 def test_the_drain_waits_for_a_stream_the_engine_is_done_with(make_twin, tmp_path):
     twin = make_twin(with_emergency_override=True)
     pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
-    # long enough that the run reaches its drain while it streams, however slow
-    stream = Stream(twin, tail_s=90)
+    # streaming until the run's drain waits for it, however slow the machine is to get
+    # there (the drain waits up to drain_timeout_s=300)
+    stream = Stream(twin, tail_s=600)
 
     log = tmp_path / "a.jsonl"
-    proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
-                      restart="window")  # fmt: skip
-    said = " ".join((proc.stdout + proc.stderr).split())
-    assert proc.returncode == 0, said[-4000:]
+    out = tmp_path / "deploy.out"
+    proc = start_deploy(twin, "converge", out, "--data", "restart_window=always",
+                        audit_log=log, restart="window")  # fmt: skip
+    try:
+        deploy_until(proc, out, "waiting up to 300s for an idle server")
+    finally:
+        stream.release()
+    returncode = proc.wait(timeout=900)
+    said = " ".join(out.read_text(errors="replace").split())
+    assert returncode == 0, said[-4000:]
     code, events = stream.result()
     assert code == "200" and events and events[-1] == "[DONE]", events[-3:]
     chunks = [json.loads(e) for e in events[:-1]]

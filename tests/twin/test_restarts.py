@@ -15,9 +15,11 @@ import pytest
 from tests.conftest import (
     PROJECT,
     HeldRequest,
+    deploy_until,
     out_of_sync,
     run_deploy,
     server_starts,
+    start_deploy,
     status_settings,
     twin_inventory,
     unit_props,
@@ -28,6 +30,23 @@ pytestmark = pytest.mark.twin
 
 def out_of(proc) -> str:
     return " ".join((proc.stdout + proc.stderr).split())
+
+
+WAITING = "waiting up to 300s for an idle server"  # the drain, when it begins to wait
+
+
+def drained_deploy(twin, held: HeldRequest, out, *extra: str, audit_log) -> tuple[int, str]:
+    """The converge deploy with a window restart and HELD in flight, HELD released once
+    the run says its drain waits for it (an event, however slow the machine is to get
+    there): (exit code, what the run said, on one line)."""
+    proc = start_deploy(twin, "converge", out, "--data", "restart_window=always", *extra,
+                        audit_log=audit_log, restart="window")  # fmt: skip
+    try:
+        deploy_until(proc, out, WAITING)
+    finally:
+        held.release()
+    code = proc.wait(timeout=900)
+    return code, " ".join(out.read_text(errors="replace").split())
 
 
 def twin_clock(twin) -> datetime:
@@ -56,15 +75,13 @@ def test_a_window_restart_waits_for_its_window_then_for_the_request_in_flight(ma
     assert unit_props(twin)["MainPID"] == pid  # --dry changed nothing
 
     # in the window (always), with one request in flight: it completes, then one restart
-    # held long enough that the run reaches its drain while it is open, however slow
-    # the machine (the drain waits up to drain_timeout_s=300)
-    held = HeldRequest(twin, hold_s=40)
+    # (held until the run's drain waits for it; the drain waits up to drain_timeout_s=300)
+    held = HeldRequest(twin, hold_s=600)
     log = tmp_path / "a.jsonl"
-    proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
-                      restart="window")  # fmt: skip
-    assert proc.returncode == 0, out_of(proc)[-4000:]
+    code, said = drained_deploy(twin, held, tmp_path / "deploy.out", audit_log=log)
+    assert code == 0, said[-4000:]
     assert held.result() == "200"  # answered before the server stopped
-    assert "waiting up to 300s for an idle server" in out_of(proc)
+    assert WAITING in said, said[-4000:]
     assert server_starts(twin) == starts + 1 and unit_props(twin)["MainPID"] != pid
     record = json.loads(log.read_text().splitlines()[-1])
     assert record["details"]["restarts"] == 1 and record["details"]["requests_cut"] == 0
@@ -114,14 +131,12 @@ def test_a_metrics_page_without_gauges_waits_for_the_open_connections(make_twin,
     pid, starts = unit_props(twin)["MainPID"], server_starts(twin)
 
     # in flight at the drain, however slow the machine is to get there (the proof
-    # builds first; the drain waits up to drain_timeout_s=300)
-    held = HeldRequest(twin, hold_s=180, gauge=False)
+    # builds first; held until the drain waits for it, which is up to 300 s)
+    held = HeldRequest(twin, hold_s=600, gauge=False)
     log = tmp_path / "a.jsonl"
-    proc = run_deploy(twin, "converge", "--data", "restart_window=always", audit_log=log,
-                      restart="window")  # fmt: skip
-    said = out_of(proc)
-    assert proc.returncode == 0, said[-4000:]
-    assert "waiting up to 300s for an idle server" in said, said[-4000:]
+    code, said = drained_deploy(twin, held, tmp_path / "deploy.out", audit_log=log)
+    assert code == 0, said[-4000:]
+    assert WAITING in said, said[-4000:]
     assert held.result() == "200"  # it completed before the restart
     assert server_starts(twin) == starts + 1 and unit_props(twin)["MainPID"] != pid
     details = json.loads(log.read_text().splitlines()[-1])["details"]

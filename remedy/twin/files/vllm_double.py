@@ -34,7 +34,10 @@ streamed request (``"stream": true``) is answered as vLLM's server-sent events
 (``chat.completion.chunk`` lines, then ``data: [DONE]``); with the double's field
 ``"remedy_double_stream_tail_s": T`` its last chunks go out over T seconds *after*
 the engine is done, the gauge already back at 0, as a real response still streaming
-to a slow client (or detokenised and sent after the engine's last step) is. Started
+to a slow client (or detokenised and sent after the engine's last step) is. With the
+double's field ``"remedy_double_release": PATH`` the hold and the tail end early once
+PATH exists (the rest of the answer goes at once): a test then holds a request until
+an event (the run's drain began), not for a guessed time. Started
 with ``--disable-log-stats``, vLLM creates no stat loggers
 (``vllm/v1/engine/async_llm.py``): ``/metrics`` still answers 200, with
 prometheus_client's own process metrics and no ``vllm:`` gauge, as the double does
@@ -250,6 +253,15 @@ def _message_text(message):
 # ---------------------------------------------------------------- HTTP server
 
 
+def _hold(seconds, release=None):
+    """Sleep SECONDS, or until the file RELEASE (a test's path) exists."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if isinstance(release, str) and os.path.exists(release):
+            return
+        time.sleep(min(left, 0.2))
+
+
 class ApiError(Exception):
     def __init__(self, status, message, type_="BadRequestError"):
         super().__init__(message)
@@ -360,10 +372,11 @@ class Handler(BaseHTTPRequestHandler):
                 hold = request.get("remedy_double_hold_s")
                 if request.get("stream"):
                     self._stream_start(answer)
+                release = request.get("remedy_double_release")
                 if isinstance(hold, (int, float)) and hold > 0:
-                    time.sleep(min(hold, 3600))
+                    _hold(min(hold, 3600), release)
             if request.get("stream"):  # the HTTP side: the gauge no longer counts it
-                self._stream_rest(answer, request.get("remedy_double_stream_tail_s"))
+                self._stream_rest(answer, request.get("remedy_double_stream_tail_s"), release)
             else:
                 self._send(200, answer)
         except ApiError as err:
@@ -393,9 +406,10 @@ class Handler(BaseHTTPRequestHandler):
         self._chunked = True
         self._event(answer, {"role": "assistant", "content": ""})
 
-    def _stream_rest(self, answer, tail_s):
+    def _stream_rest(self, answer, tail_s, release=None):
         """The answer's text in chunks, one every 0.25 s over TAIL_S seconds (one chunk
-        without a tail), then the finish chunk and ``data: [DONE]``."""
+        without a tail; the rest at once when RELEASE exists), then the finish chunk and
+        ``data: [DONE]``."""
         message = answer["choices"][0]["message"]
         text = message["content"] or ""
         tail = min(tail_s, 3600) if isinstance(tail_s, (int, float)) and tail_s > 0 else 0
@@ -405,7 +419,7 @@ class Handler(BaseHTTPRequestHandler):
                 answer, {"content": text[i * len(text) // pieces : (i + 1) * len(text) // pieces]}
             )
             if tail:
-                time.sleep(tail / pieces)
+                _hold(tail / pieces, release)
         if message["tool_calls"]:
             calls = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
             self._event(answer, {"tool_calls": calls})
