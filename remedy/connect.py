@@ -136,3 +136,14 @@ def _quiet_greenlet_faults() -> None:
         return print_exception(self, context, kind, value, tb)
 
     Hub.print_exception = one_line
+
+
+def close(host) -> None:
+    """Close HOST's SSH connection (pyinfra's disconnect leaves paramiko's open): a
+    command that waits on a frozen host ends with it."""
+    client = getattr(host.connector, "client", None)
+    try:
+        if client is not None:
+            client.close()
+    except Exception:  # going anyway
+        pass

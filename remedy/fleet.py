@@ -184,6 +184,7 @@ def converge_hosts(
 
     connect.guard()  # what the project's config.py installs for pyinfra's CLI
     the_run = lifecycle.process_run()
+    the_run.fleet = True  # _Bounds gives up a host past its deadline
     data = {key: parse_cli_arg(value) for key, value in data.items()}  # as --data gives them
     began = time.time()
     runs = {name: HostRun(name, started=began) for name in hosts}
@@ -241,8 +242,7 @@ class _Bounds:
         waited = self.rollout.waited(name, now) if self.rollout is not None else 0.0
         limit = self.deadline_s[name]
         if now - self.began - waited >= limit:
-            why = f"given up at its deadline (host_deadline_s={limit:g}) {where}"
-            return lifecycle.GivenUp(why, lifecycle.GIVEN_UP, step)
+            return lifecycle.at_deadline(limit, step, f"in {phase}")
         stopped = self.the_run.stopped_at
         if stopped is not None and now - max(stopped, phase_began) >= lifecycle.STOP_GRACE_S:
             base = (self.the_run.stop.why or "interrupted").split(" during '")[0]
@@ -274,6 +274,8 @@ class _Bounds:
     def give_up(self, name: str, greenlet, gave_up) -> None:
         import gevent
 
+        from remedy import connect
+
         self.the_run.given_up[name] = gave_up
         self.the_run.locks.pop(name, None)  # never released: that would wait on the host
         run = self.runs[name]
@@ -283,19 +285,9 @@ class _Bounds:
         greenlet.kill(HostGivenUp(gave_up.why), block=False)
         host = self.hosts.get(name)
         if host is not None:
-            gevent.spawn(_close, host)  # a frozen peer's reads end with the connection
+            gevent.spawn(connect.close, host)  # a frozen peer's reads end with it
             _fail(self.state, {host})
         greenlet.join(timeout=5)  # its own ending (the rollout learns it failed)
-
-
-def _close(host) -> None:
-    """Close HOST's SSH connection (pyinfra's disconnect leaves paramiko's open)."""
-    client = getattr(host.connector, "client", None)
-    try:
-        if client is not None:
-            client.close()
-    except Exception:  # going anyway
-        pass
 
 
 def _turn(name: str, restores: dict, runs: dict[str, HostRun]):

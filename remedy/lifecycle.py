@@ -61,6 +61,14 @@ class GivenUp:
     in_step: str | None = None
 
 
+def at_deadline(limit_s: float, step: str | None, where: str | None = None) -> GivenUp:
+    """A host given up at its deadline (host data host_deadline_s, LIMIT_S), during STEP,
+    else WHERE it was (a fleet's phase), else before its steps."""
+    where = f"during '{step}'" if step else where or "before its steps"
+    why = f"given up at its deadline (host_deadline_s={limit_s:g}) {where}"
+    return GivenUp(why, GIVEN_UP, step)
+
+
 STOP, KILL, DEFER, EXIT = "stop", "kill", "defer", "exit"
 
 
@@ -82,6 +90,9 @@ class Run:
     steps_now: dict = field(default_factory=dict)
     ended: set = field(default_factory=set)
     given_up: dict = field(default_factory=dict)  # host name -> GivenUp
+    # a fleet (remedy.fleet) bounds each host's part itself; else each host's deploy
+    # starts its own deadline watch (remedy.operations.run: pyinfra's CLI)
+    fleet: bool = False
     at_stop: dict | None = None  # {"ended": set, "steps": dict}
     stopped_at: float | None = None  # time.monotonic() of the stop request
     killed_by: str | None = None  # the second signal's name

@@ -23,12 +23,12 @@ import gevent
 import yaml
 from pyinfra import host, logger, state
 from pyinfra.api.state import BaseStateCallback, StateStage
-from pyinfra.context import ctx_host
+from pyinfra.context import ctx_host, ctx_state
 
 from facts.nix import read_option_definitions
 from facts.review import read_bump, read_system
 from facts.serving import HostSnapshot, ToolCallProbe
-from remedy import audit
+from remedy import audit, connect, lifecycle
 from remedy import lock as host_lock
 from remedy.core.config import desired, volatile
 from remedy.core.config import host_data as settings_mod
@@ -82,6 +82,7 @@ class Restore:
 def begin_restore(
     run: Run, scope: tuple[str, ...] = desired.TOOL_CALLING, runbook: str = DEFAULT_RUNBOOK
 ) -> Restore:
+    began = time.monotonic()
     project = Path(os.environ.get("REMEDY_PROJECT", os.getcwd()))
     if why := run.stop.why:  # stopped while pyinfra loaded and connected
         _record_early(run, project, runbook, "interrupted", f"{why} before the run began")
@@ -91,6 +92,8 @@ def begin_restore(
     except ConfigError as exc:
         _record_early(run, project, runbook, "failed", f"bad host data: {exc}")
         raise SystemExit(f"remedy: {exc}") from None
+    if not _dry_run() and not run.fleet:
+        _watch_deadline(run, ctx_state.get(), ctx_host.get(), s.deadline_s, began)
     if not _dry_run():
         # One run per host, whatever starts it: taken before the host is read, so the
         # plan sees what the other run left. Its session keeps this run's journal on the
@@ -166,6 +169,29 @@ def begin_restore(
     run.entries[host.name] = r
     start_recording(run, state, project, runbook)
     return r
+
+
+def _watch_deadline(run: Run, st, h, limit_s: float, began: float) -> None:
+    """Host H's deadline in a run of pyinfra's CLI (a fleet bounds its hosts itself,
+    remedy.fleet): LIMIT_S (host data host_deadline_s) from BEGAN, as a fleet counts it.
+    Past it, while the run's steps go on, the host is given up and named: its connection
+    is closed (a command waiting on a frozen host ends with it, and pyinfra fails the
+    host), its lock dropped (releasing it would wait on the host), and the audit records
+    it as given up, in the step it was in."""
+
+    def watch() -> None:
+        gevent.sleep(max(began + limit_s - time.monotonic(), 0))
+        if st.current_stage >= StateStage.Disconnect or run.phase != lifecycle.RUNNING:
+            return  # its steps are over
+        if h.name in run.given_up or h in st.failed_hosts:
+            return
+        gave_up = lifecycle.at_deadline(limit_s, run.in_progress)
+        run.given_up[h.name] = gave_up
+        run.locks.pop(h.name, None)
+        logger.error(f"remedy: {h.name}: {gave_up.why}")
+        connect.close(h)
+
+    gevent.spawn(watch)
 
 
 def start_recording(run: Run, state, project: Path, runbook: str) -> None:

@@ -26,7 +26,7 @@ import pytest
 
 from remedy import audit
 from remedy.twin import machine
-from tests.conftest import PROJECT, fleet_failure
+from tests.conftest import PROJECT, fleet_failure, twin_inventory
 
 pytestmark = pytest.mark.twin
 
@@ -216,6 +216,41 @@ def test_a_frozen_host_is_given_up_at_its_deadline_and_the_others_are_reported(m
     assert record.result == "given up", record
     assert record.path == "none", record  # it never switched, nor wrote the override
     assert record.details["in_step"] == PROVE and why in record.details["failed"]
+    assert ran(record, BEGIN) and not ran(record, PROVE), record.operations
+
+
+def test_a_plain_pyinfra_run_gives_up_a_frozen_host_at_its_deadline(make_twin, tmp_path):
+    """pyinfra's own CLI on one host (no fleet): the host's deadline holds there too (it
+    had none: the run waited for the frozen host for ever)."""
+    twin = make_twin()
+    inventory = twin_inventory(tmp_path / "inv.py", twin, host_deadline_s=FROZEN_DEADLINE_S)
+    env = {
+        **os.environ,
+        "REMEDY_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+        "REMEDY_LOCK_DIR": str(tmp_path / "locks"),
+    }
+    (tmp_path / "locks").mkdir()
+    proc = subprocess.Popen(
+        ["pyinfra", "-y", "--data", "restart=now", str(inventory),
+         "deploys/restore_toolcalling.py"],
+        stdout=open(tmp_path / "stdout", "w"), stderr=open(tmp_path / "stderr", "w"),
+        stdin=subprocess.DEVNULL, cwd=PROJECT, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        freeze_when_proving(twin, proc)
+        code = ended(proc, RUN_CAP_S, tmp_path)
+    finally:
+        signal_twin(twin, signal.SIGCONT)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    said = (tmp_path / "stdout").read_text() + (tmp_path / "stderr").read_text()
+    why = f"given up at its deadline (host_deadline_s={FROZEN_DEADLINE_S}) during '{PROVE}'"
+    assert code != 0, said[-3000:]
+    assert f"{twin.name}: {why}" in said, said[-3000:]
+    (record,) = records(tmp_path)[twin.name]
+    assert record.result == "given up", record
+    assert record.path == "none", record  # it never switched, nor wrote the override
+    assert record.details["in_step"] == PROVE and why in record.details["failed"], record
     assert ran(record, BEGIN) and not ran(record, PROVE), record.operations
 
 

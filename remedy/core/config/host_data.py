@@ -102,7 +102,9 @@ same value (set them once, for the group). rotation_out and rotation_in are each
 host's own, e.g. ``["/usr/local/bin/lb", "disable", "{host}"]``.
 
 host_deadline_s: a host past it (a frozen host, a step that never returns) is given
-up and named, its connection closed, and the run reports the others. Its default is
+up and named, its connection closed, and the run reports the others; in a fleet
+(``remedy converge``) and in a run of pyinfra's own CLI on its deploys alike, counted
+from when the host's part begins. Its default is
 what the steps may take at most: lock_wait_s, two nix_timeout_s (the proof, the
 switch), two drain_timeout_s and two ready_timeout_s (the restart and the fallback's),
 two rotation hooks' bounds and ten minutes for the rest.
