@@ -7,9 +7,12 @@
 #
 # Twin tests mostly wait (a server loading, a switch, a reboot), so the trixie tests run
 # as REMEDY_TEST_SHARDS shares (default 3, `--shard I/N` in tests/conftest.py) at once,
-# beside the bookworm run; each twin has its own name, slot and ports. Each run's output
-# is kept in a file and printed when it ends; the last line sums them up. Exits non-zero
-# if any run fails (all always run).
+# beside the bookworm run; each twin has its own name, slot and ports. The shares are
+# dealt by the tests' measured durations (tests/durations.json, tests/sharding.py);
+# REMEDY_STORE_DURATIONS=1 writes this run's durations of the trixie tests that passed
+# into that file (commit it when the shares drift apart). Each run's output is kept in
+# a file and printed when it ends; the last line sums them up. Exits non-zero if any
+# run fails (all always run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(scripts/setup.sh)
@@ -52,9 +55,16 @@ start() {  # NAME SUITE PYTEST-ARGS...: one pytest in the background, output in 
   ) &
 }
 
+store=()
+case "${REMEDY_STORE_DURATIONS:-}" in
+  '' | 0) ;;
+  1) store=(--store-durations) ;;  # the bookworm run's are of the same tests: not stored
+  *) echo "test.sh: REMEDY_STORE_DURATIONS=$REMEDY_STORE_DURATIONS: expected 0 or 1" >&2
+    exit 2 ;;
+esac
 began=$(date +%s)
 for i in $(seq 1 "$SHARDS"); do
-  start "trixie-$i-of-$SHARDS" trixie -ra --durations=10 --shard "$i/$SHARDS" "$@"
+  start "trixie-$i-of-$SHARDS" trixie -ra --durations=10 --shard "$i/$SHARDS" "${store[@]}" "$@"
 done
 start bookworm-nix-cli bookworm -ra --durations=10 -m "twin and nix_cli" "$@"
 wait

@@ -64,8 +64,15 @@ def pytest_addoption(parser):
         "--shard",
         default=None,
         metavar="I/N",
-        help="run the I-th of N shares of the selected tests (scripts/test.sh runs the N "
-        "at once: twin tests mostly wait, and gevent rules out pytest-xdist's workers)",
+        help="run the I-th of N shares of the selected tests, dealt by their durations in "
+        "tests/durations.json (tests/sharding.py; scripts/test.sh runs the N at once: twin "
+        "tests mostly wait, and gevent rules out pytest-xdist's workers)",
+    )
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        help="merge the durations of the tests that passed in this session into "
+        "tests/durations.json (what --shard deals by)",
     )
 
 
@@ -184,6 +191,7 @@ def pytest_sessionfinish(session, exitstatus):
     import shutil
 
     config = session.config
+    _store_durations(config)
     before = getattr(config, "_remedy_real_state", None)
     if before is None:
         return
@@ -220,22 +228,41 @@ def _shard(config) -> tuple[int, int] | None:
     return i, n
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k: the shares are of what runs
 def pytest_collection_modifyitems(config, items):
-    """--shard I/N keeps every N-th twin test and every N-th other test, from the I-th
-    on, in collection order: each share gets as many twins as the others."""
+    """--shard I/N keeps the I-th of N shares of the selected tests, dealt by their
+    measured durations (tests/sharding.py), in collection order."""
     shard = _shard(config)
     if shard is None:
         return
+    from tests import sharding
+
     i, n = shard
-    keep, drop = [], []
-    counts = {True: 0, False: 0}
-    for item in items:
-        is_twin = item.get_closest_marker("twin") is not None
-        (keep if counts[is_twin] % n == i - 1 else drop).append(item)
-        counts[is_twin] += 1
+    kinds = [(item.nodeid, item.get_closest_marker("twin") is not None) for item in items]
+    mine = set(sharding.shares(sharding.priced(kinds, sharding.load()), n)[i - 1])
+    keep = [item for item in items if item.nodeid in mine]
+    drop = [item for item in items if item.nodeid not in mine]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+_TOOK: dict[str, list] = {}  # node id: [seconds so far, every phase passed]
+
+
+def pytest_runtest_logreport(report):
+    took = _TOOK.setdefault(report.nodeid, [0.0, True])
+    took[0] += report.duration
+    took[1] = took[1] and report.passed
+
+
+def _store_durations(config) -> None:
+    """--store-durations: this session's passed tests' durations into the file."""
+    if not config.getoption("--store-durations", False):
+        return
+    from tests import sharding
+
+    sharding.merge({nodeid: took for nodeid, (took, ok) in _TOOK.items() if ok})
 
 
 def _pytest_alive(pid_mod: int) -> bool:
