@@ -75,3 +75,54 @@ def test_status_says_what_the_process_has_not_the_units_loaded_config(
     machine.wait_serving(twin)
     assert "VLLM_A" not in server_environ(twin)
     assert live_of(inventory, "VLLM_A") == ("unset", "drifted")
+
+
+LIMIT = "issue: tt-stack#73\nkind: unit-property\nname: LimitNOFILE\nvalue: 4096\nurgency: window\n"
+LIMIT_DROPIN = f"/run/systemd/system/{UNIT}.d/zz-limit.conf"
+
+
+def server_nofile(twin) -> str:
+    """The serving process's hard open-files limit, as its /proc/PID/limits says."""
+    pid = twin.exec(["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip()
+    rows = twin.exec(["cat", f"/proc/{pid}/limits"]).stdout.splitlines()
+    (row,) = [r for r in rows if r.startswith("Max open files")]
+    return row[25:].split()[1]
+
+
+def test_a_limit_is_what_the_process_has_not_the_units_loaded_config(
+    make_twin, tmp_path, monkeypatch
+):
+    """The other half of E7: unit properties were read from the unit's loaded config
+    (systemctl show); a LimitNOFILE changed with no restart showed the new value live
+    while the process kept the old one."""
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    (settings / "nofile.yaml").write_text(LIMIT)
+    monkeypatch.setenv("REMEDY_SETTINGS_DIR", str(settings))
+    twin = make_twin()
+    inventory = twin_inventory(tmp_path / "inventory.py", twin)
+    twin.exec(["mkdir", "-p", LIMIT_DROPIN.rsplit("/", 1)[0]])
+    twin.exec(["tee", LIMIT_DROPIN], input="[Service]\nLimitNOFILE=3000\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    assert server_nofile(twin) == "3000"
+    assert live_of(inventory, "LimitNOFILE") == ("3000", "drifted")
+
+    # the desired value in the unit, its restart not done: the process still has 3000
+    twin.exec(["tee", LIMIT_DROPIN], input="[Service]\nLimitNOFILE=4096\n")
+    twin.exec(["systemctl", "daemon-reload"])
+    shown = twin.exec(["systemctl", "show", "-P", "LimitNOFILE", UNIT]).stdout.strip()
+    assert shown == "4096"  # what the unit would start with
+    assert server_nofile(twin) == "3000"
+    assert live_of(inventory, "LimitNOFILE") == ("3000", "drifted")
+    _code, doc = remedy_json("status", str(inventory))
+    (row,) = [r for r in doc["hosts"][0]["rows"] if r["label"] == "LimitNOFILE"]
+    assert row["now"] == "3000" and "now:\nthe process; a restart gives 4096" in row["where"], row
+
+    # a restart: the process has what the unit gives (live; a reboot drops the /run
+    # drop-in, so it is not in sync)
+    twin.exec(["systemctl", "restart", UNIT])
+    machine.wait_serving(twin)
+    assert server_nofile(twin) == "4096"
+    assert live_of(inventory, "LimitNOFILE")[0] == "4096"

@@ -30,6 +30,7 @@ from remedy.core.config import data_settings as data
 from remedy.core.config import guard
 from remedy.core.config.host_data import HostData
 from remedy.core.readings import memory as mem
+from remedy.core.readings import runtime as runtime_core
 from remedy.core.readings.snapshot import HostSnapshot
 
 IN_SYNC, VOLATILE, DRIFTED = "in sync", "volatile", "drifted"
@@ -368,9 +369,20 @@ def live(snap: HostSnapshot, s: HostData) -> Observed:
         observed = dataclasses.replace(observed, env=dict(proc.environ))
     return dataclasses.replace(
         observed, hugepages=pools, overrides=tuple(overrides), argv=argv,
-        sysctl=r.sysctl_now, properties=r.properties_now,
+        sysctl=r.sysctl_now, properties=live_properties(snap),
         conditions=now.exec_condition,
     )  # fmt: skip
+
+
+def live_properties(snap: HostSnapshot) -> dict[str, str] | None:
+    """The unit's properties the data settings read, live: systemctl show's (the unit's
+    loaded config), with each resource limit the process has (/proc/PID/limits) over
+    it: a unit changed since the start (a postponed restart) runs what it started with."""
+    shown, proc = snap.readings.properties_now, snap.runtime.process
+    if shown is None or proc is None or proc.limits is None:
+        return shown
+    has = runtime_core.limit_properties(proc.limits)
+    return {key: has.get(key, value) for key, value in shown.items()}
 
 
 def _script_argv(view) -> tuple[str, ...] | None:

@@ -26,6 +26,44 @@ class ServingProcess:
     pid: int
     argv: list[str] = field(default_factory=list)
     environ: dict[str, str] | None = None  # None: not readable (not root)
+    # /proc/PID/limits: each row's name ("Max open files") -> (soft, hard); None: not
+    # read (a recording made before it, or unreadable)
+    limits: dict[str, tuple[str, str]] | None = None
+
+
+# /proc/PID/limits rows (the kernel's fs/proc/base.c lnames) -> systemd's Limit*= names
+# (systemd.exec(5), "Process Properties")
+LIMIT_NAMES = {
+    "Max cpu time": "LimitCPU", "Max file size": "LimitFSIZE",
+    "Max data size": "LimitDATA", "Max stack size": "LimitSTACK",
+    "Max core file size": "LimitCORE", "Max resident set": "LimitRSS",
+    "Max processes": "LimitNPROC", "Max open files": "LimitNOFILE",
+    "Max locked memory": "LimitMEMLOCK", "Max address space": "LimitAS",
+    "Max file locks": "LimitLOCKS", "Max pending signals": "LimitSIGPENDING",
+    "Max msgqueue size": "LimitMSGQUEUE", "Max nice priority": "LimitNICE",
+    "Max realtime priority": "LimitRTPRIO", "Max realtime timeout": "LimitRTTIME",
+}  # fmt: skip
+
+
+def limit_properties(limits: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """A process's limits as ``systemctl show`` words a unit's: LimitNOFILE= the hard
+    limit, LimitNOFILESoft= the soft one, "infinity" for unlimited."""
+    out = {}
+    for row, (soft, hard) in limits.items():
+        if (name := LIMIT_NAMES.get(row)) is None:
+            continue
+        out[name] = "infinity" if hard == "unlimited" else hard
+        out[name + "Soft"] = "infinity" if soft == "unlimited" else soft
+    return out
+
+
+def _limit_row(text: str) -> tuple[str, tuple[str, str]] | None:
+    """One row of /proc/PID/limits: its name (25 columns, the kernel's "%-25s") and its
+    soft and hard limits; None for the header."""
+    name, words = text[:25].strip(), text[25:].split()
+    if name == "Limit" or len(words) < 2:
+        return None
+    return name, (words[0], words[1])
 
 
 @dataclass(frozen=True)
@@ -73,7 +111,8 @@ class RuntimeState:
 
 def parse(lines: list[str], files, scripts: dict | None = None) -> RuntimeState:
     """The ``volatile.*`` sections' LINES: ``link PATH TARGET``, ``pid N``, the process's
-    ``arg`` and ``env`` lines (``unreadable`` when its environ is not), ``manager
+    ``arg`` and ``env`` lines (``unreadable`` when its environ is not), its ``limit``
+    lines (/proc/PID/limits, the header too), ``manager
     KEY=VALUE``, then after ``chain``: ``default-env FILE VALUE``, ``next-unit PATH``,
     ``unit-env KIND PATH REALPATH DIRECTIVE=VALUE``, ``env-file PATTERN NAME``
     (``env-file PATTERN`` alone: no file matched), ``wrapper PATH`` followed by its
@@ -135,6 +174,8 @@ def parse(lines: list[str], files, scripts: dict | None = None) -> RuntimeState:
                 process.environ[key] = value
         elif word == "unreadable" and process is not None:
             process.environ = None
+        elif word == "limit" and process is not None and (row := _limit_row(rest)):
+            process.limits = {**(process.limits or {}), row[0]: row[1]}
         elif word == "manager":
             key, sep, value = rest.partition("=")
             if sep:

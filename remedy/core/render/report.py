@@ -422,6 +422,8 @@ def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:
             where = [
                 w for w in (now_w, _where("after a reboot", after_e) if after_e else None) if w
             ]
+        elif (gives := _restart_gives(snap, d.key)) is not None:  # a limit, changed since
+            where = [f"now:\nthe process; a restart gives {gives}"]
         rows.append(Row(d.label, d.live, d.next_boot, not d.in_sync, where))
         if d.state == desired.VOLATILE and d.key != "runtime_override":
             problems.append(f"after a reboot the {d.label} is {d.next_boot}, not {d.desired}")
@@ -431,6 +433,20 @@ def _setting_rows(snap, settings, drift_list, problems: list[str]) -> list[Row]:
                 f"({d.issue})"
             )
     return rows
+
+
+def _restart_gives(snap, key: str) -> str | None:
+    """The value of the property setting KEY that the unit's loaded config gives at the
+    next start, when the process has another (a resource limit: desired.live_properties);
+    else None."""
+    m = desired.BY_KEY.get(key)
+    d = m.source if m is not None else None
+    if d is None or d.kind != desired.data.PROPERTY:
+        return None
+    shown, live = snap.readings.properties_now or {}, desired.live_properties(snap) or {}
+    if d.name in shown and live.get(d.name) != shown[d.name]:
+        return shown[d.name]
+    return None
 
 
 def _unit_rows(snap, settings) -> list[Row]:

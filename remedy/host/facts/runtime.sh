@@ -178,6 +178,10 @@ if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/cmdline" ]; then
   else
     echo "unreadable"
   fi
+  # its resource limits as the kernel holds them (what a LimitNOFILE= gave it at start)
+  if lim=$(cat "/proc/$pid/limits" 2>/dev/null); then
+    prefixed 'limit %s\n' "$lim"
+  fi
 fi
 # The manager's environment as show-environment prints it, from one `systemctl show` of
 # the manager with its count of failed units (SWITCH lists them only if there are any).
