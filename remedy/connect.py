@@ -140,10 +140,13 @@ def _quiet_greenlet_faults() -> None:
 
 def close(host) -> None:
     """Close HOST's SSH connection (pyinfra's disconnect leaves paramiko's open): a
-    command that waits on a frozen host ends with it."""
+    command that waits on a frozen host ends with it. The transport only: a command
+    started after it then fails as pyinfra expects (SSHException, "SSH session not
+    active"), where a closed client's is an AttributeError that ends pyinfra's run."""
     client = getattr(host.connector, "client", None)
     try:
-        if client is not None:
-            client.close()
+        transport = client.get_transport() if client is not None else None
+        if transport is not None:
+            transport.close()
     except Exception:  # going anyway
         pass
