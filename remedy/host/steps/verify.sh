@@ -5,7 +5,8 @@
 # failure gives up the durable path; fallback: the run fails. Three unparsed
 # answers in a row end the wait; the model answering in prose three rounds
 # running, with the configuration right, is "not verified", never a reason to
-# roll back. probe_head and probe_tail: the probe's request body before and
+# roll back (stage reboot: after remedy reboot, a failure names itself).
+# probe_head and probe_tail: the probe's request body before and
 # after the model id. It says the server's starts in this run (server_starts).
 need journal run_id unit stage server_url model probe_timeout_s \
     ready_timeout_s \
@@ -99,6 +100,8 @@ if [ -n "$unverified" ]; then
 fi
 [ -n "$why" ] || noop "verified: the tool-call probe is parsed"
 say verification "$why"
+# after remedy reboot: nothing to roll back here (the caller says what follows)
+[ "$stage" != reboot ] || give_up "the verify after the boot failed: $why"
 if [ "$stage" = durable ]; then
   log red "durable path failed verification: $why; rolling back"
   give_up "verification failed: $why"
