@@ -23,6 +23,7 @@ COMMANDS = {
     "twin": "remedy.cli.twin:twin",
     "status": "remedy.cli.status:status",
     "converge": "remedy.cli.converge:converge",
+    "reboot": "remedy.cli.reboot:reboot",
     "schedule": "remedy.cli.schedule:schedule",
     "runbooks": "remedy.cli.runbooks:runbooks",
     "audit": "remedy.cli.audit:audit",

@@ -61,6 +61,10 @@ restart                none                                    this run only (--
                                                                now | window | never
 drain_timeout_s        300                                     wait for an idle server
                                                                before a restart
+reboot_timeout_s       900                                     remedy reboot: how long a
+                                                               host may take to answer
+                                                               again over SSH, booted
+                                                               anew (30 to 86400)
 ignore_volatile        none                                    unmanaged volatile state a
                                                                person accepted: path
                                                                globs, flags, variables,
@@ -215,6 +219,9 @@ class HostData:
     restart: str | None = None
     # How long to wait for vLLM's /metrics to show no request in flight before a restart.
     drain_timeout_s: int = 300
+    # remedy reboot: how long the host may take to answer over a new SSH session with
+    # a new boot id; past it, it is named as not back and no further host reboots.
+    reboot_timeout_s: int = 900
     # Unmanaged volatile state a person accepted (remedy.core.config.volatile): fnmatch globs of
     # /run/systemd paths, vLLM flags, environment variables or kernel parameter names.
     ignore_volatile: tuple[str, ...] = ()
@@ -390,6 +397,21 @@ def _positive(host, key, value):
     if number <= 0:
         raise _fail(host, key, f"must be more than 0 (got {value!r})")
     return number
+
+
+REBOOT_TIMEOUT_RANGE = (30, 86400)  # under half a minute no host boots; a day is a lost host
+
+
+def _reboot_timeout(host, key, value):
+    if isinstance(value, float) and not value.is_integer():
+        raise _fail(host, key, f"must be a whole number of seconds, not {value!r}")
+    number = _number(host, key, value, float)
+    low, high = REBOOT_TIMEOUT_RANGE
+    if not low <= number <= high:
+        raise _fail(host, key, f"must be between {low} and {high} seconds (got {value!r})")
+    if not number.is_integer():
+        raise _fail(host, key, f"must be a whole number of seconds, not {value!r}")
+    return int(number)
 
 
 def _optional(check):
@@ -617,6 +639,7 @@ CHECKS = {
     "restart_urgency": _urgency_map,
     "restart": _optional(_choice(("now", "window", "never"))),
     "drain_timeout_s": lambda h, k, v: _number(h, k, v, int),
+    "reboot_timeout_s": _reboot_timeout,
     "ignore_volatile": _string_list(
         IGNORE_RE,
         "a path glob, a flag, a variable or a kernel parameter name",

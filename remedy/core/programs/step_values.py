@@ -274,6 +274,43 @@ class ScratchRemoved(RunValues):
     left: tuple[str, ...] = local(())  # the scratch clones the snapshot found
 
 
+# remedy reboot's journal on the host: it outlives the reboot (/run does not), so a
+# run stopped while its host came back leaves what the next run reads.
+REBOOT_JOURNAL = "/var/lib/remedy/reboot.journal"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RebootReady(RunValues):
+    """Before remedy reboot: the boot default holds every setting (PROVE items)."""
+
+    PROGRAM: ClassVar[str] = "reboot_ready"
+    unit: str
+    items: tuple[str, ...] = ()  # prove:KIND<TAB>LABEL<TAB>VALUE (desired.proof_items)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reboot(RunValues):
+    PROGRAM: ClassVar[str] = "reboot"
+    host: str
+    delay_s: int = 2  # the reboot's timer: its answer is back over SSH before
+
+
+@dataclass(frozen=True, kw_only=True)
+class RebootBack(RunValues):
+    PROGRAM: ClassVar[str] = "reboot_back"
+    unit: str
+    boot_id_before: str
+    wait_s: int  # how long systemd may take to finish booting
+
+
+@dataclass(frozen=True, kw_only=True)
+class RebootDone(RunValues):
+    PROGRAM: ClassVar[str] = "reboot_done"
+    host: str
+    min_gb: float
+    failed: str = ""  # what the checks after the boot found wrong (empty: nothing)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Outcome(StepValues):
     """The outcome: said by remedy from the steps' results (no host program)."""
