@@ -1,0 +1,102 @@
+"""remedy reboot's pure part (remedy.core.run.reboot): its gates' words, the drain's
+slices, the exit codes as converge's table, and reboot_timeout_s checked before
+connecting."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from remedy.core.config.host_data import from_host_data
+from remedy.core.run import reboot as core
+from remedy.errors import ConfigError
+from tests.conftest import PROJECT
+
+TUESDAY_3AM = datetime(2026, 12, 1, 3, 0, tzinfo=timezone(timedelta(hours=1)))
+
+
+def test_the_window_gate_follows_restart_window_and_now_overrides_it():
+    never = from_host_data("h", {})
+    assert core.window_refusal(never, False, TUESDAY_3AM) == (
+        "restart_window is never (--now reboots at once)"
+    )
+    assert core.window_refusal(never, True, TUESDAY_3AM) is None
+    nightly = from_host_data("h", {"restart_window": "02:00-04:00"})
+    assert core.window_refusal(nightly, False, TUESDAY_3AM) is None
+    closed = core.window_refusal(nightly, False, TUESDAY_3AM + timedelta(hours=2))
+    assert closed.startswith("restart_window 02:00-04:00 is closed; it opens Wed 2026-12-02 02:00")
+    unread = core.window_refusal(nightly, False, None)
+    assert unread == "restart_window 02:00-04:00: the host's clock was not read"
+    assert (
+        core.window_refusal(from_host_data("h", {"restart_window": "always"}), False, None) is None
+    )
+
+
+def test_the_drain_waits_in_slices_and_its_last_one_ends_drain_timeout_s():
+    s = from_host_data("h", {"drain_timeout_s": 25})
+    first = core.drain(s, "r", 0)
+    assert (first.wait_s, first.first, first.last, first.urgent) == (10, True, False, False)
+    middle = core.drain(s, "r", 12)
+    assert (middle.wait_s, middle.first, middle.last) == (10, False, False)
+    last = core.drain(s, "r", 16)
+    assert (last.wait_s, last.first, last.last) == (9, False, True)
+    assert core.drain(s, "r", 30).wait_s == 0
+
+
+@pytest.mark.parametrize(
+    ("outcome", "why", "status", "code"),
+    [
+        (core.REBOOTED, None, 0, 0),
+        (core.REFUSED, "the next boot lacks tool-call parser", 3, 3),
+        (core.REFUSED, "restart_window is never", 6, 6),
+        (core.FAILED, "did not come back within reboot_timeout_s=60s", 6, 1),
+        (core.FAILED, "came back without the serving unit: x is failed", 6, 4),
+        (core.FAILED, "the verify after the boot failed: unparsed", 4, 4),
+        (core.FAILED, "came back below the memory threshold: MemAvailable 1.0 GB", 0, 1),
+        (core.UNREACHED, "could not connect over SSH", None, 1),
+    ],
+)
+def test_exit_codes_are_converges_a_failed_reboot_is_never_0_or_6(outcome, why, status, code):
+    rec = core.HostReboot("h", outcome=outcome, why=why, status_code=status)
+    assert rec.exit_code == code
+
+
+def test_the_memory_reclaimed_and_the_downtime_come_from_what_was_read():
+    rec = core.HostReboot("h", outcome=core.REBOOTED, mem_before_kb=3_000_000,
+                          mem_after_kb=7_100_000, reboot_at=100.0, verified_at=142.5)  # fmt: skip
+    assert rec.reclaimed_gb == round(4_100_000 * 1024 / 1e9, 2)
+    assert rec.downtime_s == 42.5
+    doc = rec.to_json()
+    assert doc["mem_reclaimed_gb"] == rec.reclaimed_gb and doc["downtime_s"] == 42.5
+    assert "MemAvailable 3.1 GB before, 7.3 GB after (+4.2 GB)" in rec.verdict()
+    assert core.HostReboot("h").reclaimed_gb is None
+
+
+@pytest.mark.parametrize("value", [0, 29, 86401, "ten", True, 90.5, -1])
+def test_a_bad_reboot_timeout_is_refused_naming_the_key(value):
+    with pytest.raises(ConfigError, match="data key 'reboot_timeout_s'"):
+        from_host_data("h", {"reboot_timeout_s": value})
+
+
+def test_a_bad_reboot_timeout_stops_remedy_reboot_before_connecting_naming_the_file(tmp_path):
+    """The inventory names a host no one can reach: the error comes before any
+    connection (an attempt would say it could not connect)."""
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = [('h1', {'ssh_hostname': '192.0.2.1', 'reboot_timeout_s': 5})]\n")
+    ran = subprocess.run(["remedy", "reboot", str(inv), "--now"], capture_output=True,
+                         text=True, cwd=PROJECT, timeout=60)  # fmt: skip
+    assert ran.returncode == 2, ran.stderr
+    said = " ".join(ran.stderr.split())
+    assert f"{inv}: host h1: data key 'reboot_timeout_s' must be between 30 and 86400" in said
+    assert "connect" not in said
+
+
+def test_a_bad_window_stops_remedy_reboot_before_connecting(tmp_path):
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = [('h1', {'ssh_hostname': '192.0.2.1', 'restart_window': '25:00'})]\n")
+    ran = subprocess.run(["remedy", "reboot", str(inv), "--dry"], capture_output=True,
+                         text=True, cwd=PROJECT, timeout=60)  # fmt: skip
+    assert ran.returncode == 2, ran.stderr
+    assert "restart_window" in ran.stderr and "connect" not in ran.stderr
