@@ -56,8 +56,12 @@ def reboot_hosts(
     converge_cmd: Callable[[str], str],
 ) -> RebootRun:
     """Reboot NAMES of INVENTORY (or with DRY, only plan it) under POLICY."""
+    import logging
+
     import gevent
 
+    # the sessions the reboots cut are expected: paramiko's "Socket exception" is no news
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     out = RebootRun({n: core.HostReboot(n) for n in names})
     with session.connected(inventory, names) as (state, hosts, failed):
         for name, why in failed.items():

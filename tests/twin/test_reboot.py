@@ -1,0 +1,238 @@
+"""Issue 46 item 3 on twins: ``remedy reboot``, a planned and proven reboot.
+
+Each twin reboots as a host does (``systemctl reboot`` inside it; its /run is wiped),
+and its persistent journal says when each boot began and ended, and when its server
+answered its first tool call after the boot: a host's time down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from remedy.twin.machine import TwinError
+from tests.conftest import PROJECT, probe_inside, status_settings, twin_inventory
+from tests.twin.test_rollout import fleet_inventory, most_at_once
+
+pytestmark = pytest.mark.twin
+
+UNIT = "tenstorrent-serving.service"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+OVERRIDE = "/run/tt-serving-override/start"
+JOURNAL = "/var/lib/remedy/reboot.journal"
+
+
+def remedy(*argv: str, log=None) -> tuple[int, dict, str]:
+    """``remedy ARGV --json``: (exit code, its document, what it said on stderr)."""
+    env = {**os.environ, **({"REMEDY_AUDIT_LOG": str(log)} if log else {})}
+    proc = subprocess.run(["remedy", *argv, "--json"], capture_output=True, text=True,
+                          cwd=PROJECT, timeout=1500, env=env)  # fmt: skip
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON (exit {proc.returncode}): {proc.stderr[-3000:]}") from None
+    return proc.returncode, doc, proc.stderr
+
+
+def boot_id(twin) -> str:
+    return twin.exec(["cat", BOOT_ID]).stdout.strip()
+
+
+def booted(twin) -> str | None:
+    """The boot id, or None while the twin reboots."""
+    try:
+        return boot_id(twin)
+    except TwinError:
+        return None
+
+
+def starts_this_boot(twin) -> int:
+    """How many times the server finished loading in this boot (its own log line)."""
+    out = twin.exec(["journalctl", "-q", "-b", "0", "-u", UNIT, "-o", "cat"], check=False).stdout
+    return out.count("Application startup complete")
+
+
+def records(log, host: str) -> list[dict]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [r for r in map(json.loads, lines) if r["host"] == host and r["runbook"] == "reboot"]
+
+
+def down_window(twin) -> tuple[float, float]:
+    """(the last entry of the previous boot, the first tool call its server answered in
+    this boot), from the twin's journal."""
+    boots = json.loads(twin.exec(["journalctl", "--list-boots", "-o", "json"]).stdout)
+    last_before = [b for b in boots if b["index"] == -1][0]["last_entry"] / 1e6
+    out = twin.exec(["journalctl", "-q", "-b", "0", "-u", UNIT, "-o", "json"]).stdout
+    for line in out.splitlines():
+        entry = json.loads(line)
+        if "POST /v1/chat/completions" in str(entry.get("MESSAGE")):
+            return last_before, int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+    raise AssertionError(f"{twin.name} answered no tool call after its boot")
+
+
+def converged_to_boot_pending(inventory: str, log) -> None:
+    code, doc, said = remedy("converge", inventory, log=log)
+    assert code == 6, (code, [h["verdict"] for h in doc["hosts"]], said[-2000:])
+
+
+def test_from_the_seed_a_converge_then_a_reboot_is_healthy_and_durable(make_twin, tmp_path):
+    twin = make_twin(with_emergency_override=True)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    before = boot_id(twin)
+
+    # --dry: the plan, nothing changes; without --now the window (never) refuses
+    code, doc, _ = remedy("reboot", inventory, "--dry", "--now", log=log)
+    assert code == 6 and any("would reboot into /nix/store/" in x for x in doc["plan"]), doc
+    code, doc, _ = remedy("reboot", inventory, log=log)
+    (host,) = doc["hosts"]
+    assert code == 6 and host["outcome"] == "refused" and host["gate"] == "window", host
+    assert host["why"] == "restart_window is never (--now reboots at once)"
+    assert boot_id(twin) == before
+
+    code, doc, said = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    assert code == 0, (host, said[-3000:])
+    assert host["outcome"] == "rebooted" and host["status"]["exit_code"] == 0, host
+    assert host["boot_id_before"] == before != host["boot_id_after"] == boot_id(twin)
+    # the wiped /run took the override with it: the durable configuration serves
+    assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode != 0
+    assert probe_inside(twin).outcome == "parsed"
+    code, settings = status_settings(twin)
+    assert code == 0 and all(d["state"] == "in sync" for d in settings.values()), settings
+    assert starts_this_boot(twin) == 1  # started once after the boot, by the boot
+    assert "Socket exception" not in said  # the lost session is no error (paramiko's)
+    # the memory reclaimed, in the report and the audit, from what the host read
+    before_kb, after_kb = host["mem_available_before_kb"], host["mem_available_after_kb"]
+    assert before_kb > 0 and after_kb > 0
+    assert host["mem_reclaimed_gb"] == round((after_kb - before_kb) * 1024 / 1e9, 2)
+    record = records(log, twin.name)[-1]
+    assert record["result"] == "ok", record
+    assert record["details"]["mem_reclaimed_gb"] == host["mem_reclaimed_gb"]
+    assert record["details"]["boot_id_after"] == host["boot_id_after"]
+    # the reboot journal on the host is closed, root's, mode 0600
+    assert twin.exec(["stat", "-c", "%u %a", JOURNAL]).stdout.split() == ["0", "600"]
+    assert '"state": "verified"' in twin.exec(["cat", JOURNAL]).stdout
+
+
+def test_a_reboot_is_refused_when_the_next_boot_lacks_the_fix(make_twin, tmp_path):
+    twin = make_twin(with_emergency_override=True)  # the seed: the fix lives in /run only
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    before = boot_id(twin)
+    code, doc, _ = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    assert code == 3, host  # volatile: a reboot would break it
+    assert host["outcome"] == "refused" and host["gate"] == "next boot", host
+    why = host["why"]
+    assert why.startswith("the next boot (/nix/store/") and " lacks tool-call parser" in why
+    assert "QWEN36_SDPA_STREAMING" in why
+    assert why.endswith(f"converge it durably first: remedy converge {inventory} --limit "
+                        f"{twin.name}, then reboot")  # fmt: skip
+    assert boot_id(twin) == before
+    assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode == 0
+    record = records(log, twin.name)[-1]
+    assert record["result"] == "refused" and record["details"]["gate"] == "next boot"
+
+
+def test_a_fleet_reboots_one_host_at_a_time_the_canary_first(make_twin, tmp_path):
+    twins = [make_twin(with_emergency_override=True) for _ in range(3)]
+    inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1)
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    code, doc, said = remedy("reboot", inventory, "--now", log=log)
+    assert code == 0, ([h["verdict"] for h in doc["hosts"]], said[-3000:])
+    windows = {t.name: down_window(t) for t in twins}
+    assert most_at_once(windows.values()) == 1, windows  # never two down at once
+    canary = twins[0].name
+    assert [r["host"] for r in doc["rollout"]["hosts"] if r["canary"]] == [canary]
+    assert all(windows[canary][1] < w[0] for n, w in windows.items() if n != canary), windows
+    for host in doc["hosts"]:
+        assert host["outcome"] == "rebooted" and host["status"]["exit_code"] == 0, host
+
+
+def fail_at_boot(twin, unit: str) -> None:
+    """UNIT fails to start from the next boot on (a drop-in in /etc, which outlives it)."""
+    twin.exec(["mkdir", "-p", f"/etc/systemd/system/{unit}.d"])
+    twin.exec(["tee", f"/etc/systemd/system/{unit}.d/zz-test-fail.conf"],
+              input="[Service]\nExecStartPre=/bin/false\n")  # fmt: skip
+
+
+def test_a_canary_back_without_its_server_stops_the_rollout(make_twin, tmp_path):
+    twins = [make_twin(with_emergency_override=True) for _ in range(3)]
+    canary, others = twins[0], twins[1:]
+    inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1)
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    fail_at_boot(canary, UNIT)
+    before = {t.name: boot_id(t) for t in others}
+    code, doc, said = remedy("reboot", inventory, "--now", log=log)
+    assert code == 4, ([h["verdict"] for h in doc["hosts"]], said[-3000:])
+    hosts = {h["host"]: h for h in doc["hosts"]}
+    why = hosts[canary.name]["why"]
+    assert hosts[canary.name]["outcome"] == "failed", hosts[canary.name]
+    assert why.startswith(f"came back without the serving unit: {UNIT} is "), why
+    assert doc["rollout"]["stopped"].startswith(
+        f"the rollout stopped after the canary {canary.name} failed (came back without"
+    ), doc["rollout"]
+    for t in others:  # no further host rebooted
+        assert boot_id(t) == before[t.name]
+        assert hosts[t.name]["outcome"] == "not started", hosts[t.name]
+    assert records(log, canary.name)[-1]["result"] == "failed"
+    assert all(records(log, t.name)[-1]["result"] == "not started" for t in others)
+
+
+def test_a_host_that_does_not_come_back_in_time_is_named(make_twin, tmp_path):
+    twin = make_twin(with_emergency_override=True)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin, reboot_timeout_s=30))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    fail_at_boot(twin, "ssh.service")  # it boots, and no SSH session reaches it
+    code, doc, _ = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    assert code == 1 and host["outcome"] == "failed", host
+    assert host["why"].startswith("did not come back within reboot_timeout_s=30s: no new SSH "
+                                  "session with a new boot id")  # fmt: skip
+    assert records(log, twin.name)[-1]["result"] == "failed"
+
+
+def test_sigterm_while_the_host_comes_back_leaves_a_record_the_next_run_reports(
+    make_twin, tmp_path
+):
+    twin = make_twin(with_emergency_override=True)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    fail_at_boot(twin, "ssh.service")  # the wait lasts until the test lets it end
+    before = boot_id(twin)
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
+    proc = subprocess.Popen(["remedy", "reboot", inventory, "--now", "--json"], cwd=PROJECT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while booted(twin) in (before, None):  # the reboot happened: the run waits for it
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        out, _err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    (host,) = json.loads(out)["hosts"]
+    assert host["outcome"] == "interrupted", host
+    assert "interrupted by SIGTERM while" in host["why"] and before in host["why"]
+    assert records(log, twin.name)[-1]["result"] == "interrupted"
+    twin.exec(["rm", "-r", "/etc/systemd/system/ssh.service.d"])
+    twin.exec(["systemctl", "daemon-reload"])
+    twin.exec(["systemctl", "start", "ssh.service"])
+    code, doc, said = remedy("reboot", inventory, "--dry", "--now", log=log)
+    (host,) = doc["hosts"]
+    assert host["earlier"] is not None, host
+    assert f"(boot id {before}) was never verified after" in host["earlier"]
