@@ -229,9 +229,12 @@ def test_sigterm_while_the_host_comes_back_leaves_a_record_the_next_run_reports(
     assert host["outcome"] == "interrupted", host
     assert "interrupted by SIGTERM while" in host["why"] and before in host["why"]
     assert records(log, twin.name)[-1]["result"] == "interrupted"
-    twin.exec(["rm", "-r", "/etc/systemd/system/ssh.service.d"])
+    twin.exec(["rm", "/etc/systemd/system/ssh.service.d/zz-test-fail.conf"])
     twin.exec(["systemctl", "daemon-reload"])
-    twin.exec(["systemctl", "start", "ssh.service"])
+    twin.exec(["systemctl", "reset-failed", "ssh.service"])
+    started = twin.exec(["systemctl", "start", "ssh.service"], check=False)
+    assert started.returncode == 0, twin.exec(["journalctl", "-b", "-u", "ssh.service",
+                                                "-n", "30"], check=False).stdout  # fmt: skip
     code, doc, said = remedy("reboot", inventory, "--dry", "--now", log=log)
     (host,) = doc["hosts"]
     assert host["earlier"] is not None, host
