@@ -239,3 +239,82 @@ def test_sigterm_while_the_host_comes_back_leaves_a_record_the_next_run_reports(
     (host,) = doc["hosts"]
     assert host["earlier"] is not None, host
     assert f"(boot id {before}) was never verified after" in host["earlier"]
+
+
+ROTATE = """
+import sys, time
+which, host, log = sys.argv[1:4]
+with open(log, "a") as f:
+    f.write(f"{time.time():.3f} {which} {host}\\n")
+"""
+
+
+def test_a_stop_during_the_drain_leaves_the_host_serving_and_back_in_rotation(make_twin, tmp_path):
+    """SIGTERM before the reboot (its drain waits for a held request): not rebooted,
+    rotation_in after rotation_out; then a reboot with the hooks around it."""
+    import sys
+
+    from tests.conftest import HeldRequest
+
+    twin = make_twin(with_emergency_override=True)
+    script, rotations = tmp_path / "rotate.py", tmp_path / "rotation.log"
+    script.write_text(ROTATE)
+    hook = [sys.executable, str(script)]
+    data = {
+        "rotation_out": [*hook, "out", "{host}", str(rotations)],
+        "rotation_in": [*hook, "in", "{host}", str(rotations)],
+    }
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin, **data))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    before = boot_id(twin)
+    held = HeldRequest(twin, 45)  # ends before the second run's drain ends
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
+    proc = subprocess.Popen(["remedy", "reboot", inventory, "--now", "--json"], cwd=PROJECT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not rotations.exists():  # out of rotation: the drain comes next, and waits
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.5)
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        out, _err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    (host,) = json.loads(out)["hosts"]
+    assert host["outcome"] == "interrupted" and "during the drain" in host["why"], host
+    assert host["rotated_in"] is True
+    assert [x.split()[1:] for x in rotations.read_text().splitlines()] == [
+        ["out", twin.name], ["in", twin.name]
+    ]  # fmt: skip
+    assert boot_id(twin) == before and probe_inside(twin).outcome == "parsed"
+    assert records(log, twin.name)[-1]["result"] == "interrupted"
+    held.result()
+
+    rotations.unlink()
+    code, doc, said = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    assert code == 0, (host, said[-3000:])
+    calls = [x.split() for x in rotations.read_text().splitlines()]
+    assert [c[1:] for c in calls] == [["out", twin.name], ["in", twin.name]], calls
+    assert float(calls[0][0]) < host["reboot_at"] < host["verified_at"] < float(calls[1][0])
+
+
+def test_a_host_back_below_the_memory_threshold_is_named(make_twin, tmp_path):
+    twin = make_twin(with_emergency_override=True)
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(str(twin_inventory(tmp_path / "inv.py", twin)), log)
+    # a threshold no twin reaches: the twin's MemAvailable is this machine's
+    inventory = str(twin_inventory(tmp_path / "low.py", twin, min_mem_available_gb=100000))
+    code, doc, _said = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    assert code == 1 and host["outcome"] == "failed", host
+    assert host["why"].startswith("came back below the memory threshold: MemAvailable "), host
+    assert "below min_mem_available_gb 100000 GB" in host["why"]
+    assert host["boot_id_after"] not in (None, host["boot_id_before"])
+    record = records(log, twin.name)[-1]
+    assert record["result"] == "failed" and record["details"]["why"] == host["why"]
+    assert '"state": "failed"' in twin.exec(["cat", JOURNAL]).stdout
