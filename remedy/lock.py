@@ -246,7 +246,7 @@ def acquire_fleet(hosts: dict[str, dict], wait_s: float, holder: str, say=print)
         of = f"the fleet lock of {', '.join(files[busy])} ({busy})"
         if now - started >= wait_s:
             raise LockHeld(
-                f"another remedy converge over the same hosts holds {of} "
+                f"another remedy converge or reboot over the same hosts holds {of} "
                 f"(waited {wait_s:g}s): {who}"
             )
         if not said:

@@ -100,3 +100,25 @@ def test_a_bad_window_stops_remedy_reboot_before_connecting(tmp_path):
                          text=True, cwd=PROJECT, timeout=60)  # fmt: skip
     assert ran.returncode == 2, ran.stderr
     assert "restart_window" in ran.stderr and "connect" not in ran.stderr
+
+
+def test_a_second_run_over_the_same_hosts_exits_5_naming_the_fleet_lock(tmp_path):
+    """The converge's fleet lock (remedy.lock), held here as a run would hold it: remedy
+    reboot over the same host waits --wait, then exits 5, before connecting."""
+    import json
+
+    from remedy import lock
+
+    data = {"ssh_hostname": "192.0.2.1"}
+    inv = tmp_path / "inv.py"
+    inv.write_text(f"hosts = [('h1', {data!r})]\n")
+    held = lock.acquire_fleet({"h1": data}, 0, "another remedy reboot (pid 1)", lambda _m: None)
+    try:
+        ran = subprocess.run(["remedy", "reboot", str(inv), "--now", "--wait", "0", "--json"],
+                             capture_output=True, text=True, cwd=PROJECT, timeout=60)  # fmt: skip
+    finally:
+        held.release()
+    assert ran.returncode == 5, ran.stderr
+    (host,) = json.loads(ran.stdout)["hosts"]
+    assert host["verdict"].startswith("another run holds the fleet lock: "), host
+    assert "another remedy reboot (pid 1)" in host["verdict"]
