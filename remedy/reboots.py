@@ -142,12 +142,13 @@ def _status(rec: core.HostReboot, read: fleet.HostRead) -> None:
 
 
 def _plan_lines(out: RebootRun, ready: dict, rollout) -> list[str]:
-    """--dry: what the run would do, host by host, in the rollout's order."""
+    """--dry: what the run would do, host by host, in the rollout's order (a host's
+    first line starts with its name and a colon, the rest are indented)."""
     lines = [f"rollout: {rollout.policy.describe()}"]
     for name, rec in out.hosts.items():
         r = ready.get(name)
         if r is None:
-            gate = f" ({rec.gate})" if rec.gate else ""
+            gate = f" at the gate {rec.gate!r}" if rec.gate else ""
             lines.append(f"{name}: {rec.outcome}{gate}: {rec.why}")
             continue
         s = r.s
@@ -157,11 +158,11 @@ def _plan_lines(out: RebootRun, ready: dict, rollout) -> list[str]:
             lines.append(f"  rotation_out: {' '.join(s.rotation_out)}")
         lines += [
             f"  drain: wait up to drain_timeout_s={s.drain_timeout_s}s for an idle server",
-            f"  reboot, then a new SSH session with a new boot id within "
+            "  reboot, then a new SSH session with a new boot id within "
             f"reboot_timeout_s={s.reboot_timeout_s}s",
-            f"  verify: tool calls parsed within ready_timeout_s={s.ready_timeout_s}s, "
-            "every setting in sync,",
-            f"    MemAvailable at least min_mem_available_gb={s.min_mem_available_gb:g} GB",
+            f"  verify: tool calls parsed within ready_timeout_s={s.ready_timeout_s}s, every "
+            f"setting in sync, MemAvailable at least {s.min_mem_available_gb:g} GB "
+            "(min_mem_available_gb)",
         ]
         if s.rotation_in:
             lines.append(f"  rotation_in: {' '.join(s.rotation_in)}")

@@ -111,9 +111,11 @@ def _output(code: int, docs: list[dict], run, dry: bool, as_json: bool) -> None:
         click.echo(json.dumps(doc, indent=2, default=str))
         return
     if dry:
-        for line in run.plan:
-            indent = len(line) - len(line.lstrip())
-            said_folded(line[:indent], line[indent:], None)
+        for line in run.plan:  # "HOST: text" or "  what: text", folded under its text
+            head, sep, text = line.partition(": ")
+            if not sep:
+                head, text = "", line
+            said_folded(head + sep, text, None)
         return
     for d in docs:
         style = "green" if d["outcome"] == "rebooted" else "yellow" if (

@@ -192,7 +192,7 @@ class HostReboot:
                 else said
             )
         if self.outcome == REFUSED:
-            return f"not rebooted: refused by the gate {self.gate}: {self.why}"
+            return f"not rebooted: refused at the gate {self.gate!r}: {self.why}"
         return f"{self.outcome}: {self.why}"
 
     def to_json(self) -> dict:
