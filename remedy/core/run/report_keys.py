@@ -86,6 +86,14 @@ KEYS = MappingProxyType(
         "trial_state": (str,),
         "previous": (str,),
         "trial_entry": (str,),
+        # remedy reboot (remedy.reboots): the boot id and MemAvailable (kB) a step
+        # read, the boot default, an earlier reboot never verified, the serving unit's
+        # state after the boot
+        "boot_id": (str,),
+        "mem_available_kb": (str,),
+        "boot_default": (str,),
+        "earlier": (str,),
+        "unit_state": (str,),
     }
 )
 
