@@ -75,9 +75,12 @@ wait_option = click.option(
 @click.option("--max-failures", type=click.IntRange(min=0), metavar="N",
               help="This run: stop the rollout once more than N hosts failed (host data "
               "max_failures, default 0).")  # fmt: skip
+@click.option("--reboot-if-needed", is_flag=True,
+              help="After the run: reboot each host a reboot is needed for (remedy status "
+              "says why), only inside its restart_window, as remedy reboot does.")  # fmt: skip
 @wait_option
 def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unattended, restart,
-             max_restarting, canary, max_failures):  # fmt: skip
+             max_restarting, canary, max_failures, reboot_if_needed):  # fmt: skip
     """Converge every managed setting (deploys/converge.py) on every host in one pyinfra
     run: reads and builds in parallel, restarts as the rollout allows (a canary first, at
     most max_restarting at once, stop after max_failures); then report per host and
@@ -90,6 +93,7 @@ def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unatt
     host_data: dict[str, dict] = {}
     applied: dict[str, fleet.HostRun] = {}
     run = None
+    reboots_done: dict = {}  # host -> its reboot (--reboot-if-needed)
     audit_from: dict[str, audit.Mark | None] = {}
     if check:  # one inventory load: the session checks the --limit names itself
         if canary is not None and not canary.strip().isdigit():  # a run checks it with the rest
@@ -113,6 +117,8 @@ def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unatt
         audit_from = _audit_marks(host_data)
         try:
             run = fleet.converge_hosts(inventory, list(host_data), data, policy, say)
+            if reboot_if_needed:  # under the same fleet lock
+                reboots_done = _reboot_if_needed(inventory, run, policy, say)
         finally:
             fleet_lock.release()
         applied, reads = run.runs, run.reads
@@ -139,6 +145,11 @@ def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unatt
         )
         for r in reads
     ]
+    for rep in reports:  # a reboot that ran says what the host is now
+        if (rec := reboots_done.get(rep["host"])) is not None:
+            rep["reboot"] = rec.to_json()
+            if rec.outcome not in ("refused", "not started"):
+                rep["exit_code"] = rec.exit_code
     code = worst([rep["exit_code"] for rep in reports])
     unwritten = None
     if textfile:
@@ -172,6 +183,36 @@ def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unatt
                           style="red", markup=False, highlight=False)  # fmt: skip
         code = EXIT_ERROR
     raise SystemExit(code)
+
+
+def _reboot_if_needed(inventory: str, run, policy, say) -> dict:
+    """--reboot-if-needed: remedy reboot of each host that the run left healthy (0 or 6)
+    and a reboot is needed for (remedy.core.readings.reboot: boot pending, the kernel,
+    initrd or its parameters, the memory headroom), never --now: only inside its
+    restart_window. {host: its HostReboot}."""
+    from remedy import lifecycle, reboots
+    from remedy.errors import EXIT_BOOT_PENDING
+
+    needed = {}
+    for r in run.reads:
+        if r.error or r.snapshot is None or run.runs[r.name].returncode != 0:
+            continue
+        status = host_status(r.name, r.host_data, r.snapshot)
+        reasons = status.reboot.needed if status.reboot else []
+        if reasons and status.exit_code in (EXIT_OK, EXIT_BOOT_PENDING):
+            needed[r.name] = reasons
+    if not needed:
+        return {}
+    for name, reasons in needed.items():
+        say(f"{name}: a reboot is needed ({', '.join(reasons)})")
+    done = reboots.reboot_hosts(
+        inventory, list(needed), policy, now=False, dry=False,
+        run_id=lifecycle.process_run().run_id, stop=lifecycle.process_run().stop, say=say,
+        converge_cmd=lambda h: f"remedy converge {inventory} --limit {h}",
+    )  # fmt: skip
+    for name, rec in done.hosts.items():
+        rec.needed = needed[name]
+    return done.hosts
 
 
 def _interval_s(interval: str | None) -> float | None:
@@ -684,6 +725,9 @@ def _print(rep: dict) -> None:
         said_folded("  outcome: ", said, "green" if rep.get("result") == "ok" else "yellow")
         if rep.get("restarted"):
             said_folded("  restarted: ", rep["restarted"], None)
+    if reboot := rep.get("reboot"):
+        said_folded("  reboot: ", reboot["verdict"],
+                    "green" if reboot["outcome"] == "rebooted" else "yellow")  # fmt: skip
     if rep.get("next"):
         said_folded("  next: ", rep["next"], None)
     if apply and apply["exit_code"] != 0 and apply.get("tail"):

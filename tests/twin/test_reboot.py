@@ -318,3 +318,25 @@ def test_a_host_back_below_the_memory_threshold_is_named(make_twin, tmp_path):
     record = records(log, twin.name)[-1]
     assert record["result"] == "failed" and record["details"]["why"] == host["why"]
     assert '"state": "failed"' in twin.exec(["cat", JOURNAL]).stdout
+
+
+def test_converge_reboots_a_host_that_needs_it_only_inside_its_window(make_twin, tmp_path):
+    twin = make_twin(with_emergency_override=True)
+    log = tmp_path / "audit.jsonl"
+    before = boot_id(twin)
+    closed = str(twin_inventory(tmp_path / "never.py", twin))  # restart_window never
+    code, doc, said = remedy("converge", closed, "--reboot-if-needed", log=log)
+    (host,) = doc["hosts"]
+    assert code == 6, (host["verdict"], said[-3000:])
+    assert host["reboot"]["outcome"] == "refused" and host["reboot"]["gate"] == "window"
+    assert "boot_pending" in host["reboot"]["needed"], host["reboot"]
+    assert boot_id(twin) == before
+
+    opened = str(twin_inventory(tmp_path / "always.py", twin, restart_window="always"))
+    code, doc, said = remedy("converge", opened, "--reboot-if-needed", log=log)
+    (host,) = doc["hosts"]
+    assert code == 0, (host, said[-3000:])
+    assert host["reboot"]["outcome"] == "rebooted", host["reboot"]
+    assert boot_id(twin) != before and probe_inside(twin).outcome == "parsed"
+    code, doc, _ = remedy("status", opened, log=log)
+    assert code == 0 and doc["hosts"][0]["reboot_needed"]["needed"] == [], doc["hosts"][0]

@@ -149,6 +149,7 @@ class HostReboot:
     rotated_out: bool = False
     rotated_in: bool = False
     steps: list[str] = field(default_factory=list)  # what happened, a line each
+    needed: list[str] = field(default_factory=list)  # why (converge --reboot-if-needed)
 
     @property
     def reclaimed_gb(self) -> float | None:
@@ -219,6 +220,7 @@ class HostReboot:
             "rotated_out": self.rotated_out,
             "rotated_in": self.rotated_in,
             "steps": list(self.steps),
+            "needed": list(self.needed),
         }
 
     def audit_result(self) -> str:
