@@ -74,7 +74,9 @@ def reboot_hosts(
         turns = [
             rollout_core.Turn(n, bool(ready.get(n)), bool(ready.get(n)))
             if ready.get(n)
-            else rollout_core.Turn(n, False, False, state=rollout_core.NOT_STARTED)
+            else rollout_core.Turn(
+                n, False, False, state=rollout_core.NOT_STARTED, why=out.hosts[n].why
+            )  # fmt: skip
             for n in names
         ]
         rollout = rollout_core.Rollout.of(policy, turns)
@@ -229,8 +231,14 @@ def _reboot_one(host, r: _Ready, rec: core.HostReboot, run_id: str, budget: _Bud
         if rec.outcome == core.PLANNED:
             rec.outcome, rec.why = core.FAILED, f"the run stopped: {exc!r}"
     finally:
-        if rec.outcome not in (core.NOT_STARTED,):
-            failed = None if rec.outcome in (core.REBOOTED, core.REFUSED) else rec.why
+        if rec.outcome == core.REFUSED or (
+            rec.outcome == core.INTERRUPTED and rec.reboot_at is None
+        ):  # never rebooted: it did not start, it did not fail
+            why = f"refused at {rec.gate}: {rec.why}" if rec.gate else rec.why
+            budget.rollout.not_started(host.name, why or "", time.monotonic())
+            budget.notify()
+        elif rec.outcome != core.NOT_STARTED:
+            failed = None if rec.outcome == core.REBOOTED else rec.why
             budget.end(host.name, failed)
             if failed:
                 say(f"{host.name}: failed: {failed}")
@@ -306,7 +314,7 @@ def _back(host, s, rec: core.HostReboot, stop: StopRequest, say) -> bool:
                 f"{rec.back_at - rec.reboot_at:.0f}s (boot id {boot_id})")  # fmt: skip
             return True
         if time.monotonic() >= deadline:
-            rec.outcome = core.FAILED
+            rec.outcome, rec.fault = core.FAILED, core.NOT_BACK
             rec.why = (
                 f"did not come back within reboot_timeout_s={s.reboot_timeout_s}s: no new "
                 f"SSH session with a new boot id (before {rec.boot_id_before})"
@@ -337,12 +345,12 @@ def _boot_id(host) -> str | None:
 
 def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
     """The checks after the boot, each named when it fails."""
-    failed = None
+    failed = fault = None
     a = answer(host, core.back(s, run_id, rec.boot_id_before or ""), sv.CHECK)
     rec.steps.append(a.text)
     say(f"{host.name}: {a.text}")
     if a.verdict != answer_core.NOOP:
-        failed = a.text
+        failed, fault = a.text, core.NO_UNIT
     else:
         v = answer(host, core.verify(s, run_id), sv.CHECK)
         rec.steps.append(v.text)
@@ -352,23 +360,26 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
         elif v.verdict == answer_core.NOOP:
             say(f"{host.name}: {v.text}")
         else:
-            failed = v.text
+            failed, fault = v.text, core.UNVERIFIED
         # TRIAL_SEAM: the trial boot (item 4) is blessed here, or falls back
     d = answer(host, core.done(host.name, s, run_id, failed), sv.APPLY)
     if d.said.get("mem_available_kb"):
         rec.mem_after_kb = int(d.said["mem_available_kb"])
+    if d.verdict == answer_core.GIVE_UP and fault is None:
+        fault = core.LOW_MEMORY
     read = fleet._read_one(host, say, s)
     if read.error is None and read.snapshot is not None:
         _status(rec, read)
         lacking = [x.label for x in desired.drifts(read.snapshot, s) if not x.in_sync]
         if lacking and d.verdict != answer_core.GIVE_UP:
-            d.verdict, d.text = answer_core.GIVE_UP, (
-                f"back, but not every setting is in sync: {', '.join(lacking)}")  # fmt: skip
+            d.verdict, fault = answer_core.GIVE_UP, core.OUT_OF_SYNC
+            d.text = f"back, but not every setting is in sync: {', '.join(lacking)}"
     elif d.verdict != answer_core.GIVE_UP:
-        d.verdict, d.text = answer_core.GIVE_UP, f"back, but not read: {read.error}"
+        d.verdict, fault = answer_core.GIVE_UP, core.OUT_OF_SYNC
+        d.text = f"back, but not read: {read.error}"
     # GUARD_SEAM: the memory guard of item 1 is checked here, with the settings
     if d.verdict == answer_core.GIVE_UP:
-        rec.outcome, rec.why = core.FAILED, d.text
+        rec.outcome, rec.why, rec.fault = core.FAILED, d.text, fault
         return
     rec.outcome = core.REBOOTED
     rec.steps.append(d.text)

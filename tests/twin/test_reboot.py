@@ -177,6 +177,7 @@ def test_a_canary_back_without_its_server_stops_the_rollout(make_twin, tmp_path)
     hosts = {h["host"]: h for h in doc["hosts"]}
     why = hosts[canary.name]["why"]
     assert hosts[canary.name]["outcome"] == "failed", hosts[canary.name]
+    assert hosts[canary.name]["fault"] == "no serving unit"
     assert why.startswith(f"came back without the serving unit: {UNIT} is "), why
     assert doc["rollout"]["stopped"].startswith(
         f"the rollout stopped after the canary {canary.name} failed (came back without"
@@ -196,7 +197,7 @@ def test_a_host_that_does_not_come_back_in_time_is_named(make_twin, tmp_path):
     fail_at_boot(twin, "ssh.service")  # it boots, and no SSH session reaches it
     code, doc, _ = remedy("reboot", inventory, "--now", log=log)
     (host,) = doc["hosts"]
-    assert code == 1 and host["outcome"] == "failed", host
+    assert code == 1 and host["outcome"] == "failed" and host["fault"] == "not back", host
     assert host["why"].startswith("did not come back within reboot_timeout_s=30s: no new SSH "
                                   "session with a new boot id")  # fmt: skip
     assert records(log, twin.name)[-1]["result"] == "failed"
@@ -287,6 +288,8 @@ def test_a_stop_during_the_drain_leaves_the_host_serving_and_back_in_rotation(ma
     (host,) = json.loads(out)["hosts"]
     assert host["outcome"] == "interrupted" and "during the drain" in host["why"], host
     assert host["rotated_in"] is True
+    (turn,) = json.loads(out)["rollout"]["hosts"]
+    assert turn["outcome"] == "not started", turn  # never rebooted: no failure
     assert [x.split()[1:] for x in rotations.read_text().splitlines()] == [
         ["out", twin.name], ["in", twin.name]
     ]  # fmt: skip
@@ -311,7 +314,7 @@ def test_a_host_back_below_the_memory_threshold_is_named(make_twin, tmp_path):
     inventory = str(twin_inventory(tmp_path / "low.py", twin, min_mem_available_gb=100000))
     code, doc, _said = remedy("reboot", inventory, "--now", log=log)
     (host,) = doc["hosts"]
-    assert code == 1 and host["outcome"] == "failed", host
+    assert code == 1 and host["fault"] == "below the memory threshold", host
     assert host["why"].startswith("came back below the memory threshold: MemAvailable "), host
     assert "below min_mem_available_gb 100000 GB" in host["why"]
     assert host["boot_id_after"] not in (None, host["boot_id_before"])

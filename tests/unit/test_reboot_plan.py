@@ -46,20 +46,22 @@ def test_the_drain_waits_in_slices_and_its_last_one_ends_drain_timeout_s():
 
 
 @pytest.mark.parametrize(
-    ("outcome", "why", "status", "code"),
+    ("outcome", "fault", "status", "code"),
     [
         (core.REBOOTED, None, 0, 0),
-        (core.REFUSED, "the next boot lacks tool-call parser", 3, 3),
-        (core.REFUSED, "restart_window is never", 6, 6),
-        (core.FAILED, "did not come back within reboot_timeout_s=60s", 6, 1),
-        (core.FAILED, "came back without the serving unit: x is failed", 6, 4),
-        (core.FAILED, "the verify after the boot failed: unparsed", 4, 4),
-        (core.FAILED, "came back below the memory threshold: MemAvailable 1.0 GB", 0, 1),
-        (core.UNREACHED, "could not connect over SSH", None, 1),
+        (core.REFUSED, None, 3, 3),  # the next boot lacks the fix: volatile
+        (core.REFUSED, None, 6, 6),  # the window: still boot pending
+        (core.FAILED, core.NOT_BACK, None, 1),
+        (core.FAILED, core.NO_UNIT, 6, 4),
+        (core.FAILED, core.UNVERIFIED, 4, 4),
+        (core.FAILED, core.LOW_MEMORY, 0, 1),
+        (core.FAILED, core.OUT_OF_SYNC, 3, 1),
+        (core.FAILED, core.LOW_MEMORY, 4, 1),  # an error outranks broken, as in converge
+        (core.UNREACHED, None, None, 1),
     ],
 )
-def test_exit_codes_are_converges_a_failed_reboot_is_never_0_or_6(outcome, why, status, code):
-    rec = core.HostReboot("h", outcome=outcome, why=why, status_code=status)
+def test_exit_codes_are_converges_a_failed_reboot_is_never_0_or_6(outcome, fault, status, code):
+    rec = core.HostReboot("h", outcome=outcome, fault=fault, status_code=status)
     assert rec.exit_code == code
 
 

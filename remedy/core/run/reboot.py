@@ -44,6 +44,14 @@ FAILED = "failed"  # rebooted and not back, or back and not well
 NOT_STARTED = "not started"  # the rollout stopped before its turn
 INTERRUPTED = "interrupted"  # a stop request (SIGINT, SIGTERM)
 UNREACHED = "unreached"  # no SSH session, or the host could not be read
+# What failed after the reboot (a HostReboot's fault): each named, each its exit code.
+NOT_BACK = "not back"  # no new SSH session with a new boot id within reboot_timeout_s
+NO_UNIT = "no serving unit"  # back, and the serving unit failed or is missing
+UNVERIFIED = "verify failed"  # back, and tool calls are not parsed
+LOW_MEMORY = "below the memory threshold"  # back, MemAvailable below min_mem_available_gb
+OUT_OF_SYNC = "out of sync"  # back, and a setting is not in sync (or the host unread)
+FAULT_CODES = {NOT_BACK: EXIT_ERROR, NO_UNIT: EXIT_UNHEALTHY, UNVERIFIED: EXIT_UNHEALTHY,
+               LOW_MEMORY: EXIT_ERROR, OUT_OF_SYNC: EXIT_ERROR}  # fmt: skip
 
 TRIAL_SEAM = "trial boot (issue 46 item 4): arm before the reboot, bless after the verify"
 GUARD_SEAM = "memory guard (issue 46 item 1): in place after the boot"
@@ -134,6 +142,7 @@ class HostReboot:
     outcome: str = PLANNED
     gate: str | None = None  # the gate that refused it
     why: str | None = None  # why it was refused, failed or stopped
+    fault: str | None = None  # what failed after the reboot (FAULT_CODES)
     canary: bool = False
     boot_id_before: str | None = None
     boot_id_after: str | None = None
@@ -171,9 +180,8 @@ class HostReboot:
         never 0 or 6 (an error), and one whose server does not answer is broken (4)."""
         code = EXIT_ERROR if self.status_code is None else self.status_code
         if self.outcome == FAILED:
-            if self.why and ("serving unit" in self.why or "verify" in self.why):
-                return worst([code, EXIT_UNHEALTHY])
-            return EXIT_ERROR if code in (EXIT_OK, 6) else code
+            fault = FAULT_CODES.get(self.fault, EXIT_ERROR)
+            return worst([code, fault]) if code not in (EXIT_OK, 6) else fault
         if self.outcome in (UNREACHED,):
             return EXIT_ERROR
         return code
@@ -204,6 +212,7 @@ class HostReboot:
             "verdict": self.verdict(),
             "gate": self.gate,
             "why": self.why,
+            "fault": self.fault,
             "canary": self.canary,
             "boot_id_before": self.boot_id_before,
             "boot_id_after": self.boot_id_after,
