@@ -156,7 +156,8 @@ CLASSES = [
         "boot pending",
         EXIT_BOOT_PENDING,
         {},
-        "reboot h1 when convenient, or activate the pending generation now",
+        "reboot h1 when convenient, drained and verified: `remedy reboot inv.py --limit h1 "
+        "--now`; or activate the pending generation now",
     ),
 ]
 

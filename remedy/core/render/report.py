@@ -677,8 +677,9 @@ def next_step(
         return f"restore tool calling now (one restart, memory-gated): `{converge} --restart now`"
     if boot_pending or code == EXIT_BOOT_PENDING:
         return (
-            f"reboot {host} when convenient, or activate the pending generation now with "
-            f"one restart: `{converge} --restart now`"
+            f"reboot {host} when convenient, drained and verified: `remedy reboot {inv} "
+            f"--limit {shlex.quote(host)} --now`; or activate the pending generation now "
+            f"with one restart: `{converge} --restart now`"
         )
     if blocked:
         return f"fix what blocks the durable path (above), then run `{converge}`"
