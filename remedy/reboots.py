@@ -114,6 +114,7 @@ def _gates(host, rec: core.HostReboot, now: bool, run_id: str, say, converge_cmd
     s = read.host_data
     _status(rec, read)
     rec.mem_before_kb = read.snapshot.memory.mem_available_kb
+    rec.probe_before = read.snapshot.probe.outcome
     a = answer(host, core.ready(s, run_id), sv.CHECK)
     rec.boot_id_before = a.said.get("boot_id") or None
     rec.boot_default = a.said.get("boot_default") or None
@@ -354,6 +355,7 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
     else:
         v = answer(host, core.verify(s, run_id), sv.CHECK)
         rec.steps.append(v.text)
+        rec.probe_after = v.said.get("probe_after") or None
         if v.verdict == answer_core.NOOP and v.said.get("probe_after") == "parsed":
             rec.verified_at = time.time()
             say(f"{host.name}: tool calls parsed after the boot")
@@ -414,10 +416,13 @@ def _audit(name: str, data: dict, rec: core.HostReboot, run_id: str) -> None:
     details = {k: doc[k] for k in keys}
     details["run_id"] = run_id
     details["verdict"] = rec.verdict()
+    if rec.reboot_at is not None:  # the server stopped with the host and started once
+        details["restarts"] = 1
+        details["restart_reasons"] = ["remedy reboot"]
     record = audit.AuditRecord(
         host=name, result=rec.audit_result(), runbook="reboot",
         commits=audit.commits_of(fleet.PROJECT), issues=["tt-stack#49"], path="reboot",
-        details=details,
+        probe_before=rec.probe_before, probe_after=rec.probe_after, details=details,
     )  # fmt: skip
     try:
         audit.append(audit.log_path_for(data), record)

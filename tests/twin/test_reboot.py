@@ -116,6 +116,8 @@ def test_from_the_seed_a_converge_then_a_reboot_is_healthy_and_durable(make_twin
     assert record["result"] == "ok", record
     assert record["details"]["mem_reclaimed_gb"] == host["mem_reclaimed_gb"]
     assert record["details"]["boot_id_after"] == host["boot_id_after"]
+    assert (record["probe_before"], record["probe_after"]) == ("parsed", "parsed"), record
+    assert record["details"]["restarts"] == 1  # the server stopped and started once
     # the reboot journal on the host is closed, root's, mode 0600
     assert twin.exec(["stat", "-c", "%u %a", JOURNAL]).stdout.split() == ["0", "600"]
     assert '"state": "verified"' in twin.exec(["cat", JOURNAL]).stdout
@@ -139,6 +141,12 @@ def test_a_reboot_is_refused_when_the_next_boot_lacks_the_fix(make_twin, tmp_pat
     assert twin.exec(["test", "-e", OVERRIDE], check=False).returncode == 0
     record = records(log, twin.name)[-1]
     assert record["result"] == "refused" and record["details"]["gate"] == "next boot"
+    # what a person reads fits 80 columns: the report, and the plan of --dry
+    for argv in (["--now"], ["--now", "--dry"]):
+        text = subprocess.run(["remedy", "reboot", inventory, *argv], capture_output=True,
+                              text=True, cwd=PROJECT, timeout=300).stdout  # fmt: skip
+        assert "refused at the gate 'next boot'" in " ".join(text.split()), text
+        assert max(map(len, text.splitlines())) <= 80, text
 
 
 def test_a_fleet_reboots_one_host_at_a_time_the_canary_first(make_twin, tmp_path):

@@ -153,6 +153,8 @@ class HostReboot:
     reboot_at: float | None = None  # wall clock: the reboot's answer (the last before)
     back_at: float | None = None  # the new SSH session with a new boot id
     verified_at: float | None = None  # the first parsed tool call after
+    probe_before: str | None = None  # the tool-call probe before, and after the boot
+    probe_after: str | None = None
     status_code: int | None = None  # remedy status's code of the host, read last
     status_verdict: str | None = None
     rotated_out: bool = False
