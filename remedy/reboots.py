@@ -258,7 +258,9 @@ def _run(host, r: _Ready, rec: core.HostReboot, run_id: str, stop: StopRequest, 
     try:
         if not _drained(host, s, rec, run_id, stop, say):
             return
-        # TRIAL_SEAM: the trial boot (issue 46 item 4) arms its one-shot entry here
+        # TRIAL_SEAM (issue 46 item 4, remedy.trial_boot): here of_pyinfra_host(host)
+        # .arm() (a loader without a one-shot entry: rebooted without a trial, said);
+        # a stop or a reboot that fails after it: .disarm()
         a = answer(host, core.reboot(host.name, run_id), sv.APPLY)
         if a.verdict != answer_core.DONE:
             rec.outcome, rec.why = core.FAILED, f"the reboot: {a.text}"
@@ -363,7 +365,9 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
             say(f"{host.name}: {v.text}")
         else:
             failed, fault = v.text, core.UNVERIFIED
-        # TRIAL_SEAM: the trial boot (item 4) is blessed here, or falls back
+        # TRIAL_SEAM: here .bless(verify_passed=True) after a passing verify, else
+        # .fall_back() and _back() once more (the default's boot); a host never back
+        # gets trial_boot's not_back_note in its why
     d = answer(host, core.done(host.name, s, run_id, failed), sv.APPLY)
     if d.said.get("mem_available_kb"):
         rec.mem_after_kb = int(d.said["mem_available_kb"])
@@ -379,7 +383,8 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
     elif d.verdict != answer_core.GIVE_UP:
         d.verdict, fault = answer_core.GIVE_UP, core.OUT_OF_SYNC
         d.text = f"back, but not read: {read.error}"
-    # GUARD_SEAM: the memory guard of item 1 is checked here, with the settings
+    # GUARD_SEAM (issue 46 item 1): here the guard in place, from READ once the
+    # snapshot reads it (durable in remedy's file, not only the /run drop-in)
     if d.verdict == answer_core.GIVE_UP:
         rec.outcome, rec.why, rec.fault = core.FAILED, d.text, fault
         return
