@@ -383,8 +383,9 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
     elif d.verdict != answer_core.GIVE_UP:
         d.verdict, fault = answer_core.GIVE_UP, core.OUT_OF_SYNC
         d.text = f"back, but not read: {read.error}"
-    # GUARD_SEAM (issue 46 item 1): here the guard in place, from READ once the
-    # snapshot reads it (durable in remedy's file, not only the /run drop-in)
+    # GUARD_SEAM (issue 46 item 1): the guard is the managed setting memory_guard, so
+    # "every setting in sync" above is the guard in place after the boot (and the
+    # next-boot gate proved it before)
     if d.verdict == answer_core.GIVE_UP:
         rec.outcome, rec.why, rec.fault = core.FAILED, d.text, fault
         return

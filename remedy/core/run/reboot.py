@@ -18,8 +18,8 @@ A planned reboot of a host goes through, in order (``remedy.reboots`` runs it):
 
 Seams for what other items of issue 46 add: the trial boot (item 4) is armed between
 the drain and the reboot and blessed, or fallen back from, after the verify
-(``TRIAL_SEAM``); the memory guard of the serving unit (item 1) is checked after the
-boot with the settings (``GUARD_SEAM``).
+(``TRIAL_SEAM``); the memory guard (item 1) is the managed setting ``memory_guard``:
+proven in the next boot before, in sync after (``GUARD_SEAM``).
 """
 
 from __future__ import annotations
