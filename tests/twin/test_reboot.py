@@ -328,6 +328,7 @@ def test_a_host_back_below_the_memory_threshold_is_named(make_twin, tmp_path):
     converged_to_boot_pending(inventory, log)
     # the next boot has 6 GB available: the guard lets the server start (above 4 GB),
     # and its start pins the leak (4.5 GB), which leaves 1.6 GB
+    twin.exec(["mkdir", "-p", "/etc/nixos-twin"])
     twin.exec(["tee", "/etc/nixos-twin/mem-available-kB"], input="6000000\n")
     code, doc, _said = remedy("reboot", inventory, "--now", log=log)
     (host,) = doc["hosts"]
