@@ -365,3 +365,35 @@ def test_converge_reboots_a_host_that_needs_it_only_inside_its_window(make_twin,
     assert boot_id(twin) != before and probe_inside(twin).outcome == "parsed"
     code, doc, _ = remedy("status", opened, log=log)
     assert code == 0 and doc["hosts"][0]["reboot_needed"]["needed"] == [], doc["hosts"][0]
+
+
+def test_after_the_guard_refused_a_restart_remedy_reboot_lets_the_server_start(make_twin, tmp_path):
+    """The leak at the threshold (the twin's leak model): a restart by hand is refused
+    by the memory guard, the server is down; remedy reboot brings it back, the boot's
+    start goes through, and the memory reclaimed is the one start's leak the boot
+    freed."""
+    threshold_kb = 3906250  # min_mem_available_gb 4 in kB, as the guard takes it
+    twin = make_twin(with_emergency_override=True)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)  # the guard durable in the next boot
+    twin.exec(["mkdir", "-p", "/etc/nixos-twin"])
+    available = threshold_kb + 2 * LEAK_KB - 1000  # the boot's start, one more, no third
+    twin.exec(["tee", "/etc/nixos-twin/mem-available-kB"], input=f"{available}\n")
+    code, doc, said = remedy("reboot", inventory, "--now", log=log)  # into the guard's boot
+    assert code == 0, (doc["hosts"][0], said[-3000:])
+    twin.exec(["systemctl", "restart", UNIT])  # allowed: it leaves 1000 kB too little
+    wait_probe(twin)
+    twin.exec(["systemctl", "restart", UNIT], check=False)  # refused by the guard
+    guard = twin.exec(["journalctl", "-q", "-b", "-u", UNIT, "-o", "cat"]).stdout
+    assert "remedy-memory-guard: refused: " in guard, guard[-2000:]
+    assert probe_inside(twin).outcome != "parsed"  # the server is down
+    code, doc, said = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    assert code == 0 and host["outcome"] == "rebooted", (host, said[-3000:])
+    assert probe_inside(twin).outcome == "parsed"
+    assert host["mem_available_before_kb"] == threshold_kb - 1000
+    assert host["mem_available_after_kb"] == available - LEAK_KB
+    assert host["mem_reclaimed_gb"] == round(LEAK_KB * 1024 / 1e9, 2)
+    after = twin.exec(["journalctl", "-q", "-b", "-u", UNIT, "-o", "cat"]).stdout
+    assert after.count("remedy-memory-guard: allowed: ") == 1, after[-2000:]
