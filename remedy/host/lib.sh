@@ -39,7 +39,9 @@ answer() {
     ;;
   esac
   printf '@@remedy %s\n' "$_t"
+  case $_t in say\ * | say+\ * | note\ *) _kept=$_kept$_t$_nl ;; esac
 }
+_kept=''
 log() { _c=$1; shift; answer log "$_c" "$@"; }
 say() { _k=$1; shift; answer say "$_k" "$@"; }
 # KEY SEP TEXT: each part of TEXT between SEPs, an item of the list KEY.
@@ -53,9 +55,46 @@ say_items() {
   done
 }
 note() { answer note "$@"; }
-noop() { ended noop "$*"; answer noop "$@"; exit 0; }
-done_() { ended "done" "$*"; answer "done" "$@"; exit 0; }
-give_up() { ended give-up "$*"; answer give-up "$@"; exit 0; }
+noop() { ended noop "$*"; kept noop "$*"; answer noop "$@"; exit 0; }
+done_() { ended "done" "$*"; kept "done" "$*"; answer "done" "$@"; exit 0; }
+give_up() {
+  ended give-up "$*"; kept give-up "$*"; answer give-up "$@"; exit 0
+}
+# VERDICT WHY: this step's answer (its verdict, "off" when its stage is off,
+# and what it said), kept in this run's answers beside the run journal for the
+# run's outcome (remedy/host/steps/outcome.sh): root's, mode 0600, written
+# whole. A verdict is the step's last word in either mode (check mode's "act"
+# is not one). The outcome's own answer is not kept.
+kept() {
+  [ -n "${journal:-}" ] && [ -n "${run_id:-}" ] || return 0
+  [ "${0#remedy-}" != outcome ] || return 0
+  _af=${journal%.json}.answers _v=$1
+  [ -z "${_stage_off:-}" ] || _v=off
+  _old=
+  answers_trusted "$_af" && [ "$(head -n 1 "$_af")" = "run $run_id" ] &&
+    _old=$_af
+  mkdir -p -- "${_af%/*}" 2>/dev/null || return 0
+  (
+    umask 077
+    {
+      if [ -n "$_old" ]; then cat -- "$_old"
+      else printf 'run %s\n' "$run_id"
+      fi
+      printf 'step %s %s %s %s %s\n' "${0#remedy-}" "${when:--}" \
+        "${failure:--}" "$_v" "$(printf '%s' "$2" | tr '\n' ' ')"
+      printf '%s' "$_kept"
+    } >"$_af.remedy-tmp"
+  ) && chmod 0600 "$_af.remedy-tmp" && mv -f -T "$_af.remedy-tmp" "$_af" ||
+    rm -f -- "$_af.remedy-tmp"
+}
+
+# FILE: this run's answers, as remedy writes them (a regular file of this
+# user's, mode 0600; any bytes: they hold what the host said).
+answers_trusted() {
+  [ -f "$1" ] && [ ! -L "$1" ] &&
+    [ "$(stat -c '%u %a' -- "$1" 2>/dev/null)" = "$(id -u) 600" ]
+}
+
 # Check mode stops here and answers that the step would act; apply goes on.
 would() {
   [ "$mode" = apply ] && return 0

@@ -74,9 +74,8 @@ start() {
   printf 'pid %s on %s since %s: the manual script of runbook %s\n' "$$" \
     "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runbook" >"$holder"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  durable_failed='' stopped='' failed='' override_failed=''
-  new_rev='' boot_pending='' restarts=0 starts=0 lock_commit=''
-  toplevel='' ops='' current='(before the first step)'
+  stopped='' lock_commit='' toplevel='' ops='' told='' o_result='' o_why=''
+  current='(before the first step)'
   trap 'finish_record $?' EXIT
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
@@ -100,7 +99,7 @@ on_signal() {
 step() {
   [ "$mode" = plan ] && { printf '%3s. %s\n' "$1" "$3"; "values_$1" "$mode"; \
       return 0; }
-  n=$1 name=$2 title=$3
+  n=$1 title=$3
   current="step $n ($title)"
   out=$("values_$n" apply 2>&1) || true
   verdict='' why='' off=''
@@ -119,15 +118,6 @@ step() {
     "@@remedy say lock_commit "*) lock_commit=${line#@@remedy say lock_commit \
         } ;;
     "@@remedy say toplevel "*) toplevel=${line#@@remedy say toplevel } ;;
-    "@@remedy say new_rev "*) new_rev=${line#@@remedy say new_rev } ;;
-    "@@remedy say boot_pending "*)
-      boot_pending=${line#@@remedy say boot_pending } ;;
-    "@@remedy say restarts "*) restarts=$((restarts + 1)) ;;
-    "@@remedy say server_starts "*)
-      starts=${line#@@remedy say server_starts } ;;
-    "@@remedy say durable_failed "*)
-      durable_failed=${line#@@remedy say durable_failed } path=fallback ;;
-    "@@remedy say failed "*) failed=${line#@@remedy say failed } ;;
     "@@remedy done "* | "@@remedy noop "* | "@@remedy give-up "*)
       l=${line#@@remedy }
       verdict=${l%% *} why=${l#* } ;;
@@ -144,53 +134,46 @@ OUT
   *) say_ "   GAVE UP: $why"; result=error ;;
   esac
   ops="$ops$n	$title	$result	$why$_nl"
-  [ "$name:$result" != override:error ] || override_failed=yes
 }
 
-# The run's path, by the deploy's rule (remedy/core/run/outcome.py): durable at
-# next boot when its switch left the boot default pending, durable+fallback when
-# the durable path gave up, else the plan's.
-run_path() {
-  p=$path
-  if [ -n "$boot_pending" ]; then p="durable at next boot"
-  elif [ -n "$durable_failed" ]; then p=durable+fallback
-  fi
+# The run's outcome: the host's outcome program (remedy/host/steps/outcome.sh,
+# the deploy's last step) classifies what the steps answered (result, path,
+# exit code, the line); the runner says it and exits with its code.
+outcome_of() {
+  [ -z "$told" ] || return 0
+  told=$(values_outcome check 2>&1) || :
+  o_result=$(told_ result) o_path=$(told_ path) o_exit=$(told_ exit)
+  o_why=$(told_ why)
+  [ -n "$o_result" ] || o_result=failed o_path=none o_exit=1 \
+    o_why="the outcome program gave no answer: $(printf '%s\n' "$told" |
+      tail -n 1)"
 }
+told_() { printf '%s\n' "$told" | sed -n "s/^@@remedy say outcome_$1 //p"; }
 
 # The run's outcome, said and recorded on the host (root's, 0600) for the next
 # remedy command that reads the host to import into its audit log, once.
 finish() {
   [ "$mode" = plan ] && exit 0
-  run_path
-  line="outcome: path $p"
-  [ "$path" != fallback ] || [ -n "$failed$override_failed" ] ||
-    line="$line; VOLATILE: tool calling rests on the /run override until the \
-durable fix is deployed; a reboot reverts it"
-  [ -z "$lock_commit" ] || line="$line; the checkout takes $new_rev"
-  [ -z "$boot_pending" ] || line="$line; durable at next boot: $boot_pending \
-is the boot default (a reboot activates it)"
-  # the server's starts the host's journal counts (a switch or a rollback starts
-  # it too), at least the restarts the steps made: as the deploy's outcome
-  [ "$starts" -le "$restarts" ] || restarts=$starts
-  line="$line; restarts $restarts"
+  outcome_of
   say_ ""
-  say_ "$line"
-  if [ -n "$failed" ]; then
-    say_ "FAILED: $failed"
-    exit 1
-  fi
-  [ "$path" = fallback ] && [ -z "$boot_pending" ] && exit 3
-  [ -n "$boot_pending" ] && exit 6
-  exit 0
+  say_ "outcome: $(told_ line)"
+  # what is not ok, as the outcome program gave it up ("REFUSED: ...")
+  gave=$(printf '%s\n' "$told" | sed -n 's/^@@remedy give-up //p')
+  [ -z "$gave" ] || say_ "$gave"
+  exit "$o_exit"
 }
 js() { printf '%s' "$1" | sed 's/[\\"]/\\&/g' | tr '\t\n' '  '; }
 finish_record() {
   st=$1
   trap - EXIT INT TERM
-  case $st in 0 | 3 | 6) result=ok ;; 5) result=locked ;;
-  130 | 143) result=interrupted ;; *) result=failed ;; esac
-  [ -z "$stopped" ] || result=interrupted
-  run_path
+  # ended before its outcome (a second signal, a shell that failed): the
+  # outcome program says what the steps did, with the stop if there was one;
+  # a shell that failed is the run failing
+  if [ -z "$told" ]; then
+    outcome_of
+    [ -n "$stopped" ] || [ "$st" = 0 ] || o_result=failed \
+      o_why="the script ended (exit $st) during $current"
+  fi
   record=${journal%/run-*}/manual-runs-${journal##*/run-}
   record=${record%.json}.jsonl
   o=$(printf '%s' "$ops" | while IFS='	' read -r n t r w; do
@@ -201,18 +184,19 @@ finish_record() {
   done)
   line=$(
     printf '{"host": "%s", "result": "%s", "time": "%s", "operator": "%s", ' \
-      "$(js "$host_name")" "$result" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+      "$(js "$host_name")" "$o_result" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
       "$(js "manual script, $(id -un)@$(hostname)")"
     printf '"runbook": "%s", "issues": [%s], "path": "%s", ' \
-      "$runbook" "$issues" "$p"
+      "$runbook" "$issues" "$o_path"
     printf '"operations": [%s], "details": {"run_id": "%s", ' "${o%, }" \
       "$(js "$run_id")"
     printf '"started": "%s", "exit": %s, "manual_script": true, ' \
       "$started" "$st"
     printf '"restarts": %s, "lock_commit": "%s", "toplevel": "%s", ' \
-      "$restarts" "$(js "$lock_commit")" "$(js "$toplevel")"
-    printf '"failed": "%s", "interrupted": "%s"}}' \
-      "$(js "${failed:-$durable_failed}")" "$(js "$stopped")"
+      "$(n=$(told_ restarts); echo "${n:-0}")" "$(js "$lock_commit")" \
+      "$(js "$toplevel")"
+    printf '"outcome": "%s", "failed": "%s", "interrupted": "%s"}}' \
+      "$(js "$(told_ line)")" "$(js "$o_why")" "$(js "$stopped")"
   )
   # root's, mode 0600: the snapshot reads it as it reads remedy's own files
   mkdir -p "${record%/*}" && (umask 077 && printf '%s\n' "$line" >>"$record")

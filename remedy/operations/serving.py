@@ -20,7 +20,6 @@ from remedy.core.programs import step_values as sv
 from remedy.core.readings import answer as answer_core
 from remedy.core.run.stop import NOT_STOPPED, StopRequest
 from remedy.operations import program
-from remedy.operations.said import gave_up
 
 DRAIN_SLICE_S = 5  # one call of the drain's program waits at most this long
 
@@ -152,48 +151,26 @@ def toolcalling_verified(values: sv.Verify, stop: StopRequest = NOT_STOPPED):
 
 
 @operation(is_idempotent=False)
-def outcome_reported(values: sv.Outcome, flow: list | None = None, stop: StopRequest = NOT_STOPPED):
-    """Say what was done, from pyinfra's results of the steps before (a pure outcome,
-    ``remedy.core.run.outcome``), and fail the run (exit != 0) if it failed, was refused
-    or interrupted, or leaves a server that does not answer tool calls unrestarted.
+def outcome_reported(values: sv.Outcome, stop: StopRequest = NOT_STOPPED):
+    """Say what was done: the host's outcome program (``remedy/host/steps/outcome.sh``)
+    reads what the steps answered in this run and classifies it (result, path, exit
+    code, the line), as the manual script's end does; the run fails (exit != 0) when
+    it failed, was refused or interrupted, or leaves a server that does not answer tool
+    calls unrestarted. It changes nothing.
 
     + values: the step's values (``step_values.Outcome``)
-    + flow: the run's steps and their pyinfra results so far (``(step, meta)`` pairs)
-    + stop: the run's stop request
+    + stop: the run's stop request (a run stopped is interrupted)
     """
     if not state.is_executing:
-        host.noop(values.summary)
+        host.noop(values.reasons)
         return
-    from remedy.core.run.outcome import outcome
-    from remedy.operations.results import step_results
-
-    plan_path, summary = values.plan_path, values.summary
-    done = outcome(
-        plan_path,
-        summary.split("; ") if summary else [],
-        step_results(flow or []),
-        old_rev=values.old_rev,
-        flake_input=values.flake_input,
-        interrupted=stop.why,
-        unhealthy=values.unhealthy,
-        ended=False,
-    )
-    if done.result == "unhealthy":
-        # the audit says "unhealthy" and the run exits non-zero: they agree
-        yield from gave_up(values.unhealthy or done.line)
+    a = program.checked(dataclasses.replace(values, stopped=stop.why or ""))
+    line = a.said.get("outcome_line") or a.text
+    host.log_styled(f"outcome: {line}", fg="green" if a.said.get("outcome_exit") == 0 else "yellow")
+    if a.verdict == answer_core.NOOP:
+        host.noop(line)
         return
-    if done.result in ("failed", "refused", "interrupted"):
-        why = (
-            done.details["interrupted"]
-            or done.details["failed"]
-            or done.details["refused"]
-            or done.details["durable_failed"]
-        )
-        yield from gave_up(f"restore FAILED: {why}; {done.line}")
-        return
-    fallback = done.path != plan_path or plan_path == "fallback"
-    host.log_styled(f"outcome: {done.line}", fg="yellow" if fallback else "green")
-    host.noop(done.line)
+    yield from program.give_up(a)
 
 
 @operation(is_idempotent=False)

@@ -312,11 +312,16 @@ class RebootDone(RunValues):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Outcome(StepValues):
-    """The outcome: said by remedy from the steps' results (no host program)."""
+class Outcome(RunValues):
+    """The run's outcome: the host's outcome program reads what the steps answered in
+    this run and classifies it (result, path, exit code, the line); no stage of its own.
+    PLAN_PATH: the plan's (durable, fallback or noop); REASONS: the plan's, "; " between;
+    UNHEALTHY: why a run that does nothing leaves a server that does not answer tool
+    calls (``plan.unhealthy``)."""
 
+    PROGRAM: ClassVar[str] = "outcome"
     plan_path: str
-    summary: str
+    reasons: str
     old_rev: str | None = None
     flake_input: str = "tt-stack"
     unhealthy: str | None = None

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 MARK = "@@remedy "
 ACT, DONE, NOOP, GIVE_UP, WAIT = "act", "done", "noop", "give-up", "wait"
 VERDICTS = (ACT, DONE, NOOP, GIVE_UP, WAIT)
-INTS = ("switch_exit", "restarts", "requests_cut", "server_starts")
+INTS = (
+    "switch_exit",
+    "restarts",
+    "requests_cut",
+    "server_starts",
+    "outcome_exit",
+    "outcome_restarts",
+)
 BOOLS = ("rolled_back", "override_written")
 
 

@@ -70,7 +70,7 @@ def _sq(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def _values_function(n: int, values: sv.StepValues, title: str) -> list[str]:
+def _values_function(n: int | str, values: sv.StepValues, title: str) -> list[str]:
     """values_N: runs step N's program (``program``) with the values the deploy gives
     it; a long value is built first in a variable of its own, a piece a line."""
     head = [f"# {n}. {title}"[:WIDTH], f"values_{n}() {{"]
@@ -82,8 +82,14 @@ def _values_function(n: int, values: sv.StepValues, title: str) -> list[str]:
             key, value = "", word
         if values.PROGRAM == "override" and key == "putting_back":
             args.append('"putting_back=${putting_back:-no}"')  # set when stopped
-        elif key == "stopped" and isinstance(values, sv.RunValues) and values.when:
+        elif (
+            key == "stopped"
+            and isinstance(values, sv.RunValues)
+            and (values.when or isinstance(values, sv.Outcome))
+        ):
             args.append('"stopped=${stopped:-}"')  # the runner's, when it runs
+        elif key == "plan_path" and isinstance(values, sv.Outcome):
+            args.append('"plan_path=$path"')  # the plan's, or fallback (as each step's)
         elif key == "path" and isinstance(values, sv.RunValues) and values.when:
             args.append('"path=$path"')  # the plan's, or fallback (sh -s -- fallback)
         elif key == "run_id" and value == MANUAL_RUN_ID:
@@ -202,8 +208,10 @@ def render(plan: RestorePlan, steps: Steps, r: Rendering) -> str:
     ]
     n = 0
     values_fns: list[str] = []
+    t_outcome = "the run's outcome, from what the steps answered"
     for st in planned:
-        if st.op == "serving.outcome_reported":
+        if st.op == "serving.outcome_reported":  # the runner's finish runs it
+            values_fns += _values_function("outcome", st.values, t_outcome)
             continue
         n += 1
         t = st.template
@@ -284,6 +292,10 @@ def render_standalone(steps: list[tuple[str, object]], r: Rendering, unit: str) 
                     *(f"  {x}" for x in str(what).splitlines()),
                     '  echo "@@remedy done the commands ran"', "}"]  # fmt: skip
     head += ["  finish", "}", ""]
+    told = sv.Outcome(journal=journal_core.path(unit), run_id=MANUAL_RUN_ID,
+                      plan_path="durable", reasons="the runbook's steps")  # fmt: skip
+    fns += _values_function("outcome", told, "the run's outcome, from what the steps answered")
+    names.add(told.PROGRAM)
     programs = _program_function("lib", host_programs.text("lib.sh"), "the shared library")
     for name in sorted(names):
         programs += _program_function(name, host_programs.text(f"steps/{name}.sh"), name)

@@ -1,9 +1,13 @@
-"""What a run did, from pyinfra's results of its steps: pure.
+"""What a run did, from pyinfra's results of its steps: parsing and adapting, no decision.
 
-The run's result for the audit (ok, failed, refused, interrupted, crashed,
-unhealthy), the path it took, its details and the line people read are computed
-here from each step's status (changed, noop, error, not run) and what it said
-(``remedy.operations.said``), never from flags set along the way.
+The run's result, its path, its exit code and the line people read are decided on the
+host, by the run's outcome program (``remedy/host/steps/outcome.sh``), from what the
+steps answered: the deploy's last step runs it, and the manual script's ``finish``
+runs the same text. Here its answer (``outcome_*``, on the outcome step's pyinfra
+result) becomes the audit's record, with the details the steps said. Only a run whose
+host never gave its outcome is classified here, from what remedy itself saw: given up
+at its deadline ("given up"), ended by a second signal ("interrupted"), its host lost
+("failed", or "crashed" when steps never ran), or still running.
 """
 
 from __future__ import annotations
@@ -45,6 +49,15 @@ def _first(results, key):
     return None
 
 
+TOLD = "serving.outcome_reported"  # the step that runs the host's outcome program
+
+
+def told_by_host(results: list[StepResult]) -> dict | None:
+    """What the host's outcome program answered (its ``outcome_*`` values), or None."""
+    return next((r.said for r in results if r.op == TOLD and r.said.get("outcome_result")),
+                None)  # fmt: skip
+
+
 def outcome(
     plan_path: str,
     reasons: list[str],
@@ -58,65 +71,72 @@ def outcome(
     ended: bool = True,
     given_up: str | None = None,
 ) -> Outcome:
-    """The run's outcome. ENDED: every step had its turn (False while the last step
-    itself asks, before it is complete). GIVEN_UP: why the run stopped waiting for the
-    host (its deadline). A run interrupted or given up took only the path it reached."""
-    # a durable step that gave up its stage (the fallback takes over); one that stops the
-    # run (a memory gate) is the run's failure, not a fallback (remedy/host/lib.sh)
-    durable_errors = [
-        r for r in results if r.stage == DURABLE and r.status == ERROR and r.ignorable
-    ]
-    durable_failed = (
-        (durable_errors[0].said.get("why") or durable_errors[0].name) if (durable_errors) else None
-    )
-    errors = [r for r in results if r.status == ERROR]
-    failed = next((r.said.get("failed") for r in errors if r.said.get("failed")), None)
-    for r in errors:  # the fallback's override did not take: tool calling is not restored
-        if not failed and r.op == "serving.runtime_override_written":
-            failed = r.said.get("why") or f"{r.name} failed: see its output above"
-    boot_pending = _first(results, "boot_pending")  # switch exit 100: a reboot activates it
-    switch_locked = _first(results, "switch_locked")  # another switch held the system
-    breaking = [
-        r
-        for r in durable_errors
-        if r.op in ("nix.system_switched", "serving.toolcalling_verified")
-        and not (boot_pending or switch_locked)
-    ]
-    notes = [n for r in results for n in r.said.get("notes") or []]
-    new_rev = _new_rev(results, old_rev, durable_failed, notes)
-    if plan_path == DURABLE and boot_pending:
-        path = "durable at next boot"
-    elif plan_path == DURABLE and durable_failed:
-        path = "durable+fallback"
-    else:
-        path = plan_path
-    if (interrupted or given_up) and plan_path != NOOP:
-        path = _reached(results, boot_pending)
+    """The run's outcome: as the host's outcome program said it, with the steps' details.
+    Without its answer (see the module's doc): ENDED, every step had its turn;
+    GIVEN_UP, why the run stopped waiting for the host; INTERRUPTED, the stop request;
+    HOST_FAILED, pyinfra lost the host."""
+    told = None if given_up else told_by_host(results)
+    notes = [n for r in results if r.op != TOLD for n in r.said.get("notes") or []]
+    if told is not None:
+        return _as_told(told, results, old_rev, notes)
+    # the host gave no outcome: what remedy saw of its steps
+    boot_pending = _first(results, "boot_pending")
+    path = plan_path if plan_path == NOOP else _reached(results, boot_pending)
     never_ran = [r.name for r in results if r.status == NOT_RUN] if ended else []
-    fatal = [r for r in results if r.status == ERROR and not r.ignorable]
-    result = "given up" if given_up else _result(
-        interrupted, switch_locked, failed, _first(results, "refused"),
-        bool(breaking or host_failed or (fatal and ended)), never_ran, unhealthy,
-    )  # fmt: skip
-    why = None
-    if result == "failed" and not (failed or durable_failed):
-        why = (
-            _stopped_before(never_ran[0])
-            if never_ran
-            else (fatal[0].said.get("why") if fatal else None)
-            or "pyinfra reported the host as failed; see its output"
-        )
-    if result == "crashed":
+    if given_up:
+        result, why = "given up", given_up
+    elif interrupted:
+        result, why = "interrupted", interrupted
+    elif host_failed:
+        result = "failed"
+        why = (_stopped_before(never_ran[0]) if never_ran
+               else "pyinfra reported the host as failed; see its output")  # fmt: skip
+    elif never_ran:
+        result, why = "crashed", _stopped_before(never_ran[0])
         notes.append(f"the run stopped before: {never_ran[0]}")
-        why = _stopped_before(never_ran[0])
-    details = _details(results, old_rev, new_rev, notes)
-    details.update(
-        durable_failed=durable_failed, interrupted=interrupted, failed=given_up or failed or why,
-        switch_locked=switch_locked, boot_pending=boot_pending,
-    )  # fmt: skip
+    else:
+        result, why = "running", None
+    details = _details(results, old_rev, old_rev, notes)
+    details.update(interrupted=interrupted, failed=given_up or (why if result in (
+        "failed", "crashed") else None), boot_pending=boot_pending)  # fmt: skip
     if given_up:
         details["given_up"] = given_up
-    return Outcome(result, path, details, _line(plan_path, reasons, path, details, flake_input))
+    exit_code = {"interrupted": _signalled(interrupted)}.get(result, 1)
+    details["exit"] = exit_code
+    parts = [f"path {path}"] + ([f"GIVEN UP: {given_up}"] if given_up else [])
+    parts += [f"restarts {details['restarts']}", *notes]
+    return Outcome(result, path, details, "; ".join(parts))
+
+
+def _signalled(why: str | None) -> int:
+    """The exit code of a run stopped by WHY (130 SIGINT, 143 SIGTERM)."""
+    return 130 if "SIGINT" in (why or "") else 143 if "SIGTERM" in (why or "") else 1
+
+
+def _as_told(told: dict, results, old_rev, notes: list[str]) -> Outcome:
+    """The outcome as the host's program said it (TOLD), with the steps' details."""
+    result, why = told["outcome_result"], told.get("outcome_why") or None
+    new_rev = told.get("outcome_new_rev") or old_rev
+    details = _details(results, old_rev, new_rev, notes)
+    details.update(
+        restarts=int(told.get("outcome_restarts") or 0),
+        durable_failed=_durable_failed(results),
+        interrupted=why if result == "interrupted" else None,
+        failed=why if result in ("failed", "unhealthy") else _first(results, "failed"),
+        switch_locked=_first(results, "switch_locked"),
+        boot_pending=_first(results, "boot_pending"),
+        exit=told.get("outcome_exit"),
+    )  # fmt: skip
+    line = told.get("outcome_line") or ""
+    if (changes := details["switch_changes"]) and changes.get("reboot_for"):
+        line += f"; the new generation needs a reboot for: {', '.join(changes['reboot_for'])}"
+    return Outcome(result, told["outcome_path"], details, line)
+
+
+def _durable_failed(results: list[StepResult]) -> str | None:
+    """Why the durable path gave up, as its step said it (the fallback took over)."""
+    return next((r.said.get("durable_failed") for r in results
+                 if r.said.get("durable_failed")), None)  # fmt: skip
 
 
 def _reached(results: list[StepResult], boot_pending) -> str:
@@ -134,36 +154,6 @@ def _reached(results: list[StepResult], boot_pending) -> str:
     if durable:
         return "durable at next boot" if boot_pending else DURABLE
     return FALLBACK if fallback else "none"
-
-
-def _new_rev(results, old_rev, durable_failed, notes: list[str]) -> str | None:
-    """The rev the checkout's lock holds after the run, noted when a durable path that
-    failed left it (or not): it holds the bump only once the fast-forward ran, until a
-    rollback reverts it."""
-    new_rev = _first(results, "new_rev") or old_rev
-    fast_forwarded = any(
-        r.op == "nix.flake_lock_committed" and r.status == CHANGED for r in results
-    )
-    if durable_failed and new_rev != old_rev:
-        if not fast_forwarded or _first(results, "lock_reverted"):
-            notes.append(f"flake.lock left at {(old_rev or '?')[:12]}")
-            return old_rev
-        notes.append(f"flake.lock holds {new_rev[:12]} (the fast-forward stands)")
-    return new_rev
-
-
-def _result(interrupted, switch_locked, failed, refused, broke, never_ran, unhealthy) -> str:
-    if interrupted:
-        return "interrupted"
-    if switch_locked and not failed:
-        return "locked"
-    if refused:
-        return "refused"
-    if failed or broke:
-        return "failed"
-    if never_ran:
-        return "crashed"
-    return "unhealthy" if unhealthy else "ok"
 
 
 def _stopped_before(step: str) -> str:
@@ -224,65 +214,3 @@ def _details(results: list[StepResult], old_rev, new_rev, notes: list[str]) -> d
         "restart_postponed": _first(results, "restart_postponed"),
         "override_held": override_held,
     }
-
-
-def _override_said(probe: str | None) -> str:
-    """What the /run override holds, as the probe after it said (its class)."""
-    if probe in ("parsed", "inconclusive"):  # the server answers tool calls
-        return (
-            "VOLATILE: tool calling rests on the /run override until the durable "
-            "fix is deployed; a reboot reverts it"
-        )
-    return (
-        f"the /run override is in place, but the probe after it is {probe or 'not run'}: "
-        "tool calling is not restored"
-    )
-
-
-def _line(plan_path, reasons, path, d, flake_input) -> str:
-    if plan_path == NOOP:
-        return "nothing to do: " + "; ".join(reasons)
-    parts = [f"path {path}"]
-    if d.get("given_up"):
-        parts.append(f"GIVEN UP: {d['given_up']}")
-    if d["new_rev"] and d["new_rev"] != d["old_rev"]:
-        parts.append(f"{flake_input} {(d['old_rev'] or '?')[:12]} -> {d['new_rev'][:12]}")
-    if d["boot_pending"] and d.get("boot_pending_reason") == "restart policy":
-        parts.append(
-            f"durable at next boot; running the old generation until a reboot or a "
-            f"restart window: {d['boot_pending']} is the boot default"
-            + ("; the /run override keeps live right until then" if path else "")
-        )
-    elif d["boot_pending"] and d.get("boot_pending_reason") == "switch inhibitors":
-        parts.append(
-            f"durable at next boot; reboot to activate: {d['boot_pending']} is the boot "
-            "default (the switch inhibitors refuse a live switch); the /run override keeps "
-            "live right until then"
-        )
-    elif d["boot_pending"]:
-        parts.append(
-            f"durable at next boot; reboot to activate: {d['boot_pending']} is the boot "
-            "default (switch exit 100: the init interface changed); the /run override keeps "
-            "live right until then"
-        )
-    elif d["durable_failed"]:
-        parts.append(f"durable path abandoned: {d['durable_failed']}")
-    if (changes := d["switch_changes"]) and changes.get("reboot_for"):
-        parts.append(f"the new generation needs a reboot for: {', '.join(changes['reboot_for'])}")
-    if d["switch_failed_units"]:
-        parts.append(f"switch exit 4: failed units {', '.join(d['switch_failed_units'])}")
-    if d["rollback_failed"]:
-        parts.append(f"ROLLBACK FAILED: {d['rollback_failed']}")
-    elif d.get("rollback_not_run"):
-        parts.append(d["rollback_not_run"])
-    if d["unverified"]:
-        parts.append(f"NOT VERIFIED: {d['unverified']}")
-    if path in ("durable+fallback", FALLBACK) and not d["switch_locked"] and d["override_held"]:
-        parts.append(_override_said(d["probe_after"]))
-    if d.get("restart_postponed"):
-        parts.append(f"restart postponed: {d['restart_postponed']}")
-    parts.append(f"restarts {d['restarts']}")
-    if d.get("requests_cut"):
-        parts.append(f"requests cut {d['requests_cut']}")
-    parts += d["notes"]
-    return "; ".join(parts)

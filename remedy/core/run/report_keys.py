@@ -94,6 +94,16 @@ KEYS = MappingProxyType(
         "boot_default": (str,),
         "earlier": (str,),
         "unit_state": (str,),
+        # the run's outcome, as the host's outcome program classified it
+        # (remedy/host/steps/outcome.sh): result, path, exit code, the line, why it
+        # is not ok, the rev the checkout locks after, the server's starts
+        "outcome_result": (str,),
+        "outcome_path": (str,),
+        "outcome_exit": (int, NoneType),
+        "outcome_line": (str,),
+        "outcome_why": (str,),
+        "outcome_new_rev": (str,),
+        "outcome_restarts": (int, NoneType),
     }
 )
 

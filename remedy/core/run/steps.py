@@ -565,8 +565,9 @@ class _Values:
     def outcome(self) -> sv.Outcome:
         locked = self.locked
         return sv.Outcome(
+            **self.run,
             plan_path=self.plan.path,
-            summary="; ".join(self.plan.reasons),
+            reasons="; ".join(self.plan.reasons),
             old_rev=locked.rev if locked else None,
             flake_input=self.s.flake_input,
             unhealthy=self.unhealthy,
@@ -618,8 +619,8 @@ def when_of(t: StepTemplate) -> str:
 
 def staged(t: StepTemplate, values: sv.StepValues, path: str) -> sv.StepValues:
     """VALUES with what its program needs to decide when it runs."""
-    if not isinstance(values, sv.RunValues):
-        return values
+    if not isinstance(values, sv.RunValues) or isinstance(values, sv.Outcome):
+        return values  # (the outcome has no stage: it reads the run's answers)
     failure = "gives-up" if t.ignorable else "stops"
     return dataclasses.replace(values, when=when_of(t), failure=failure, path=path)
 
