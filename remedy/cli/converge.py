@@ -428,6 +428,7 @@ def _report(
         "host": read.name,
         **(_applied(read.name, run, data, audit_from) if run else {}),
     }
+    run_exit = out.pop("run_exit", None)  # the run's outcome's exit code
     if turn is not None:
         out["rollout"] = turn.row()
     if read.error:
@@ -447,7 +448,9 @@ def _report(
     if run is not None and run.returncode == EXIT_LOCKED:
         code, verdict = EXIT_LOCKED, "another run holds the host lock: " + (run.why or "?")
     elif run is not None and run.returncode != 0:
-        code = EXIT_ERROR if code == EXIT_OK else code
+        # a run that failed or was refused (its outcome's exit 1, as the manual script
+        # exits for the same run) is an error whatever state it left
+        code = EXIT_ERROR if code == EXIT_OK or run_exit == EXIT_ERROR else code
         verdict = f"{verdict}; the run failed: {run.why or 'see its output'}"
     elif turn is not None and turn.state == "not started":
         verdict = f"{verdict}; {turn.why}"
@@ -520,6 +523,7 @@ def _applied(
     # the deploy's outcome line; for a run that stopped before its steps, why
     out["outcome"] = said.get("outcome") or said.get("failed")
     out["result"] = record.result if record else None
+    out["run_exit"] = said.get("exit")  # the outcome's exit code (remedy/host/steps/outcome.sh)
     out["restarted"] = audit.restarts_said(said) if record else None
     return out
 

@@ -114,6 +114,13 @@ def killed_run(twin, tmp_path) -> dict:
     return {}
 
 
+def memory_gate(twin, tmp_path) -> dict:
+    """The memory gate refuses (min_mem_available_gb above what any host has): the run
+    is refused before anything changes, in both (issue 42: it was "failed" and exit 1
+    in the manual script, "refused" in the deploy's audit)."""
+    return {"min_mem_available_gb": 100000}
+
+
 STATES = {
     "seed": seed,
     "dirty_checkout": dirty_checkout,
@@ -121,6 +128,7 @@ STATES = {
     "unsigned_tip": unsigned_tip,
     "pending_generation": pending_generation,
     "killed_run": killed_run,
+    "memory_gate": memory_gate,
 }
 
 
@@ -139,10 +147,40 @@ def run_commits(twin, base: str) -> list[str]:
 
 
 def the_run(record: dict, exit_code: int | None = None) -> dict:
-    """What a person reads of a run: its audit record's result and path (and its exit
-    code, where both drivers give one)."""
-    said = {"result": record["result"], "path": record["path"]}
-    return said if exit_code is None else {"exit": exit_code, **said}
+    """What a person reads of a run: its audit record's result, path, exit code (the run
+    outcome's, remedy/host/steps/outcome.sh; or the command's, where given) and its
+    summary line (revs and store hashes as <rev>, <hash>: each twin has its own)."""
+    d = record["details"]
+    line = re.sub(r"\b[0-9a-f]{12,40}\b", "<rev>", d.get("outcome") or "")
+    line = re.sub(r"/nix/store/[0-9a-z]{32}-", "/nix/store/<hash>-", line)
+    return {"result": record["result"], "path": record["path"],
+            "exit": d.get("exit") if exit_code is None else exit_code, "line": line}  # fmt: skip
+
+
+RECORD_TO = os.environ.get("REMEDY_RECORD_ANSWERS")
+
+
+def record_answers(twin, script: str, case: str, old_rev: str | None = None) -> None:
+    """With REMEDY_RECORD_ANSWERS=DIR: the run's answers as the host kept them (lib.sh
+    kept), and the outcome program's values as the manual script gives them, one file a
+    case, for tests/unit/test_outcome_program.py to replay."""
+    if not RECORD_TO:
+        return
+    answers = twin.exec(["cat", JOURNAL.removesuffix(".json") + ".answers"]).stdout
+    fn = script[script.index("values_outcome() {") :]
+    fn = fn[: fn.index("\n}\n") + 3]
+    settings = next(x for x in script.splitlines() if re.fullmatch(r"path=\S+", x))
+    words = subprocess.run(
+        ["sh", "-c", f'program() {{ shift 2; printf "%s\\0" "$@"; }}\n{settings}\n{fn}\n'
+         'run_id=$1 stopped=""; values_outcome check', "sh", answers.split()[1]],
+        capture_output=True, text=True, check=True,
+    ).stdout.split("\0")[:-1]  # fmt: skip
+    if old_rev is not None:  # the deploy's twin: its own locked rev before the run
+        words = [f"old_rev={old_rev}" if w.startswith("old_rev=") else w for w in words]
+    path = os.path.join(RECORD_TO, f"{case}.json")
+    with open(path, "w") as f:
+        json.dump({"words": words, "answers": answers}, f, indent=1)
+        f.write("\n")
 
 
 def manual_record(twin) -> dict:
@@ -218,6 +256,12 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
                           run_commits(by_script, base[by_script.name])),
     }  # fmt: skip
     assert runs["deploy"] == runs["manual script"], json.dumps(runs, indent=1)
+    # the manual script exits with its outcome's code, and says its line
+    assert manual.returncode == runs["manual script"][0]["exit"], out_of(manual)[-3000:]
+    assert recorded["manual script"]["details"]["outcome"] in " ".join(out_of(manual).split())
+    record_answers(by_script, script, f"{state}.manual")
+    record_answers(by_deploy, script, f"{state}.deploy",
+                   recorded["deploy"]["details"].get("old_rev") or "")  # fmt: skip
     ours = "remedy's runbook 001 (tt-stack#49, tt-stack#34, tt-stack#44)"
     if state != "pending_generation":  # (its first commits are the converge's, 006's)
         assert all(ours in m for m in runs["deploy"][1]), runs["deploy"][1]
@@ -225,6 +269,14 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
     one = after["deploy"]
     assert one["probe"] == "parsed"
     assert one["scratch_clones"] == 0
+    run = runs["deploy"][0]
+    if state == "memory_gate":  # refused before anything changed; exit 1 in both
+        assert (run["result"], run["exit"]) == ("refused", 1), run
+        assert "is below min_mem_available_gb 100000 GB" in out_of(manual), out_of(manual)
+        assert one["commits"] == "0" and one["override"] and one["restarts"] == 0, one
+        return
+    if state in ("dirty_checkout", "unsigned_tip"):  # ok on the /run fallback: exit 3
+        assert (run["result"], run["path"], run["exit"]) == ("ok", "fallback", 3), run
     if state in ("dirty_checkout", "unsigned_tip"):  # the durable path refused: the fallback
         assert one["commits"] == "0" and one["override"], one
     else:  # durable: the run's commit (and the converge's two before), the override gone
@@ -236,8 +288,9 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
 
 
 @pytest.mark.parametrize(
-    "state", [pytest.param("seed", marks=[pytest.mark.nix_cli]), "dirty_checkout"]
-)
+    "state", [pytest.param("seed", marks=[pytest.mark.nix_cli]), "dirty_checkout",
+              "memory_gate"]
+)  # fmt: skip
 def test_remedy_converge_and_its_manual_script_exit_record_and_commit_alike(
     state, make_twin, tmp_path
 ):
@@ -248,20 +301,22 @@ def test_remedy_converge_and_its_manual_script_exit_record_and_commit_alike(
     path, the same commit messages, naming the runbook and its issues."""
     by_deploy = make_twin(with_emergency_override=True)
     by_script = make_twin(with_emergency_override=True)
-    base = {}
+    base, data = {}, {}
     for twin in (by_deploy, by_script):
         base[twin.name] = owner_git(twin, "rev-parse", "HEAD").stdout.strip()
         own = tmp_path / twin.name
         own.mkdir()
-        assert STATES[state](twin, own) == {}
+        data[twin.name] = STATES[state](twin, own)
 
     log = tmp_path / "deploy.jsonl"
+    inventory = inventory_of(by_deploy, tmp_path, data[by_deploy.name])
     ran = subprocess.run(
-        ["remedy", "converge", str(inventory_of(by_deploy, tmp_path, {})), "--restart", "now"],
+        ["remedy", "converge", str(inventory), "--restart", "now"],
         cwd=PROJECT, env={**os.environ, "REMEDY_AUDIT_LOG": str(log)},
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    script = manual_script(inventory_of(by_script, tmp_path, {}), by_script, runbook="006")
+    script = manual_script(inventory_of(by_script, tmp_path, data[by_script.name]), by_script,
+                           runbook="006")  # fmt: skip
     manual = over_ssh(by_script, script)
     print(f"remedy converge (exit {ran.returncode}):\n{(ran.stdout + ran.stderr)[-3000:]}")
     print(f"manual script (exit {manual.returncode}):\n{out_of(manual)[-3000:]}")
@@ -274,7 +329,11 @@ def test_remedy_converge_and_its_manual_script_exit_record_and_commit_alike(
     assert runs["remedy converge"] == runs["manual script"], json.dumps(runs, indent=1)
     (run, messages) = runs["remedy converge"]
     if state == "dirty_checkout":  # the durable path refused: the fallback, volatile
-        assert run == {"exit": 3, "result": "ok", "path": "fallback"}, run
+        assert (run["exit"], run["result"], run["path"]) == (3, "ok", "fallback"), run
+        assert "VOLATILE: tool calling rests on the /run override" in run["line"], run
+        assert messages == []
+    elif state == "memory_gate":  # refused before anything changed: an error in both
+        assert (run["exit"], run["result"]) == (1, "refused"), run
         assert messages == []
     else:  # the lock and remedy's managed file, each naming the runbook and its issues
         assert run["exit"] in (0, 6) and run["path"].startswith("durable"), run

@@ -43,8 +43,8 @@ def test_the_snapshot_finds_the_manual_runs_file_where_the_script_writes_it(tmp_
         "mode=run stopped='' lock_commit='' told='' o_why='' current=x\n"
         'toplevel=\'\' ops="1\tBump it\terror\tno \\"fetch\\"$_nl"\n'
         f"values_outcome() {{ sh -c '{program}' remedy-outcome \"$1\" journal={j} \\\n"
-        '  run_id=manual:h:1:2 plan_path=$path reasons=r old_rev= flake_input=tt-stack \\\n'
-        '  unhealthy= stopped=; }\n'
+        "  run_id=manual:h:1:2 plan_path=$path reasons=r old_rev= flake_input=tt-stack \\\n"
+        "  unhealthy= stopped=; }\n"
         "trap 'finish_record $?' EXIT\n"
         "finish\n"
     )
