@@ -258,7 +258,8 @@ def test_a_manual_run_is_audited_once_by_the_next_remedy_command(twin, tmp_path)
     assert ran["details"]["toplevel"].startswith("/nix/store/")
     assert ran["details"]["run_id"].startswith("manual:")
     assert "tt-stack#49" in ran["issues"] and ran["operator"].startswith("manual script, root@")
-    assert failed["result"] == "failed" and failed["details"]["exit"] == 1
+    # the memory gate refused it: "refused", as the deploy records it, exit 1 (issue 42)
+    assert failed["result"] == "refused" and failed["details"]["exit"] == 1
     mode = twin.exec(["stat", "-c", "%u %a", "/var/lib/remedy/manual-runs-"
                       "tenstorrent-serving.service.jsonl"]).stdout.split()  # fmt: skip
     assert mode == ["0", "600"]

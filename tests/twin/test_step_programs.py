@@ -530,3 +530,43 @@ def test_exit_4_with_the_serving_unit_failed_falls_back(twin):
     assert answered.verdict == "give-up", answered
     assert answered.said["switch_exit"] == 4 and UNIT in answered.said["switch_failed_units"]
     assert answered.text.startswith(f"switch-to-configuration exited 4: {UNIT} is not active")
+
+
+def outcome(**over) -> sv.Outcome:
+    values = {"plan_path": "durable", "reasons": "x", "old_rev": "", "flake_input": "tt-stack",
+              "unhealthy": "", **over}  # fmt: skip
+    return sv.Outcome(**{**RUN, **values})
+
+
+def test_the_outcome_program_classifies_what_this_runs_steps_answered(twin):
+    """Issue 42: the run's outcome is decided once, on the host, from what its steps
+    answered (lib.sh keeps it beside the run journal): a memory gate that stops the run
+    is "refused", exit 1; a stop request makes it interrupted, on the path it reached
+    (none); a run that does nothing and leaves a hung server is unhealthy, exit 4. It
+    changes nothing, and another run's answers are not this run's."""
+    begun(twin)
+    kept = JOURNAL.removesuffix(".json") + ".answers"
+    staged = {"when": "durable", "failure": "stops", "path": "durable"}
+    gated = run(twin, gate(min_gb=1000.0, **staged), "apply")
+    assert gated.verdict == "give-up" and gated.said["refused"] == gated.text
+    mode = twin.exec(["stat", "-c", "%u %a", kept]).stdout.split()
+    assert mode == ["0", "600"], mode
+    assert f"say refused {gated.text}" in twin.exec(["cat", kept]).stdout
+    before = twin.exec(["cat", kept, JOURNAL]).stdout
+    refused = run(twin, outcome(), "check", "refused")
+    assert refused.verdict == "give-up" and refused.text == f"REFUSED: {gated.text}"
+    said = refused.said
+    assert (said["outcome_result"], said["outcome_exit"], said["outcome_path"]) == (
+        "refused", 1, "durable")  # fmt: skip
+    assert said["outcome_why"] == gated.text and "VOLATILE" not in said["outcome_line"]
+    assert twin.exec(["cat", kept, JOURNAL]).stdout == before  # it changed nothing
+    stop = "interrupted by SIGINT during 'Memory gate before Nix evaluates and builds'"
+    cut = run(twin, outcome(stopped=stop), "check", "interrupted")
+    assert (cut.said["outcome_result"], cut.said["outcome_exit"]) == ("interrupted", 130)
+    assert cut.said["outcome_path"] == "none" and cut.text == f"INTERRUPTED: {stop}"
+    hung = "unhealthy: the probe is unreachable (timed out) and the server was not restarted"
+    sick = run(twin, outcome(run_id="another", plan_path="noop", reasons="in sync",
+                             unhealthy=hung), "check", "unhealthy")  # fmt: skip
+    assert (sick.said["outcome_result"], sick.said["outcome_exit"]) == ("unhealthy", 4)
+    assert sick.said["outcome_line"] == "nothing to do: in sync"
+    assert sick.said["outcome_why"] == hung and sick.said["outcome_restarts"] == 0

@@ -200,13 +200,19 @@ def test_every_key_the_outcome_reads_is_declared():
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_first":
             key = node.args[1]
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get":
-            if getattr(node.func.value, "attr", None) == "said":
+            # what a step said, or what the host's outcome program said (told)
+            if getattr(node.func.value, "attr", getattr(node.func.value, "id", None)) in (
+                "said", "told"
+            ):  # fmt: skip
                 key = node.args[0]
-        elif isinstance(node, ast.Subscript) and getattr(node.value, "attr", None) == "said":
+        elif isinstance(node, ast.Subscript) and getattr(
+            node.value, "attr", getattr(node.value, "id", None)
+        ) in ("said", "told"):
             key = node.slice
         if isinstance(key, ast.Constant):  # (by variable: only inside _first itself)
             read.add(key.value)
-    assert {"new_rev", "why", "notes", "rollback_failed"} <= read  # the scan sees them
+    # the scan sees them
+    assert {"outcome_result", "outcome_line", "notes", "rollback_failed"} <= read, read
     assert read <= set(report_keys.KEYS), read - set(report_keys.KEYS)
 
 
