@@ -12,7 +12,7 @@ from __future__ import annotations
 # Exit codes shared by every command; ``remedy status`` and ``remedy converge`` give the
 # health codes, the same in both, so that a monitor can tell good from bad.
 EXIT_OK = 0  # healthy and durable
-EXIT_ERROR = 1  # a host could not be read, or the run failed outright
+EXIT_ERROR = 1  # a host could not be read, or the run failed outright or was refused
 EXIT_USAGE = 2  # bad input: inventory data, runbook files, command-line values
 EXIT_VOLATILE = 3  # healthy, but held together by state a reboot loses (or drifted)
 EXIT_UNHEALTHY = 4  # tool calling is not parsed
