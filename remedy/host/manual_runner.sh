@@ -1,7 +1,8 @@
 # The manual script's runner: it runs each step's host program, in the deploy's
 # order, as the deploy runs it; each program decides whether its stage is on
 # (remedy/host/lib.sh). The runner takes the host lock, passes the programs the
-# plan's path and a stop request, says what they answer, and records the run.
+# plan's path and a stop request, says what they answer, and records the run
+# with the outcome the outcome program gives (result, path, exit code, line).
 # The script sets, before main: runbook, issues, host_name, unit, lock_wait_s,
 # path (the plan's), journal.
 _nl='

@@ -291,7 +291,11 @@ def test_the_manual_script_refuses_a_dirty_checkout_before_it_bumps(twin):
         "hosts/cfx-llm2/configuration.nix;); commit or stash them first"
     ) in said, proc.stderr[-3000:]
     assert "the durable path is abandoned" in said and "/tmp/remedy-bump." not in said
-    assert "outcome: path durable+fallback; VOLATILE: tool calling rests on the /run" in said
+    # the one line of the outcome program, the deploy's words too (issue 42)
+    assert (
+        "outcome: path durable+fallback; durable path abandoned: /etc/nixos has uncommitted changes"
+    ) in said, said[-3000:]
+    assert "VOLATILE: tool calling rests on the /run override" in said
     assert owner_git(twin, "rev-parse", "HEAD").stdout == head
     assert twin.exec(["readlink", "-f", "/nix/var/nix/profiles/system"]).stdout == before
     assert probe_inside(twin).outcome == "parsed"  # on the /run fallback

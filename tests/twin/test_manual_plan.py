@@ -28,8 +28,10 @@ def host_state(twin) -> dict:
     listing = (
         "find /run/systemd/system /run/tt-serving-override -printf '%p %m %s %T@\\n' "
         "2>/dev/null | sort; find /var/lib/remedy -mindepth 1 -not -name 'manual-runs-*' "
-        "-printf '%p %m %s %T@\\n' 2>/dev/null | sort; ls -d /tmp/remedy-bump.* 2>/dev/null"
-    )  # remedy's record of the manual run is its audit, not the host's state
+        "-not -name 'run-*.answers' -printf '%p %m %s %T@\\n' 2>/dev/null | sort; "
+        "ls -d /tmp/remedy-bump.* 2>/dev/null"
+    )  # remedy's record of the manual run is its audit, and what the run's steps answered
+    # (lib.sh kept: the outcome's input) is its record too, not the host's state
     return {
         "head": owner_git(twin, "rev-parse", "HEAD").stdout,
         "status": owner_git(twin, "status", "--porcelain").stdout,
