@@ -146,12 +146,16 @@ def run_commits(twin, base: str) -> list[str]:
             if m.strip()]  # fmt: skip
 
 
-def the_run(record: dict, exit_code: int | None = None) -> dict:
+def the_run(record: dict, exit_code: int | None = None, twin=None) -> dict:
     """What a person reads of a run: its audit record's result, path, exit code (the run
     outcome's, remedy/host/steps/outcome.sh; or the command's, where given) and its
-    summary line (revs and store hashes as <rev>, <hash>: each twin has its own)."""
+    summary line (revs, store hashes and the twin's name as <rev>, <hash>, <twin>: each
+    twin has its own)."""
     d = record["details"]
-    line = re.sub(r"\b[0-9a-f]{12,40}\b", "<rev>", d.get("outcome") or "")
+    line = d.get("outcome") or ""
+    if twin is not None:
+        line = re.sub(rf"\b{re.escape(twin.name)}\b", "<twin>", line)
+    line = re.sub(r"\b[0-9a-f]{12,40}\b", "<rev>", line)
     line = re.sub(r"/nix/store/[0-9a-z]{32}-", "/nix/store/<hash>-", line)
     return {"result": record["result"], "path": record["path"],
             "exit": d.get("exit") if exit_code is None else exit_code, "line": line}  # fmt: skip
@@ -251,8 +255,9 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
     assert after["deploy"] == after["manual script"], json.dumps(after, indent=1)
     # one message and one audit record for the same work (issue 43 E6)
     runs = {
-        "deploy": (the_run(recorded["deploy"]), run_commits(by_deploy, base[by_deploy.name])),
-        "manual script": (the_run(recorded["manual script"]),
+        "deploy": (the_run(recorded["deploy"], twin=by_deploy),
+                   run_commits(by_deploy, base[by_deploy.name])),
+        "manual script": (the_run(recorded["manual script"], twin=by_script),
                           run_commits(by_script, base[by_script.name])),
     }  # fmt: skip
     assert runs["deploy"] == runs["manual script"], json.dumps(runs, indent=1)
@@ -321,9 +326,9 @@ def test_remedy_converge_and_its_manual_script_exit_record_and_commit_alike(
     print(f"remedy converge (exit {ran.returncode}):\n{(ran.stdout + ran.stderr)[-3000:]}")
     print(f"manual script (exit {manual.returncode}):\n{out_of(manual)[-3000:]}")
     runs = {
-        "remedy converge": (the_run(last_record(log), ran.returncode),
+        "remedy converge": (the_run(last_record(log), ran.returncode, by_deploy),
                             run_commits(by_deploy, base[by_deploy.name])),
-        "manual script": (the_run(manual_record(by_script), manual.returncode),
+        "manual script": (the_run(manual_record(by_script), manual.returncode, by_script),
                           run_commits(by_script, base[by_script.name])),
     }  # fmt: skip
     assert runs["remedy converge"] == runs["manual script"], json.dumps(runs, indent=1)
