@@ -280,8 +280,10 @@ def test_the_manual_script_and_the_deploy_leave_the_same_host(state, make_twin, 
         assert "is below min_mem_available_gb 100000 GB" in out_of(manual), out_of(manual)
         assert one["commits"] == "0" and one["override"] and one["restarts"] == 0, one
         return
-    if state in ("dirty_checkout", "unsigned_tip"):  # ok on the /run fallback: exit 3
+    if state == "dirty_checkout":  # planned on the /run fallback: ok, exit 3
         assert (run["result"], run["path"], run["exit"]) == ("ok", "fallback", 3), run
+    if state == "unsigned_tip":  # the bump gave up the durable path: ok, exit 3
+        assert (run["result"], run["path"], run["exit"]) == ("ok", "durable+fallback", 3), run
     if state in ("dirty_checkout", "unsigned_tip"):  # the durable path refused: the fallback
         assert one["commits"] == "0" and one["override"], one
     else:  # durable: the run's commit (and the converge's two before), the override gone
