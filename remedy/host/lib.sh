@@ -39,7 +39,10 @@ answer() {
     ;;
   esac
   printf '@@remedy %s\n' "$_t"
-  case $_t in say\ * | say+\ * | note\ *) _kept=$_kept$_t$_nl ;; esac
+  case $_t in
+  "say "* | "say+ "* | "note "* | "changes file "* | "changes params-"*)
+    _kept=$_kept$_t$_nl ;;
+  esac
 }
 _kept=''
 log() { _c=$1; shift; answer log "$_c" "$@"; }

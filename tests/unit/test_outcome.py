@@ -51,12 +51,15 @@ def test_what_is_not_ok_goes_where_the_audit_reads_it():
     assert cut.details["interrupted"] == stop and cut.details["exit"] == 143
 
 
-def test_a_switch_that_needs_a_reboot_is_said_after_the_hosts_line():
+def test_the_line_is_the_hosts_and_the_switchs_changes_stay_details():
+    """What only a reboot activates is in the host's line (outcome.sh reads the proof's
+    boot lines); the parsed changes stay the audit's details, never said twice."""
     changes = {"reboot_for": ["the kernel"]}
     switched = step("nix.system_switched", "durable", CHANGED)
     proof = step("nix.fix_proven", "durable", CHANGED, switch_changes=changes)
-    done = outcome("durable", ["x"], [proof, switched, told("ok", "durable", 0, "path durable")])
-    assert done.line == "path durable; the new generation needs a reboot for: the kernel"
+    line = "path durable; the new generation needs a reboot for: the kernel; restarts 0"
+    done = outcome("durable", ["x"], [proof, switched, told("ok", "durable", 0, line)])
+    assert done.line == line and done.details["switch_changes"] == changes
 
 
 def test_a_run_whose_host_gave_no_outcome_took_only_the_path_it_reached():

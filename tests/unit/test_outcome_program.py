@@ -264,3 +264,25 @@ def test_a_switch_another_held_is_locked(shell, tmp_path):
     done = told(tmp_path, shell, held, OVERRIDE, PARSED)
     assert (done["result"], done["exit"]) == ("locked", 5), done
     assert "nixos-rebuild (pid 7)" in done["why"] and VOLATILE not in done["line"]
+
+
+def test_what_only_a_reboot_activates_is_said_from_the_proofs_boot_lines(shell, tmp_path):
+    """system_boot.sh's lines, as the proof said them: the boot files that change and
+    the kernel command line as sets of words (a reorder is no change)."""
+    proof = (
+        step("prove", "durable", "gives-up", "done", "proven").rstrip("\n")
+        + "\n"
+        + (
+            "changes file kernel /nix/store/a-k /nix/store/a-k\n"
+            "changes file initrd /nix/store/a-i /nix/store/b-i\n"
+            "changes params-old init=/x hugepages=4 quiet\n"
+            "changes params-new quiet hugepages=2 init=/x\n"
+        )
+    )
+    done = told(tmp_path, shell, proof, step("switch", "durable", "gives-up", "done", "on"))
+    assert done["line"] == (
+        "path durable; the new generation needs a reboot for: initrd, the kernel parameters; "
+        "restarts 0"
+    ), done
+    same = proof.replace("hugepages=2", "hugepages=4").replace("/nix/store/b-i", "/nix/store/a-i")
+    assert told(tmp_path, shell, same)["line"] == "path durable; restarts 0"

@@ -127,10 +127,7 @@ def _as_told(told: dict, results, old_rev, notes: list[str]) -> Outcome:
         boot_pending=_first(results, "boot_pending"),
         exit=told.get("outcome_exit"),
     )  # fmt: skip
-    line = told.get("outcome_line") or ""
-    if (changes := details["switch_changes"]) and changes.get("reboot_for"):
-        line += f"; the new generation needs a reboot for: {', '.join(changes['reboot_for'])}"
-    return Outcome(result, told["outcome_path"], details, line)
+    return Outcome(result, told["outcome_path"], details, told.get("outcome_line") or "")
 
 
 def _durable_failed(results: list[StepResult]) -> str | None:

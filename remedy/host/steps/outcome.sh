@@ -40,6 +40,14 @@ said=$(printf '%s\n' "$kept_" | REMEDY_PLAN_PATH=$plan_path \
     return 0
   }
   function part(t) { line = line "; " t }
+  function differ(a, b,   x, y, i, n1, n2, in_a, in_b) {  # as sets of words
+    n1 = split(a, x, " "); n2 = split(b, y, " ")
+    for (i = 1; i <= n1; i++) in_a[x[i]] = 1
+    for (i = 1; i <= n2; i++) in_b[y[i]] = 1
+    for (i = 1; i <= n1; i++) if (!(x[i] in in_b)) return 1
+    for (i = 1; i <= n2; i++) if (!(y[i] in in_a)) return 1
+    return 0
+  }
   $1 == "run" && NR == 1 { next }
   $1 == "step" {
     n++; step[n] = $2; when[n] = $3; fail[n] = $4; verdict[n] = $5
@@ -54,6 +62,14 @@ said=$(printf '%s\n' "$kept_" | REMEDY_PLAN_PATH=$plan_path \
     next
   }
   $1 == "note" { t = $0; sub(/^note ?/, "", t); notes[++nn] = t }
+  # what the switch changes for the boot (system_boot.sh, as the proof said it)
+  $1 == "changes" && (boot_step == 0 || boot_step == n) {
+    boot_step = n
+    if ($2 == "file" && $4 != $5) reboot = reboot (reboot == "" ? "" : ", ") $3
+    if ($2 ~ /^params-/) {
+      t = $0; sub(/^changes params-[a-z]* ?/, "", t); params[$2] = t
+    }
+  }
   END {
     plan = ENVIRON["REMEDY_PLAN_PATH"]; stopped = ENVIRON["REMEDY_STOPPED"]
     old = ENVIRON["REMEDY_OLD_REV"]; unhealthy = ENVIRON["REMEDY_UNHEALTHY"]
@@ -146,6 +162,10 @@ said=$(printf '%s\n' "$kept_" | REMEDY_PLAN_PATH=$plan_path \
           "boot default (switch exit 100: the init interface changed)" keeps)
       else if (durable_failed != "")
         part("durable path abandoned: " durable_failed)
+      if (differ(params["params-old"], params["params-new"]))
+        reboot = reboot (reboot == "" ? "" : ", ") "the kernel parameters"
+      if (reboot != "")
+        part("the new generation needs a reboot for: " reboot)
       if ((t = first("switch_failed_units")) != "")
         part("switch exit 4: failed units " t)
       if ((t = first("rollback_failed")) != "") part("ROLLBACK FAILED: " t)

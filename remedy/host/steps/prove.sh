@@ -296,8 +296,16 @@ log green "proven: $toplevel holds every setting it must"
 # what the switch changes beyond the settings (for the report)
 current=$(readlink -f /run/current-system)
 if [ -n "$current" ]; then
-  sh -c "$(SYSTEM_CHANGES)" sh "$current" "$toplevel" "" "${builder_name:-}" \
-    2>/dev/null | sed 's/^/@@remedy changes /'
+  changed=$(sh -c "$(SYSTEM_CHANGES)" sh "$current" "$toplevel" "" \
+    "${builder_name:-}" 2>/dev/null)
+  # each an answer line (the outcome keeps the boot's: lib.sh answer)
+  set -f
+  IFS=$_nl
+  # shellcheck disable=SC2086  # a line each
+  set -- $changed
+  unset IFS
+  set +f
+  for line in "$@"; do answer changes "$line"; done
 fi
 say toplevel "$toplevel"
 [ -z "${builder_name:-}" ] || say built_on "$builder_name"
