@@ -181,6 +181,9 @@ def record_answers(twin, script: str, case: str, old_rev: str | None = None) -> 
     ).stdout.split("\0")[:-1]  # fmt: skip
     if old_rev is not None:  # the deploy's twin: its own locked rev before the run
         words = [f"old_rev={old_rev}" if w.startswith("old_rev=") else w for w in words]
+    # the run the answers are of (a resumed run goes on with the killed one's id)
+    rid = answers.split()[1]
+    words = [f"run_id={rid}" if w.startswith("run_id=") else w for w in words]
     path = os.path.join(RECORD_TO, f"{case}.json")
     with open(path, "w") as f:
         json.dump({"words": words, "answers": answers}, f, indent=1)

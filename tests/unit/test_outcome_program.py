@@ -77,8 +77,12 @@ def shell(request):
 # what each recorded case must be, written from what the case is (not from a run)
 EXPECTED = {
     "seed": ("ok", "durable", 0),
-    "dirty_checkout": ("ok", "fallback", 3),
+    "dirty_checkout": ("ok", "fallback", 3),  # planned on the fallback
     "memory_gate": ("refused", "durable", 1),
+    "bump_to_off_the_tip": ("ok", "durable", 0),
+    "unsigned_tip": ("ok", "durable+fallback", 3),  # the bump gave the durable path up
+    "pending_generation": ("ok", "durable", 0),  # restart now: the pending one runs
+    "killed_run": ("ok", "durable", 0),  # the rerun finished it
 }
 
 
@@ -104,8 +108,10 @@ def test_a_recorded_run_is_classified_as_what_happened(case, shell, tmp_path):
         assert "VOLATILE" not in done["line"], done
     else:
         assert done["path"] == path and done["verdict"] == "noop", done
-    if state == "dirty_checkout":
+    if code == 3:
         assert "VOLATILE: tool calling rests on the /run override" in done["line"], done
+    if state == "seed":  # the proof said its boot lines: runbook 001 changes none of them
+        assert "changes params-new " in data["answers"] and "reboot" not in done["line"]
     # from another run's answers nothing is known: this run's steps only
     stale = run(shell, [w if not w.startswith("run_id=") else "run_id=another" for w in words])
     assert "VOLATILE" not in stale["line"] and stale["restarts"] == "0", stale
@@ -127,7 +133,8 @@ def test_the_deploy_and_the_manual_script_keep_answers_that_classify_alike(shell
             words = [f"journal={tmp_path}/run-u.json" if w.startswith("journal=") else w
                      for w in data["words"]]  # fmt: skip
             done = run(shell, words)
-            done["line"] = re.sub(r"\b[0-9a-f]{12,40}\b", "<rev>", done["line"])
+            line = re.sub(r"\b[0-9a-f]{12,40}\b", "<rev>", done["line"])
+            done["line"] = re.sub(r"\bt\d+-\d+\b", "<twin>", line)  # the twin's name
             both[engine] = {k: done[k] for k in ("result", "path", "exit", "line")}
         if len(both) == 2:
             assert both["deploy"] == both["manual"], (state, both)
