@@ -15,14 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remedy import audit, fleet, session
+from remedy import audit, fleet, session, trial_boot
 from remedy.core.config import desired
 from remedy.core.config import host_data as settings_mod
 from remedy.core.programs import step_values as sv
 from remedy.core.readings import answer as answer_core
+from remedy.core.readings.trial import BootReading
 from remedy.core.run import reboot as core
 from remedy.core.run import rollout as rollout_core
 from remedy.core.run.stop import StopRequest
+from remedy.core.run.trial import TrialBoot, not_back_note
 from remedy.operations.argv import Ran
 from remedy.operations.argv import run as run_argv
 
@@ -54,8 +56,11 @@ def reboot_hosts(
     stop: StopRequest,
     say: Callable[[str], None],
     converge_cmd: Callable[[str], str],
+    trial: bool = False,
 ) -> RebootRun:
-    """Reboot NAMES of INVENTORY (or with DRY, only plan it) under POLICY."""
+    """Reboot NAMES of INVENTORY (or with DRY, only plan it) under POLICY. TRIAL: each
+    new generation boots once (systemd-boot's one-shot entry), blessed after the
+    verify, else the host is rebooted into the boot default it kept."""
     import logging
 
     import gevent
@@ -68,7 +73,7 @@ def reboot_hosts(
             rec = out.hosts[name]
             rec.outcome, rec.why = core.UNREACHED, f"could not connect over SSH: {why}"
         greenlets = {h.name: gevent.spawn(_gates, h, out.hosts[h.name], now, run_id, say,
-                                          converge_cmd) for h in hosts}  # fmt: skip
+                                          converge_cmd, trial) for h in hosts}  # fmt: skip
         gevent.joinall(list(greenlets.values()))
         ready = {name: g.get() for name, g in greenlets.items()}
         turns = [
@@ -102,9 +107,11 @@ class _Ready:
 
     s: settings_mod.HostData
     read: fleet.HostRead
+    trial: BootReading | None = None  # --trial: the loader's reading before
 
 
-def _gates(host, rec: core.HostReboot, now: bool, run_id: str, say, converge_cmd) -> _Ready | None:
+def _gates(host, rec: core.HostReboot, now: bool, run_id: str, say, converge_cmd,
+           trial: bool = False) -> _Ready | None:  # fmt: skip
     """The read and the gates before a host's turn: the next boot, the window. None:
     refused or unreadable (REC says why)."""
     read = fleet._read_one(host, say)
@@ -128,7 +135,13 @@ def _gates(host, rec: core.HostReboot, now: bool, run_id: str, say, converge_cmd
     if why := core.window_refusal(s, now, read.snapshot.clock):
         return _refuse(rec, core.WINDOW, why, say)
     say(f"{host.name}: {a.text}")
-    return _Ready(s, read)
+    reading = None
+    if trial:
+        reading = trial_boot.of_pyinfra_host(host).read()
+        if not reading.supported:
+            return _refuse(rec, core.TRIAL, f"boots with {reading.loader}: {reading.why}; not "
+                           "supported (reboot it without --trial)", say)  # fmt: skip
+    return _Ready(s, read, reading)
 
 
 def _refuse(rec: core.HostReboot, gate: str, why: str, say) -> None:
@@ -159,6 +172,15 @@ def _plan_lines(out: RebootRun, ready: dict, rollout) -> list[str]:
         lines.append(f"{name}{canary}: would reboot into {rec.boot_default}")
         if s.rotation_out:
             lines.append(f"  rotation_out: {' '.join(s.rotation_out)}")
+        if r.trial is not None:
+            t = r.trial
+            lines.append(
+                f"  trial boot: {t.conf_default} once (systemd-boot's one-shot entry), the "
+                f"default stays {t.running_entry}; blessed after the verify, else rebooted "
+                "into the default"
+                if t.conf_default and t.conf_default != t.running_entry
+                else f"  trial boot: none, the next boot is the running {t.running_entry}"
+            )
         lines += [
             f"  drain: wait up to drain_timeout_s={s.drain_timeout_s}s for an idle server",
             "  reboot, then a new SSH session with a new boot id within "
@@ -258,11 +280,16 @@ def _run(host, r: _Ready, rec: core.HostReboot, run_id: str, stop: StopRequest, 
     try:
         if not _drained(host, s, rec, run_id, stop, say):
             return
-        # TRIAL_SEAM (issue 46 item 4, remedy.trial_boot): here of_pyinfra_host(host)
-        # .arm() (a loader without a one-shot entry: rebooted without a trial, said);
-        # a stop or a reboot that fails after it: .disarm()
+        trial = _arm(host, r, rec, say) if r.trial is not None else None
+        if rec.outcome == core.REFUSED:
+            return
+        if stop.why:  # after the drain, before the reboot: as before arm
+            _disarm(host, trial, rec, say)
+            rec.outcome, rec.why = core.INTERRUPTED, f"{stop.why} before the reboot; not rebooted"
+            return
         a = answer(host, core.reboot(host.name, run_id), sv.APPLY)
         if a.verdict != answer_core.DONE:
+            _disarm(host, trial, rec, say)
             rec.outcome, rec.why = core.FAILED, f"the reboot: {a.text}"
             return
         rec.reboot_at = time.time()
@@ -271,10 +298,50 @@ def _run(host, r: _Ready, rec: core.HostReboot, run_id: str, stop: StopRequest, 
         say(f"{host.name}: {a.text}")
         host.disconnect()
         if not _back(host, s, rec, stop, say):
+            if trial is not None and rec.fault == core.NOT_BACK:
+                rec.trial_outcome = "not back"
+                rec.why = f"{rec.why}; {rec.trial_armed_note}"
             return
-        _after(host, s, rec, run_id, say)
+        _after(host, s, rec, run_id, say, trial, stop)
     finally:
         _rotate_in(host, s, rec, say)
+
+
+def _arm(host, r: _Ready, rec: core.HostReboot, say) -> TrialBoot | None:
+    """--trial, after the drain: the next boot's entry once, the default kept. The
+    TrialBoot when a trial is armed; None when the next boot is the running generation
+    (rebooted without a trial, said). Refused (REC) when arm refuses."""
+    trial = trial_boot.of_pyinfra_host(host)
+    armed = trial.arm()
+    if armed.refused:
+        rec.outcome, rec.gate, rec.why = core.REFUSED, core.TRIAL, armed.text
+        say(f"{host.name}: refused ({core.TRIAL}): {armed.text}")
+        return None
+    if not armed.trial or armed.trial == armed.previous:
+        rec.trial_outcome = "not armed"
+        say(f"{host.name}: no trial boot: {armed.text}")
+        return None
+    rec.trial_entry, rec.trial_previous, rec.trial_outcome = armed.trial, armed.previous, "armed"
+    rec.trial_armed_note = not_back_note(host.name, armed)
+    rec.trial_defaults.append(_default(trial.read()))
+    rec.steps.append(f"trial boot: {armed.text}")
+    say(f"{host.name}: trial boot: {armed.text}")
+    return trial
+
+
+def _default(reading: BootReading) -> str:
+    """The entry a boot without a one-shot picks: systemd-boot's LoaderEntryDefault,
+    else loader.conf's."""
+    return reading.default_entry or reading.conf_default
+
+
+def _disarm(host, trial: TrialBoot | None, rec: core.HostReboot, say) -> None:
+    if trial is None:
+        return
+    d = trial.disarm()
+    rec.trial_outcome = "disarmed" if not d.refused else f"not disarmed: {d.text}"
+    rec.steps.append(f"trial boot: {d.text}")
+    say(f"{host.name}: trial boot: {d.text}")
 
 
 def _drained(host, s, rec: core.HostReboot, run_id: str, stop: StopRequest, say) -> bool:
@@ -346,8 +413,11 @@ def _boot_id(host) -> str | None:
     return r.stdout.strip() if r.ok else None
 
 
-def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
-    """The checks after the boot, each named when it fails."""
+def _after(host, s, rec: core.HostReboot, run_id: str, say, trial: TrialBoot | None = None,
+           stop: StopRequest | None = None) -> None:  # fmt: skip
+    """The checks after the boot, each named when it fails. TRIAL (armed before the
+    reboot): blessed after a passing verify; else, on a host that came back, rebooted
+    into the boot default it kept, and the run ends there."""
     failed = fault = None
     a = answer(host, core.back(s, run_id, rec.boot_id_before or ""), sv.CHECK)
     rec.steps.append(a.text)
@@ -365,9 +435,16 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
             say(f"{host.name}: {v.text}")
         else:
             failed, fault = v.text, core.UNVERIFIED
-        # TRIAL_SEAM: here .bless(verify_passed=True) after a passing verify, else
-        # .fall_back() and _back() once more (the default's boot); a host never back
-        # gets trial_boot's not_back_note in its why
+    if trial is not None:
+        rec.trial_defaults.append(_default(trial.read()))
+        if failed is None:
+            b = trial.bless(verify_passed=True)
+            rec.trial_outcome = "blessed" if not b.refused else f"not blessed: {b.text}"
+            rec.steps.append(f"trial boot: {b.text}")
+            say(f"{host.name}: trial boot: {b.text}")
+        else:
+            _fall_back(host, s, rec, trial, failed, fault, stop or StopRequest(), say)
+            return
     d = answer(host, core.done(host.name, s, run_id, failed), sv.APPLY)
     if d.said.get("mem_available_kb"):
         rec.mem_after_kb = int(d.said["mem_available_kb"])
@@ -391,6 +468,38 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say) -> None:
         return
     rec.outcome = core.REBOOTED
     rec.steps.append(d.text)
+
+
+def _fall_back(host, s, rec: core.HostReboot, trial: TrialBoot, failed: str, fault: str,
+               stop: StopRequest, say) -> None:  # fmt: skip
+    """A trial boot back but unhealthy: rebooted into the boot default (the generation
+    that ran before), a second wait, and the entry it booted read. Always a failure:
+    no further host reboots."""
+    rec.outcome, rec.fault, rec.why = core.FAILED, fault, failed
+    say(f"{host.name}: trial boot failed: {failed}; rebooting into {rec.trial_previous}")
+    fell = trial.fall_back()  # the program reboots: its answer may be lost with the session
+    rec.steps.append(f"trial boot: fall back: {fell.text}")
+    if fell.refused and fell.text and "no answer" not in fell.text:
+        rec.trial_outcome = f"not fallen back: {fell.text}"
+        rec.why = f"the trial boot of {rec.trial_entry} failed ({failed}); {fell.text}"
+        return
+    host.disconnect()
+    first = (rec.boot_id_before, rec.reboot_at)
+    rec.boot_id_before, rec.reboot_at = rec.boot_id_after, time.time()
+    back = _back(host, s, rec, stop, say)
+    rec.boot_id_before, rec.reboot_at = first
+    if not back:
+        rec.outcome, rec.fault = core.FAILED, fault
+        rec.trial_outcome = "fell back, not back"
+        rec.why = f"the trial boot of {rec.trial_entry} failed ({failed}); {rec.why}"
+        return
+    reading = trial.read()
+    rec.trial_defaults.append(_default(reading))
+    rec.trial_outcome = "fell back"
+    rec.why = core.fell_back_why(host.name, failed, rec.trial_entry or "",
+                                 rec.trial_previous or "", reading.booted_entry,
+                                 rec.trial_defaults)  # fmt: skip
+    say(f"{host.name}: {rec.why}")
 
 
 def _rotate_in(host, s, rec: core.HostReboot, say) -> None:
@@ -418,7 +527,7 @@ def _audit(name: str, data: dict, rec: core.HostReboot, run_id: str) -> None:
     doc = rec.to_json()
     keys = ("outcome", "gate", "why", "boot_id_before", "boot_id_after",
             "mem_available_before_kb", "mem_available_after_kb", "mem_reclaimed_gb",
-            "downtime_s", "earlier", "rotated_in")  # fmt: skip
+            "downtime_s", "earlier", "rotated_in", "trial")  # fmt: skip
     details = {k: doc[k] for k in keys}
     details["run_id"] = run_id
     details["verdict"] = rec.verdict()

@@ -38,8 +38,14 @@ from remedy.errors import EXIT_CODES_HELP, ConfigError, worst
 @click.option("--max-failures", type=click.IntRange(min=0), metavar="N",
               help="This run: stop once more than N hosts failed (host data max_failures, "
               "default 0).")  # fmt: skip
+@click.option("--trial", is_flag=True,
+              help="Boot a new generation once (systemd-boot's one-shot entry): the "
+              "default becomes it only after the verify, else the host is rebooted into "
+              "the generation that ran before. Refused where the loader is not "
+              "systemd-boot.")  # fmt: skip
 @converge_cli.wait_option
-def reboot(inventory, limit, dry, now, as_json, max_restarting, canary, max_failures, wait_s):
+def reboot(inventory, limit, dry, now, as_json, max_restarting, canary, max_failures, trial,
+           wait_s):  # fmt: skip
     """Reboot every host of INVENTORY (or --limit), one at a time by default. Before:
     the next boot holds every managed setting (else refused, naming the converge to run
     first), the restart window, rotation_out and the drain. Then the reboot, and a new
@@ -60,9 +66,12 @@ def reboot(inventory, limit, dry, now, as_json, max_restarting, canary, max_fail
     host_data, names, fleet_hosts = converge_cli._host_data(inventory, limit)
     try:  # every host's data, before connecting: the file and the key named
         from remedy.core.config import host_data as settings_mod
+        from remedy.core.run.trial import check_host_data
 
         for name, hd in host_data.items():
-            settings_mod.from_host_data(name, {**hd, **data})
+            checked = settings_mod.from_host_data(name, {**hd, **data})
+            if trial:  # a loader without a one-shot entry: refused by name, not connected
+                check_host_data(name, checked)
         policy = converge_cli._rollout_policy(inventory, host_data, data, names)
     except ConfigError as exc:
         raise ConfigError(f"{inventory}: {exc}") from None
@@ -76,7 +85,7 @@ def reboot(inventory, limit, dry, now, as_json, max_restarting, canary, max_fail
         run = reboots.reboot_hosts(
             inventory, list(host_data), policy, now=now, dry=dry,
             run_id=lifecycle.new_run_id(), stop=stop, say=say,
-            converge_cmd=lambda h: f"remedy converge {inventory} --limit {h}",
+            converge_cmd=lambda h: f"remedy converge {inventory} --limit {h}", trial=trial,
         )  # fmt: skip
     finally:
         if lock is not None:

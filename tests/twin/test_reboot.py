@@ -397,3 +397,51 @@ def test_after_the_guard_refused_a_restart_remedy_reboot_lets_the_server_start(m
     assert host["mem_reclaimed_gb"] == round(LEAK_KB * 1024 / 1e9, 2)
     after = twin.exec(["journalctl", "-q", "-b", "-u", UNIT, "-o", "cat"]).stdout
     assert after.count("remedy-memory-guard: allowed: ") == 1, after[-2000:]
+
+
+def test_a_trial_whose_server_fails_comes_back_on_the_previous_generation(make_twin, tmp_path):
+    """Issue 46 item 4 through ``remedy reboot --trial``: a new generation whose server
+    fails after boot is tried once; the verify fails, the host is rebooted into the
+    generation that ran before, and the boot default never named the failed one (read
+    by the trial's ``read`` program at each step, in the audit; and here, after)."""
+    from remedy.twin import fixtures
+    from tests.twin.test_trial_boot import boot_state, entry_of, new_generation, realpath
+    from tests.twin.test_trial_boot import trial_boot as trial_of
+
+    twin = make_twin(with_emergency_override=True)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    previous = realpath(twin, "/run/booted-system")
+    bad = new_generation(twin, fixtures.FAILING_SERVER_ENV, "no Tenstorrent device")
+    old_entry, bad_entry = entry_of(twin, previous), entry_of(twin, bad)
+    before = trial_of(twin).read()
+    assert (before.trial, before.running_entry, before.next_entry) == (
+        "none", old_entry, bad_entry), before  # fmt: skip
+
+    code, doc, _ = remedy("reboot", inventory, "--dry", "--now", "--trial", log=log)
+    assert any(f"trial boot: {bad_entry} once" in line for line in doc["plan"]), doc["plan"]
+    assert boot_state(twin)["oneshot"] is None  # --dry arms nothing
+
+    code, doc, said = remedy("reboot", inventory, "--now", "--trial", log=log)
+    (host,) = doc["hosts"]
+    assert code != 0 and host["outcome"] == "failed", (code, host, said[-3000:])
+    trial = host["trial"]
+    assert (trial["entry"], trial["previous"], trial["outcome"]) == (
+        bad_entry, old_entry, "fell back"), trial  # fmt: skip
+    # the default at arm, on the trial's boot, on the fall back's boot: never the bad one
+    assert trial["defaults"] == [old_entry] * 3 and trial["default_never_the_trial"], trial
+    assert f"back on the previous generation {old_entry}" in host["why"], host["why"]
+    assert f"the boot default was never {bad_entry}" in host["why"], host["why"]
+    # two reboots: the trial's, then the one back into the default
+    boots = json.loads(twin.exec(["journalctl", "--list-boots", "-o", "json"]).stdout)
+    assert boots[-1]["index"] == 0 and boots[-3]["boot_id"].replace("-", "") == host[
+        "boot_id_before"].replace("-", ""), boots[-3:]  # fmt: skip
+    after = trial_of(twin).read()
+    assert (after.booted_entry, after.default_entry, after.trial) == (
+        old_entry, old_entry, "none"), after  # fmt: skip
+    assert realpath(twin, "/run/booted-system") == previous
+    record = records(log, twin.name)[-1]
+    assert record["result"] == "failed", record
+    assert record["details"]["trial"] == trial, record["details"]
+    assert f"the boot default was never {bad_entry}" in record["details"]["why"]

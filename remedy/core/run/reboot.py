@@ -36,6 +36,7 @@ from remedy.errors import EXIT_ERROR, EXIT_OK, EXIT_UNHEALTHY, worst
 
 # The gates a refusal names.
 NEXT_BOOT, WINDOW, DRAIN, ROTATION_OUT = "next boot", "window", "drain", "rotation_out"
+TRIAL = "trial boot"  # --trial: the loader has no one-shot entry, or arm refused
 # What each host became.
 PLANNED = "planned"
 REBOOTED = "rebooted"  # back, verified, in sync
@@ -129,6 +130,24 @@ def window_refusal(s: HostData, now: bool, clock: datetime | None) -> str | None
     return f"restart_window {window.describe()} is closed{at} (--now reboots at once)"
 
 
+def fell_back_why(
+    host: str, failed: str, trial: str, previous: str, booted: str, defaults: list[str]
+) -> str:
+    """The report's words for a trial boot whose verify failed and that was rebooted
+    into the boot default."""
+    never = (
+        f"the boot default was never {trial} ({', '.join(defaults)} at each step)"
+        if trial not in defaults
+        else f"the boot default named {trial} at a step: {', '.join(defaults)}"
+    )
+    where = (
+        f"back on the previous generation {previous}"
+        if booted == previous
+        else f"booted {booted or '?'}, not the previous generation {previous}"
+    )
+    return f"the trial boot of {trial} failed ({failed}); fell back: {host} is {where}; {never}"
+
+
 def lacks_refusal(why: str, converge: str) -> str:
     """The next boot's refusal: what it lacks, and the converge to run first."""
     return f"{why}; converge it durably first: {converge}, then reboot"
@@ -161,6 +180,26 @@ class HostReboot:
     rotated_in: bool = False
     steps: list[str] = field(default_factory=list)  # what happened, a line each
     needed: list[str] = field(default_factory=list)  # why (converge --reboot-if-needed)
+    # --trial: the entry tried once, the default it falls back to, what became of it
+    # (armed, blessed, fell back, not back, disarmed, not armed) and the boot default
+    # read at each step (arm, the trial's boot, the fall back's boot)
+    trial_entry: str | None = None
+    trial_previous: str | None = None
+    trial_outcome: str | None = None
+    trial_defaults: list[str] = field(default_factory=list)
+    trial_armed_note: str = ""  # what a power cycle does, should it not come back
+
+    def trial_json(self) -> dict | None:
+        if self.trial_outcome is None:
+            return None
+        return {
+            "entry": self.trial_entry,
+            "previous": self.trial_previous,
+            "outcome": self.trial_outcome,
+            "defaults": list(self.trial_defaults),
+            "default_never_the_trial": bool(self.trial_entry)
+            and self.trial_entry not in self.trial_defaults,
+        }
 
     @property
     def reclaimed_gb(self) -> float | None:
@@ -232,6 +271,7 @@ class HostReboot:
             "rotated_in": self.rotated_in,
             "steps": list(self.steps),
             "needed": list(self.needed),
+            "trial": self.trial_json(),
         }
 
     def audit_result(self) -> str:
