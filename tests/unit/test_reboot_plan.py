@@ -124,3 +124,30 @@ def test_a_second_run_over_the_same_hosts_exits_5_naming_the_fleet_lock(tmp_path
     (host,) = json.loads(ran.stdout)["hosts"]
     assert host["verdict"].startswith("another run holds the fleet lock: "), host
     assert "another remedy reboot (pid 1)" in host["verdict"]
+
+
+def test_a_trial_on_a_grub_host_stops_remedy_reboot_before_connecting_naming_it(tmp_path):
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = [('h1', {'ssh_hostname': '192.0.2.1', 'boot_loader': 'grub'})]\n")
+    ran = subprocess.run(["remedy", "reboot", str(inv), "--now", "--trial", "--dry"],
+                         capture_output=True, text=True, cwd=PROJECT, timeout=60)  # fmt: skip
+    assert ran.returncode == 2, ran.stderr
+    said = " ".join(ran.stderr.split())
+    assert "h1: a trial boot needs systemd-boot" in said and "boot_loader is grub" in said, said
+    assert "connect over SSH" not in said
+
+
+def test_a_fall_back_says_whether_the_default_ever_named_the_failed_entry():
+    rec = core.HostReboot("h", trial_entry="g3.conf", trial_previous="g2.conf",
+                          trial_outcome="fell back", trial_defaults=["g2.conf"] * 3)  # fmt: skip
+    assert rec.to_json()["trial"]["default_never_the_trial"] is True
+    why = core.fell_back_why("h", "tool calls not parsed", "g3.conf", "g2.conf", "g2.conf",
+                             rec.trial_defaults)  # fmt: skip
+    assert "h is back on the previous generation g2.conf" in why
+    assert "the boot default was never g3.conf" in why
+    rec.trial_defaults[1] = "g3.conf"
+    assert rec.to_json()["trial"]["default_never_the_trial"] is False
+    why = core.fell_back_why("h", "x", "g3.conf", "g2.conf", "g3.conf", rec.trial_defaults)
+    assert "booted g3.conf, not the previous generation g2.conf" in why
+    assert "the boot default named g3.conf at a step" in why
+    assert core.HostReboot("h").to_json()["trial"] is None
