@@ -445,3 +445,34 @@ def test_a_trial_whose_server_fails_comes_back_on_the_previous_generation(make_t
     assert record["result"] == "failed", record
     assert record["details"]["trial"] == trial, record["details"]
     assert f"the boot default was never {bad_entry}" in record["details"]["why"]
+
+
+def test_a_passing_trial_is_blessed_and_the_new_entry_becomes_the_default(make_twin, tmp_path):
+    """``remedy reboot --trial`` into the converge's generation, whose server is well:
+    tried once, verified, then blessed: the next boot is the new entry."""
+    from tests.twin.test_trial_boot import entry_of, realpath
+    from tests.twin.test_trial_boot import trial_boot as trial_of
+
+    twin = make_twin(with_emergency_override=True)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    converged_to_boot_pending(inventory, log)
+    old_entry = entry_of(twin, realpath(twin, "/run/booted-system"))
+    new = realpath(twin, "/nix/var/nix/profiles/system")
+    new_entry = entry_of(twin, new)
+    assert new_entry != old_entry
+
+    code, doc, said = remedy("reboot", inventory, "--now", "--trial", log=log)
+    (host,) = doc["hosts"]
+    assert code == 0 and host["outcome"] == "rebooted", (code, host, said[-3000:])
+    trial = host["trial"]
+    assert (trial["entry"], trial["previous"], trial["outcome"]) == (
+        new_entry, old_entry, "blessed"), trial  # fmt: skip
+    # the default stayed on the old entry through the trial's boot, until the bless
+    assert trial["defaults"] == [old_entry] * 2, trial
+    after = trial_of(twin).read()
+    assert (after.booted_entry, after.next_entry, after.trial) == (
+        new_entry, new_entry, "none"), after  # fmt: skip
+    assert after.default_entry in ("", new_entry), after
+    assert realpath(twin, "/run/booted-system") == new
+    assert records(log, twin.name)[-1]["details"]["trial"] == trial
