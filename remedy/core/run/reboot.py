@@ -54,7 +54,7 @@ OUT_OF_SYNC = "out of sync"  # back, and a setting is not in sync (or the host u
 FAULT_CODES = {NOT_BACK: EXIT_ERROR, NO_UNIT: EXIT_UNHEALTHY, UNVERIFIED: EXIT_UNHEALTHY,
                LOW_MEMORY: EXIT_ERROR, OUT_OF_SYNC: EXIT_ERROR}  # fmt: skip
 
-TRIAL_SEAM = "trial boot (issue 46 item 4): arm before the reboot, bless after the verify"
+TRIAL_SEAM = "trial boot (issue 46 item 4): remedy reboot --trial (remedy.reboots._arm, _fall_back)"
 GUARD_SEAM = "memory guard (issue 46 item 1): in place after the boot"
 DRAIN_SLICE_S = 10  # one call of the drain waits this long: a stop is seen between two
 BACK_POLL_S = 2.0  # between two attempts at a new SSH session while the host boots
