@@ -81,7 +81,6 @@ def _read_one(host, progress: Callable[[str], None], s: HostData | None = None) 
     if snap is None:
         return HostRead(host.name, s, error="the remote read failed")
     _import_manual_runs(host, snap, progress)
-    snap = _with_guard_refusal(host, snap)
     snap = _with_definitions(host, s, snap)
     return HostRead(host.name, s, _with_review(host, s, snap))
 
@@ -92,18 +91,6 @@ def _with_review(host, s: HostData, snap: HostSnapshot) -> HostSnapshot:
     from facts.review import read_review
 
     return dataclasses.replace(snap, review=read_review(host, s, snap))
-
-
-def _with_guard_refusal(host, snap: HostSnapshot) -> HostSnapshot:
-    """SNAP with the memory guard's last refusal (a small second read: the snapshot's
-    own script is the recorded one)."""
-    from facts.memory import MemoryGuardRefusal
-
-    try:
-        found = host.get_fact(MemoryGuardRefusal)
-    except Exception:  # no record is no refusal to show; the snapshot stands
-        found = None
-    return dataclasses.replace(snap, guard_refusal=found)
 
 
 def _with_definitions(host, s: HostData, snap: HostSnapshot) -> HostSnapshot:

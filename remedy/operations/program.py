@@ -67,8 +67,11 @@ def _changes(lines: list[str]) -> dict:
 
 def give_up(a: answer_core.Answer, why: str | None = None) -> Generator[StringCommand]:
     """Fail the step with its reason (ignored where the run goes on)."""
+    hint = why if why and why != a.text else None
     why = why or a.text
     say(why=why)
+    if hint:  # what the workstation adds (the host data to fix): the outcome says it too
+        say(hint=hint)
     host.log_styled(why, fg="red")
     yield Failure()
 

@@ -74,9 +74,10 @@ def test_durable_restore_as_the_owner_without_flakes_in_nix_conf(twin, tmp_path)
     code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
     after = doc["hosts"][0]["snapshot"]["unit"]["after_reboot"]["parser"]
     assert after["value"] == "qwen3_xml", doc["hosts"][0]["problems"]
-    # a restore converges tool calling only: the hugepage pool is converge's (exit 3)
+    # a restore converges tool calling only: the hugepage pool and the memory guard are
+    # converge's (exit 3)
     lagging = {d["key"] for d in doc["hosts"][0]["settings"] if d["state"] != "in sync"}
-    assert code == 3 and lagging == {"hugepages"}, doc["hosts"][0]["problems"]
+    assert code == 3 and lagging == {"hugepages", "memory_guard"}, doc["hosts"][0]["problems"]
     assert after["source"].endswith("-start-tenstorrent-serving")
 
 

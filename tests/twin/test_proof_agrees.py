@@ -85,6 +85,7 @@ def model_judgement(twin: machine.Twin, toplevel: str):
         script.tool_call_parser if script else "none", dict(service.environment),
         tuple(script.flags) if script else (), service.kernel_params,
         getattr(service, "sysctl", None), getattr(service, "properties", None),
+        getattr(service, "conditions", None),
     )  # fmt: skip
     missing = proof.missing(s, proved_scope(twin))
     return [desired.BY_KEY[k].label for k in proved_scope(twin)
@@ -154,23 +155,26 @@ def test_systems_that_lack_settings_lack_the_same_ones_for_program_and_model(twi
     seed = current_system(twin)
     assert_agree(judge(twin, seed), [
         "tool-call parser", "QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD",
-        "hugepage pool",
+        "hugepage pool", "memory guard",
     ])  # fmt: skip
 
     older = build_at(twin, tt_stack_rev(twin, "tool-call parser (#34)"))
     assert older != seed
     assert_agree(
         judge(twin, older),
-        ["QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD", "hugepage pool"],
+        ["QWEN36_SDPA_STREAMING", "QWEN36_MERGE_BATCH_GUARD", "hugepage pool", "memory guard"],
     )
 
     fixed = build_at(twin, tt_stack_rev(twin, "(#44)"))
-    assert_agree(judge(twin, fixed), ["hugepage pool"])
+    assert_agree(judge(twin, fixed), ["hugepage pool", "memory guard"])
 
     phase2a = machine.commit_as_owner(
         twin, fixtures.TT_STACK_DIR, fixtures.phase2a_default_commit()
     )
-    assert_agree(judge(twin, build_at(twin, phase2a)), ["hugepage pool", "Phase 2a options"])
+    assert_agree(
+        judge(twin, build_at(twin, phase2a)),
+        ["hugepage pool", "Phase 2a options", "memory guard"],
+    )
 
 
 def test_the_system_converge_proved_and_switched_to_holds_everything_for_both(twin):  # noqa

@@ -71,7 +71,7 @@ def test_fresh_twin_gets_the_durable_fix_that_survives_reboot_and_is_idempotent(
     assert snap["unit"]["fragment_view"]["parser"]["source"].startswith("/nix/store/")
     assert snap["probe"]["outcome"] == "parsed"
     lagging = {d["key"] for d in doc["hosts"][0]["settings"] if d["state"] != "in sync"}
-    assert code == 3 and lagging == {"hugepages"}  # converge's, not the restore's
+    assert code == 3 and lagging == {"hugepages", "memory_guard"}  # converge's, not the restore's
     assert not exists(twin, DROPIN) and not exists(twin, SCRIPT)
     (first,) = audit_lines(log)
     assert first["path"] == "durable" and first["result"] == "ok"

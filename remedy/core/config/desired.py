@@ -405,11 +405,13 @@ def built(
     kernel_params: str | None,
     sysctl: dict[str, str] | None = None,
     properties: dict[str, str] | None = None,
+    conditions: tuple[str, ...] | None = None,
 ) -> Observed:
-    """A built, not yet switched, system: what it would run and boot (SYSCTL and
-    PROPERTIES as its files set them; None: not read from it)."""
+    """A built, not yet switched, system: what it would run and boot (SYSCTL,
+    PROPERTIES and CONDITIONS as its files set them; None: not read from it)."""
     pools = mem.hugepages_from_params(kernel_params) if kernel_params is not None else None
-    return Observed(parser, dict(env), tuple(flags), pools, (), tuple(flags), sysctl, properties)
+    return Observed(parser, dict(env), tuple(flags), pools, (), tuple(flags), sysctl, properties,
+                    conditions)  # fmt: skip
 
 
 def drifts(snap: HostSnapshot, s: HostData, scope: tuple[str, ...] | None = None) -> list[Drift]:

@@ -285,7 +285,15 @@ def read_snapshot(parts: Parts) -> HostSnapshot:
         nix_unreadable=nix_unreadable,
         readings=read_readings(parts),
         reboot=reboot.parse(parts),
+        guard_refusal=read_guard_refusal(parts),
     )
+
+
+def read_guard_refusal(parts: Parts) -> mem.GuardRefusal | None:
+    """The memory guard's last refusal, as its record says it (None: none kept, or a
+    recording made before the section)."""
+    found = parts.get("memory.guard_refusal")
+    return mem.parse_guard_refusal(found[0].lines) if found else None
 
 
 def parse_sysctl_files(files) -> dict[str, str]:
@@ -357,6 +365,8 @@ class BuiltSystem(BuiltUnit):
 
     sysctl: dict[str, str] | None = None
     properties: dict[str, str] | None = None
+    # its unit's ExecCondition= lines, in systemd's order (the memory guard's; None: not read)
+    conditions: tuple[str, ...] | None = None
 
 
 def read_built_system(parts: Parts) -> BuiltSystem:
@@ -374,6 +384,9 @@ def read_built_system(parts: Parts) -> BuiltSystem:
         **unit.__dict__,
         sysctl=parse_sysctl_files([b for sec in found for b in sec.files]) if found else None,
         properties=_properties(files[:1] + systemd.dropin_order(files[1:])) if found else None,
+        conditions=(
+            systemd.configure(files[0], files[1:]).exec_condition if found and files else None
+        ),  # fmt: skip
     )
 
 

@@ -377,6 +377,12 @@ def _pending(snap, settings, p) -> tuple[dict[str, str], str | None]:
         for sp in p.settings
         if sp.drift.key in waiting and sp.takes_effect and sp.drift.next_boot == sp.drift.desired
     }
+    if boot:  # a setting no restart brings (the memory guard): the boot that holds it does
+        out.update({
+            sp.drift.key: "at next boot" for sp in p.settings
+            if not desired.BY_KEY[sp.drift.key].serving and sp.drift.key not in out
+            and sp.drift.state == desired.DRIFTED and sp.drift.next_boot == sp.drift.desired
+        })  # fmt: skip
     return out, boot
 
 

@@ -127,7 +127,11 @@ def _as_told(told: dict, results, old_rev, notes: list[str]) -> Outcome:
         boot_pending=_first(results, "boot_pending"),
         exit=told.get("outcome_exit"),
     )  # fmt: skip
-    return Outcome(result, told["outcome_path"], details, told.get("outcome_line") or "")
+    line = told.get("outcome_line") or ""
+    # what the workstation added to a give-up (the host data to fix), not the host's
+    hints = [r.said["hint"] for r in results if r.said.get("hint")]
+    line = "; ".join([line, *(h for h in hints if h not in line)]) if hints else line
+    return Outcome(result, told["outcome_path"], details, line)
 
 
 def _durable_failed(results: list[StepResult]) -> str | None:

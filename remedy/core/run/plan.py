@@ -781,10 +781,17 @@ class Proof:
     # settings of those kinds are then not proven)
     sysctl: dict[str, str] | None = None
     properties: dict[str, str] | None = None
+    conditions: tuple[str, ...] | None = None  # its unit's ExecCondition= (the guard)
 
     def observed(self) -> desired.Observed:
         return desired.built(
-            self.parser, self.env, self.flags, self.kernel_params, self.sysctl, self.properties
+            self.parser,
+            self.env,
+            self.flags,
+            self.kernel_params,
+            self.sysctl,
+            self.properties,
+            self.conditions,
         )
 
     def missing(self, s: HostData, prove: tuple[str, ...] = desired.TOOL_CALLING) -> list[str]:

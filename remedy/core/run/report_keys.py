@@ -20,6 +20,8 @@ KEYS = MappingProxyType(
     {
         # why the step gave up (it failed, ignored where the run goes on)
         "why": (str,),
+        # what the workstation adds to a give-up (the host data to fix): the outcome line
+        "hint": (str,),
         # the fallback could not restore tool calling: the run failed
         "failed": (str,),
         # a durable step that gave up: why (remedy/host/lib.sh: the fallback takes over)

@@ -38,5 +38,10 @@ elif [ -r /run/current-system/kernel-params ]; then
   echo "@@remedy:section memory.next_params /run/current-system/kernel-params"
   sed -e '$a\' /run/current-system/kernel-params
 fi
+# the memory guard's last refusal (remedy/host/memory_guard.sh), when it kept one
+if [ -r /var/lib/remedy/memory-guard.last-refusal ]; then
+  echo "@@remedy:section memory.guard_refusal"
+  sed -e '$a\' /var/lib/remedy/memory-guard.last-refusal
+fi
 echo "@@remedy:section memory.tenstorrent"
 [ -r /sys/module/tenstorrent/refcnt ] && catb /sys/module/tenstorrent/refcnt
