@@ -10,6 +10,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from remedy.core.config import desired
 from remedy.twin import machine
 from tests.conftest import (
     PROJECT,
@@ -132,7 +133,7 @@ def test_apply_then_check_is_clean_and_the_textfile_says_so(twin, tmp_path):
     assert values[("remedy_toolcall_probe_ok", (host,))] == 1
     assert values[("remedy_host_up", (host,))] == 1
     drift = [v for (name, _), v in values.items() if name == "remedy_setting_drift"]
-    assert len(drift) == 6 and set(drift) == {0}
+    assert len(drift) == len(desired.ALL) and set(drift) == {0}
     assert values[("remedy_last_run_success", (host,))] == 1
     assert values[("remedy_host_state", (host, ("state", "healthy")))] == 1
     unmanaged = [v for (name, _), v in values.items() if name == "remedy_unmanaged_volatile"]

@@ -95,7 +95,9 @@ def test_execstart_and_environment_from_the_units_own_dropin(make_twin, tmp_path
     assert wait_probe(twin).outcome == "parsed"
     code, doc = remedy_json("status", "inventory/twin.py", "--limit", twin.name)
     host = doc["hosts"][0]
-    assert {d["key"] for d in host["settings"] if d["state"] != "in sync"} <= {"hugepages"}, host
+    # the restore's scope is tool calling: the pool and the memory guard are converge's
+    lagging = {d["key"] for d in host["settings"] if d["state"] != "in sync"}
+    assert lagging <= {"hugepages", "memory_guard"}, host
 
 
 def serve_tt_stack_over_http(twin) -> str:
