@@ -45,7 +45,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_the_stand_in_follows_nixos_and_a_wrong_option_path_blocks_the_durable_path(make_twin):
+def test_the_stand_in_follows_nixos_and_a_wrong_option_path_blocks_the_durable_path(
+    make_twin, tmp_path
+):
     twin = make_twin(with_emergency_override=True)
     as_owner(twin, "git", "clone", "-q", fixtures.NIXOS_DIR, SCRATCH)
     text = desired.managed_nix(from_host_data("cfx-llm2", {}))
@@ -90,12 +92,20 @@ def test_the_stand_in_follows_nixos_and_a_wrong_option_path_blocks_the_durable_p
     # remedy with a managed_options path that does not exist, from the seed's state
     wrong = json.dumps({"deviceResident": "services.tenstorrent-serving.devicResident"})
     head = owner_git(twin, "rev-parse", "HEAD").stdout
-    proc = run_deploy(twin, "converge", "--data", f"managed_options={wrong}")
+    log = tmp_path / "audit.jsonl"
+    proc = run_deploy(twin, "converge", "--data", f"managed_options={wrong}", audit_log=log)
     out = one_line(out_of(proc))
     assert proc.returncode == 0, out_of(proc)[-3000:]  # the fallback took over
-    outcome = out[out.index("outcome: path durable+fallback; durable path abandoned:") :]
+    at = out.index("outcome: path durable+fallback; durable path abandoned:")
+    outcome = out[at:]
     assert "The option `services.tenstorrent-serving.devicResident' does not exist." in outcome
-    assert "host data managed_options.deviceResident names an option" in outcome, outcome
+    # what host data to fix: the workstation adds it to the proof's give-up (it knows
+    # the host data), which the person reads before the host's outcome line, and the
+    # audit's outcome carries it
+    fix = "host data managed_options.deviceResident names an option"
+    assert fix in out[:at], out[:at][-3000:]
+    record = json.loads(log.read_text().splitlines()[-1])
+    assert fix in record["details"]["outcome"], record
     assert probe_inside(twin).outcome == "parsed"  # the fallback serves the right parser
     assert owner_git(twin, "rev-parse", "HEAD").stdout == head  # the checkout is untouched
     code, settings = status_settings(twin)
