@@ -65,16 +65,30 @@ def records(log, host: str) -> list[dict]:
 
 
 def down_window(twin) -> tuple[float, float]:
-    """(the last entry of the previous boot, the first tool call its server answered in
-    this boot), from the twin's journal."""
-    boots = json.loads(twin.exec(["journalctl", "--list-boots", "-o", "json"]).stdout)
-    last_before = [b for b in boots if b["index"] == -1][0]["last_entry"] / 1e6
-    out = twin.exec(["journalctl", "-q", "-b", "0", "-u", UNIT, "-o", "json"]).stdout
-    for line in out.splitlines():
-        entry = json.loads(line)
+    """(its server's stop in the previous boot, the first tool call its server answered
+    in this boot), from the twin's own journal: systemd's stop job of the serving unit
+    (its last in the previous boot), and the server's access line."""
+    stops = [
+        int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+        for entry in journal_entries(twin, -1, UNIT)
+        if entry.get("JOB_TYPE") == "stop" and entry.get("UNIT") == UNIT
+    ]
+    assert stops, f"{twin.name}: no stop of {UNIT} in its previous boot"
+    for entry in journal_entries(twin, 0, UNIT):
         if "POST /v1/chat/completions" in str(entry.get("MESSAGE")):
-            return last_before, int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+            return stops[-1], int(entry["__REALTIME_TIMESTAMP"]) / 1e6
     raise AssertionError(f"{twin.name} answered no tool call after its boot")
+
+
+def journal_entries(twin, boot: int, unit: str) -> list[dict]:
+    out = twin.exec(["journalctl", "-q", "-b", str(boot), "-u", unit, "-o", "json"]).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def boots(twin) -> list[str]:
+    """The boot ids of the twin's journal, oldest first (without dashes)."""
+    listed = json.loads(twin.exec(["journalctl", "--list-boots", "-o", "json"]).stdout)
+    return [b["boot_id"].replace("-", "") for b in listed]
 
 
 def converged_to_boot_pending(inventory: str, log) -> None:
@@ -156,8 +170,20 @@ def test_a_reboot_is_refused_when_the_next_boot_lacks_the_fix(make_twin, tmp_pat
         assert max(map(len, text.splitlines())) <= 80, text
 
 
-def test_a_fleet_reboots_one_host_at_a_time_the_canary_first(make_twin, tmp_path):
-    twins = [make_twin(with_emergency_override=True) for _ in range(3)]
+def test_a_fleet_reboots_one_host_at_a_time_the_canary_first_then_a_failed_trial_stops_it(
+    make_twin, tmp_path
+):
+    """Four twins, max_restarting 1: each host down (its server's stop to its first
+    tool call answered after the boot, from its own journal) alone, the canary first.
+    Then ``--trial`` where the canary's next boot is a generation whose server fails:
+    the canary falls back to the generation it ran, the rollout stops there, no other
+    host reboots, and the report and the audit say so."""
+    from remedy.twin import fixtures
+    from tests.twin.test_trial_boot import entry_of, new_generation, realpath
+    from tests.twin.test_trial_boot import trial_boot as trial_of
+
+    twins = [make_twin(with_emergency_override=True) for _ in range(4)]
+    canary, others = twins[0], twins[1:]
     inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1)
     log = tmp_path / "audit.jsonl"
     converged_to_boot_pending(inventory, log)
@@ -165,11 +191,48 @@ def test_a_fleet_reboots_one_host_at_a_time_the_canary_first(make_twin, tmp_path
     assert code == 0, ([h["verdict"] for h in doc["hosts"]], said[-3000:])
     windows = {t.name: down_window(t) for t in twins}
     assert most_at_once(windows.values()) == 1, windows  # never two down at once
-    canary = twins[0].name
-    assert [r["host"] for r in doc["rollout"]["hosts"] if r["canary"]] == [canary]
-    assert all(windows[canary][1] < w[0] for n, w in windows.items() if n != canary), windows
+    assert [r["host"] for r in doc["rollout"]["hosts"] if r["canary"]] == [canary.name]
+    assert all(windows[canary.name][1] < w[0] for n, w in windows.items() if n != canary.name)
     for host in doc["hosts"]:
         assert host["outcome"] == "rebooted" and host["status"]["exit_code"] == 0, host
+
+    # the trial: the canary's next boot fails its server; the others' is the one they run
+    previous = realpath(canary, "/run/booted-system")
+    bad = new_generation(canary, fixtures.FAILING_SERVER_ENV, "no Tenstorrent device")
+    old_entry, bad_entry = entry_of(canary, previous), entry_of(canary, bad)
+    before = {t.name: boots(t) for t in twins}
+    code, doc, said = remedy("reboot", inventory, "--now", "--trial", log=log)
+    hosts = {h["host"]: h for h in doc["hosts"]}
+    assert code == 4, ({n: h["verdict"] for n, h in hosts.items()}, said[-3000:])
+    first = hosts[canary.name]
+    assert first["outcome"] == "failed" and first["exit_code"] == 4, first
+    trial = first["trial"]
+    assert (trial["entry"], trial["previous"], trial["outcome"]) == (
+        bad_entry, old_entry, "fell back"), trial  # fmt: skip
+    assert trial["defaults"] == [old_entry] * 3 and trial["default_never_the_trial"], trial
+    assert f"back on the previous generation {old_entry}" in first["why"], first["why"]
+    assert doc["rollout"]["stopped"].startswith(
+        f"the rollout stopped after the canary {canary.name} failed (the trial boot of "
+        f"{bad_entry} failed"
+    ), doc["rollout"]
+    # the canary booted twice (the trial, the fall back) and serves its previous
+    # generation; no other host booted
+    ids = boots(canary)
+    assert ids[:-2] == before[canary.name] and len(ids) == len(before[canary.name]) + 2, ids
+    assert first["boot_id_before"].replace("-", "") == before[canary.name][-1], first
+    assert first["boot_id_after"].replace("-", "") == ids[-1], first
+    assert realpath(canary, "/run/booted-system") == previous
+    after = trial_of(canary).read()
+    assert (after.booted_entry, after.default_entry) == (old_entry, old_entry), after
+    assert probe_inside(canary).outcome == "parsed"
+    for t in others:
+        assert boots(t) == before[t.name], t.name
+        assert hosts[t.name]["outcome"] == "not started", hosts[t.name]
+        assert hosts[t.name]["trial"] is None, hosts[t.name]
+    record = records(log, canary.name)[-1]
+    assert record["result"] == "failed" and record["details"]["trial"] == trial, record
+    assert f"the boot default was never {bad_entry}" in record["details"]["why"]
+    assert all(records(log, t.name)[-1]["result"] == "not started" for t in others)
 
 
 def fail_at_boot(twin, unit: str) -> None:
@@ -180,7 +243,7 @@ def fail_at_boot(twin, unit: str) -> None:
 
 
 def test_a_canary_back_without_its_server_stops_the_rollout(make_twin, tmp_path):
-    twins = [make_twin(with_emergency_override=True) for _ in range(3)]
+    twins = [make_twin(with_emergency_override=True) for _ in range(4)]
     canary, others = twins[0], twins[1:]
     inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1)
     log = tmp_path / "audit.jsonl"
