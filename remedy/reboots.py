@@ -451,6 +451,7 @@ def _after(host, s, rec: core.HostReboot, run_id: str, say, trial: TrialBoot | N
     if d.verdict == answer_core.GIVE_UP and fault is None:
         fault = core.LOW_MEMORY
     read = fleet._read_one(host, say, s)
+    rec.read_after = read
     if read.error is None and read.snapshot is not None:
         _status(rec, read)
         lacking = [x.label for x in desired.drifts(read.snapshot, s) if not x.in_sync]

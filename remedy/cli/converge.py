@@ -121,7 +121,7 @@ def converge(inventory, check, as_json, textfile, limit, interval, wait_s, unatt
                 reboots_done = _reboot_if_needed(inventory, run, policy, say)
         finally:
             fleet_lock.release()
-        applied, reads = run.runs, run.reads
+        applied, reads = run.runs, _reads_after_reboots(run.reads, reboots_done)
     if restart:  # --check plans with it too
         reads = [
             dataclasses.replace(r, host_data=dataclasses.replace(r.host_data, restart=restart))
@@ -213,6 +213,24 @@ def _reboot_if_needed(inventory: str, run, policy, say) -> dict:
     for name, rec in done.hosts.items():
         rec.needed = needed[name]
     return done.hosts
+
+
+def _reads_after_reboots(reads: list, reboots_done: dict) -> list:
+    """READS with each host that --reboot-if-needed rebooted read as it is now: the
+    reboot's own read after the boot (its verify's), or, if none came, the host
+    unread since (its series say unreadable, never the state before the boot). A host
+    whose reboot did not start (refused, not its turn) keeps the run's read."""
+    out = []
+    for r in reads:
+        rec = reboots_done.get(r.name)
+        if rec is None or rec.reboot_at is None:
+            out.append(r)
+        elif rec.read_after is not None:
+            out.append(dataclasses.replace(rec.read_after, ssh=r.ssh))
+        else:
+            why = f"not read after its reboot: {rec.why or rec.outcome}"
+            out.append(dataclasses.replace(r, snapshot=None, error=why))
+    return out
 
 
 def _interval_s(interval: str | None) -> float | None:

@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from remedy.twin.machine import TwinError
 from tests.conftest import PROJECT, probe_inside, status_settings, twin_inventory, wait_probe
@@ -408,24 +409,57 @@ def test_a_host_back_below_the_memory_threshold_is_named(make_twin, tmp_path):
     assert '"state": "failed"' in twin.exec(["cat", JOURNAL]).stdout
 
 
+def host_series(prom, host: str) -> dict:
+    """{(metric, its label other than host): value} of HOST in the textfile PROM, read
+    with prometheus_client's parser."""
+    return {
+        (s.name, next((v for k, v in sorted(s.labels.items()) if k != "host"), None)): s.value
+        for family in text_string_to_metric_families(prom.read_text())
+        for s in family.samples
+        if s.labels.get("host") == host
+    }
+
+
 def test_converge_reboots_a_host_that_needs_it_only_inside_its_window(make_twin, tmp_path):
+    """Only inside its restart window; and the textfile of the run that rebooted says
+    the host after the boot (not boot pending, healthy), not the read before it."""
     twin = make_twin(with_emergency_override=True)
     log = tmp_path / "audit.jsonl"
+    prom = tmp_path / "remedy.prom"
     before = boot_id(twin)
     closed = str(twin_inventory(tmp_path / "never.py", twin))  # restart_window never
-    code, doc, said = remedy("converge", closed, "--reboot-if-needed", log=log)
+    code, doc, said = remedy("converge", closed, "--reboot-if-needed", "--textfile", str(prom),
+                             log=log)  # fmt: skip
     (host,) = doc["hosts"]
     assert code == 6, (host["verdict"], said[-3000:])
     assert host["reboot"]["outcome"] == "refused" and host["reboot"]["gate"] == "window"
     assert "boot_pending" in host["reboot"]["needed"], host["reboot"]
     assert boot_id(twin) == before
+    series = host_series(prom, twin.name)  # not rebooted: the run's read, boot pending
+    assert series[("remedy_reboot_needed", "boot_pending")] == 1, series
+    assert series[("remedy_boot_pending", None)] == 1
+    assert series[("remedy_host_state", "boot_pending")] == 1
 
     opened = str(twin_inventory(tmp_path / "always.py", twin, restart_window="always"))
-    code, doc, said = remedy("converge", opened, "--reboot-if-needed", log=log)
+    code, doc, said = remedy("converge", opened, "--reboot-if-needed", "--textfile", str(prom),
+                             log=log)  # fmt: skip
     (host,) = doc["hosts"]
     assert code == 0, (host, said[-3000:])
     assert host["reboot"]["outcome"] == "rebooted", host["reboot"]
     assert boot_id(twin) != before and probe_inside(twin).outcome == "parsed"
+    # the textfile and the report say the host after the boot: what the run read before
+    # it needed a reboot for (the switch this window allowed left the booted kernel's
+    # parameters behind) is no reason now
+    series = host_series(prom, twin.name)
+    assert host["reboot"]["needed"], host["reboot"]
+    for reason in ("boot_pending", "kernel", "initrd", "kernel_params", "memory_headroom"):
+        assert series[("remedy_reboot_needed", reason)] == 0, (reason, series)
+    assert series[("remedy_boot_pending", None)] == 0
+    assert series[("remedy_host_state", "healthy")] == 1
+    assert series[("remedy_host_state", "boot_pending")] == 0
+    assert series[("remedy_host_exit_code", None)] == 0
+    assert series[("remedy_toolcall_probe_ok", None)] == 1
+    assert not [s for s in host["settings"] if s["state"] != "in sync"], host["settings"]
     code, doc, _ = remedy("status", opened, log=log)
     assert code == 0 and doc["hosts"][0]["reboot_needed"]["needed"] == [], doc["hosts"][0]
 

@@ -151,3 +151,22 @@ def test_a_fall_back_says_whether_the_default_ever_named_the_failed_entry():
     assert "booted g3.conf, not the previous generation g2.conf" in why
     assert "the boot default named g3.conf at a step" in why
     assert core.HostReboot("h").to_json()["trial"] is None
+
+
+def test_converge_reports_a_rebooted_host_as_read_after_its_boot_or_unread():
+    """converge --reboot-if-needed: a host it rebooted is what the reboot read after the
+    boot; one rebooted and never read again is unreadable, never the state from before;
+    one whose reboot did not start keeps the run's read."""
+    from remedy.cli.converge import _reads_after_reboots
+    from remedy.fleet import HostRead
+
+    before = {n: HostRead(n, snapshot=f"{n} before", ssh=f"ssh {n}") for n in "abc"}
+    back = core.HostReboot("a", outcome=core.REBOOTED, reboot_at=1.0,
+                           read_after=HostRead("a", snapshot="a after"))  # fmt: skip
+    lost = core.HostReboot("b", outcome=core.FAILED, reboot_at=1.0, why="not back in 600s")
+    refused = core.HostReboot("c", outcome=core.REFUSED, gate="window")
+    a, b, c = _reads_after_reboots(list(before.values()), {"a": back, "b": lost, "c": refused})
+    assert (a.snapshot, a.error, a.ssh) == ("a after", None, "ssh a")
+    assert (b.snapshot, b.ssh) == (None, "ssh b")
+    assert b.error == "not read after its reboot: not back in 600s"
+    assert c is before["c"]

@@ -188,6 +188,10 @@ class HostReboot:
     trial_outcome: str | None = None
     trial_defaults: list[str] = field(default_factory=list)
     trial_armed_note: str = ""  # what a power cycle does, should it not come back
+    # the host's read after the boot (a remedy.fleet.HostRead; None: not read after
+    # one): what converge --reboot-if-needed reports and writes to --textfile for a
+    # host it rebooted, never the state from before (not in the JSON)
+    read_after: object = field(default=None, repr=False, compare=False)
 
     def trial_json(self) -> dict | None:
         if self.trial_outcome is None:
