@@ -42,7 +42,8 @@ def _remedy_executable() -> str:
     return str(Path(found).absolute())
 
 
-def _spec(inventory, interval, check_only, textfile, wait_s, limit=()) -> core.Schedule:
+def _spec(inventory, interval, check_only, textfile, wait_s, limit=(),
+          reboot_if_needed=False) -> core.Schedule:  # fmt: skip
     path = Path(inventory)
     if not path.is_file():
         raise ConfigError(f"inventory {inventory} does not exist")
@@ -63,6 +64,7 @@ def _spec(inventory, interval, check_only, textfile, wait_s, limit=()) -> core.S
         textfile=str(Path(textfile).resolve()) if textfile else None,
         wait_s=wait_s,
         limit=tuple(limit),
+        reboot_if_needed=reboot_if_needed,
     )
     # what the run's converge refuses before it connects, refused now: a --limit host
     # the inventory lacks (or only builders), and for a run that applies, the rollout keys
@@ -87,6 +89,13 @@ def _options(f):
                 metavar="HOST",
                 help="Only this host of the inventory (repeatable).",
             ),  # fmt: skip
+            click.option(
+                "--reboot-if-needed",
+                is_flag=True,
+                help="Each run also reboots a host a reboot is needed for (remedy status "
+                "says why: boot pending, kernel, initrd, its parameters, the memory "
+                "headroom), only inside its restart_window, as remedy reboot does.",
+            ),
             wait_option,
         ]
     ):
@@ -108,9 +117,9 @@ def schedule():
 
 @schedule.command(short_help="Print the units install would write; change nothing.")
 @_options
-def show(inventory, interval, check_only, textfile, limit, wait_s):
+def show(inventory, interval, check_only, textfile, limit, reboot_if_needed, wait_s):
     """Print the service and timer `install` would write, and the same for NixOS."""
-    spec = _spec(inventory, interval, check_only, textfile, wait_s, limit)
+    spec = _spec(inventory, interval, check_only, textfile, wait_s, limit, reboot_if_needed)
     click.echo(f"# {UNIT_DIR / core.SERVICE}\n{core.service_unit(spec)}")
     click.echo(f"# {UNIT_DIR / core.TIMER}\n{core.timer_unit(spec)}")
     click.echo(core.nixos_snippet(spec))
@@ -118,10 +127,10 @@ def show(inventory, interval, check_only, textfile, limit, wait_s):
 
 @schedule.command(short_help="Write and start the converge timer and its service.")
 @_options
-def install(inventory, interval, check_only, textfile, limit, wait_s):
+def install(inventory, interval, check_only, textfile, limit, reboot_if_needed, wait_s):
     """Write remedy-converge.service and .timer, check them with systemd-analyze verify,
     and enable the timer. Run it again to change the options."""
-    spec = _spec(inventory, interval, check_only, textfile, wait_s, limit)
+    spec = _spec(inventory, interval, check_only, textfile, wait_s, limit, reboot_if_needed)
     texts = {core.SERVICE: core.service_unit(spec), core.TIMER: core.timer_unit(spec)}
     with tempfile.TemporaryDirectory(prefix="remedy-units.") as tmp:
         for name, text in texts.items():
@@ -155,7 +164,9 @@ def install(inventory, interval, check_only, textfile, limit, wait_s):
             f"({'the earlier units restored' if before else 'nothing left installed'})"
         ) from None
     next_run = _next_run(_props(core.TIMER, *TIMER_NEXT))
-    mode = "reports drift" if check_only else "converges"
+    mode = ("reports drift" if check_only else
+            "converges (and reboots in its window a host that needs it)" if reboot_if_needed
+            else "converges")  # fmt: skip
     said_folded(
         "",
         f"installed {UNIT_DIR / core.SERVICE} and {core.TIMER}: every {interval} it {mode} "

@@ -459,3 +459,46 @@ def test_success_exit_status_is_what_the_readme_says_and_why():
     readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
     assert "`SuccessExitStatus=3 6`" in readme
     assert "SuccessExitStatus=3:" not in readme and 'SuccessExitStatus = "3";' not in readme
+
+
+# -- --reboot-if-needed (issue 46 item 3) ---------------------------------------------
+
+
+def test_reboot_if_needed_reaches_the_timers_converge_as_converge_reads_it(unit_dir, systemd):
+    """`schedule show --reboot-if-needed`: the service's ExecStart= and the NixOS script
+    run converge --reboot-if-needed, which converge's own parser takes as the flag (the
+    reboot keeps to each host's restart_window there); without it, no reboot."""
+    from click.testing import CliRunner
+
+    from remedy.cli import converge as converge_cli
+    from remedy.cli import schedule as cli
+
+    _where, inventory = unit_dir
+
+    def shown(*extra) -> tuple[list[str], str]:
+        out = CliRunner().invoke(cli.schedule, ["show", str(inventory), *extra])
+        assert out.exit_code == 0, out.output
+        (line,) = [x for x in out.output.splitlines() if x.startswith("ExecStart=")]
+        return schedule.exec_words(line.removeprefix("ExecStart=")), out.output
+
+    def converge_params(words: list[str]) -> dict:
+        assert words[1] == "converge", words
+        return converge_cli.converge.make_context("converge", words[2:]).params
+
+    words, output = shown("--reboot-if-needed", "--textfile", "/tmp/remedy.prom")
+    assert converge_params(words)["reboot_if_needed"] is True, words
+    assert converge_params(words)["check"] is False and "--unattended" in words
+    (script,) = [x for x in output.splitlines() if x.startswith("  script = ")]
+    assert " --reboot-if-needed" in script
+    assert "and reboot in their windows" in output  # the units' descriptions say it
+    words, output = shown()
+    assert converge_params(words)["reboot_if_needed"] is False, words
+    assert "--reboot-if-needed" not in output
+
+
+def test_reboot_if_needed_with_check_only_is_refused_before_anything_is_written(unit_dir, systemd):
+    where, inventory = unit_dir
+    result = _install(str(inventory), "--check-only", "--reboot-if-needed")
+    assert isinstance(result.exception, ConfigError), result.output
+    assert "a run that changes nothing reboots nothing" in str(result.exception)
+    assert list(where.iterdir()) == [] and not (systemd[0] / "calls.log").exists()

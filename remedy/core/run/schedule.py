@@ -79,6 +79,9 @@ class Schedule:
     textfile: str | None = None
     wait_s: float = 30.0
     limit: tuple[str, ...] = ()  # only these hosts of the inventory (converge --limit)
+    # converge --reboot-if-needed: a run reboots a host a reboot is needed for (remedy
+    # status says why), only inside the host's restart_window, as remedy reboot does
+    reboot_if_needed: bool = False
 
     def __post_init__(self):
         paths = {"the remedy executable": self.remedy, "INVENTORY": self.inventory,
@@ -97,6 +100,11 @@ class Schedule:
                 f"the project directory {self.project!r} ends in a blank, which systemd "
                 "drops from WorkingDirectory=; give the project a path without it "
                 "(REMEDY_PROJECT)"
+            )
+        if self.reboot_if_needed and self.check_only:
+            raise ConfigError(
+                "--reboot-if-needed with --check-only: a run that changes nothing reboots "
+                "nothing; drop one of them"
             )
         for host in self.limit:
             if not host or any(ord(c) < 32 or ord(c) == 127 for c in host):
@@ -152,6 +160,8 @@ class Schedule:
         ]
         if self.check_only:
             out.append("--check")
+        if self.reboot_if_needed:  # the reboot keeps to each host's restart_window
+            out.append("--reboot-if-needed")
         for host in self.limit:
             out += ["--limit", host]
         if self.textfile:  # the interval too: the textfile says it, for the age alert
@@ -215,8 +225,14 @@ def literal(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def _what(s: Schedule) -> str:
+    if s.check_only:
+        return "report drift on"
+    return "converge (and reboot in their windows)" if s.reboot_if_needed else "converge"
+
+
 def service_unit(s: Schedule) -> str:
-    what = "report drift on" if s.check_only else "converge"
+    what = _what(s)
     return "\n".join(
         [
             "# Written by `remedy schedule install`; `remedy schedule remove` undoes it.",
@@ -266,7 +282,7 @@ def nixos_snippet(s: Schedule) -> str:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${") + '"'
 
     script = " ".join(shlex.quote(a) for a in s.argv())
-    what = "remedy: report drift on" if s.check_only else "remedy: converge"
+    what = "remedy: " + _what(s)
     return "\n".join(
         [
             "# remedy's scheduled convergence (tt-stack#49), for configuration.nix",
