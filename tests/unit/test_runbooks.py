@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -744,6 +745,20 @@ def test_show_manual_renders_a_shell_script_with_default_values(project):
     assert "build --dry-run" in out and "preferLocalBuild" in out
     assert "http://127.0.0.1:8000" in out
     assert [line for line in out.splitlines() if line != line.rstrip()] == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted(REAL_RUNBOOKS.glob("*.yaml")), ids=lambda p: p.name.split("-")[0]
+)
+def test_every_real_runbook_renders_a_manual_script_sh_parses(path: Path):
+    """Each runbook's --manual script, the run's flow and the standalone ones (their
+    memory gate's program had no journal: `show 004 --manual` ended in a TypeError)."""
+    runbook_id = path.name.split("-")[0]
+    result = invoke("show", runbook_id, "--manual", "--project", str(REPO))
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.output.startswith("#!/bin/sh\n")
+    parsed = subprocess.run(["sh", "-n"], input=result.output, capture_output=True, text=True)
+    assert parsed.returncode == 0, parsed.stderr
 
 
 def test_show_host_without_inventory_is_a_usage_error(project):

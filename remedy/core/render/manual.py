@@ -123,7 +123,7 @@ def _standalone(runbook, s, r: flow.Rendering) -> str:
     wanted = steps_core.serving_wanted(s, set())
     values = {
         "memory.headroom_gated": sv.Gate(
-            min_gb=s.min_mem_available_gb, doing="restarting the server", host=r.host
+            **run, min_gb=s.min_mem_available_gb, doing="restarting the server", host=r.host
         ),
         "memory.hugepages_reduced": sv.Hugepages(
             **run, items=tuple(f"{steps_core.mem.SIZES_BY_LABEL[k]}:{n}"
