@@ -148,9 +148,11 @@ def test_the_timer_in_a_management_twin_restores_a_rebooted_serving_twin(make_tw
     mgmt = make_twin()
     install_remedy(mgmt, tmp_path)
     inventory = inventory_for(mgmt, target, durable=False)  # the fallback path: volatile
+    # --reboot-if-needed: the timer's converge takes it (a volatile host, exit 3, is
+    # never rebooted: its runs restore it as without the flag)
     installed = mgmt.exec(
         ["env", "REMEDY_PROJECT=/opt/remedy-src", "/opt/remedy/bin/remedy", "schedule",
-         "install", inventory, "--interval", "20s"],
+         "install", inventory, "--interval", "20s", "--reboot-if-needed"],
         check=False, timeout=300,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-2000:]
@@ -179,6 +181,7 @@ def test_the_timer_in_a_management_twin_restores_a_rebooted_serving_twin(make_tw
     )  # fmt: skip
     doc = json.loads(status.stdout)
     assert doc["command"][1:3] == ["converge", inventory]
+    assert "--reboot-if-needed" in doc["command"], doc["command"]
     assert doc["timer"]["ActiveState"] == "active"
 
     removed = mgmt.exec(["/opt/remedy/bin/remedy", "schedule", "remove"], check=False)
