@@ -400,7 +400,8 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
     volatile = gauge(
         "remedy_setting_volatile",
         "1 if the setting is right now but the next boot reverts it: a reboot breaks "
-        "production (alert RemedySettingVolatile)",
+        "production (alert RemedySettingVolatile; for memory_guard, the guard's own "
+        "alert RemedyMemoryGuardVolatile)",
         ("host", "setting"),
     )
     probe = gauge(
@@ -460,16 +461,17 @@ def _per_host(gauge, hosts: list[HostMetrics], finished_at: float, interval_s) -
         "remedy_memory_guard",
         "1 for the memory guard's state: durable (the serving unit's ExecCondition= in "
         "the next boot too), volatile (only the /run fallback carries it: a reboot removes "
-        "it) or missing (a start of the server below min_mem_available_gb goes ungated); "
-        "no alert of its own: a guard not durable shows as the setting memory_guard "
-        "drifted or volatile",
+        "it: alert RemedyMemoryGuardVolatile, the next boot starts the server ungated) or "
+        "missing (alert RemedyMemoryGuardMissing: a start of the server below "
+        "min_mem_available_gb goes ungated now, and can hard-freeze the host)",
         ("host", "state"),
     )
     guard_refused = gauge(
         "remedy_memory_guard_last_refusal_timestamp_seconds",
         "When the memory guard last refused a start of the serving unit (MemAvailable "
         "below the threshold): the server stays down until a reboot reclaims the leak or "
-        "a person forces a start; no alert of its own: the host's state says broken",
+        "a person forces a start (alert RemedyMemoryGuardRefused: a refusal less than a "
+        "week old while tool calls are not answered)",
         ("host",),
     )
     cut = gauge(
@@ -526,10 +528,11 @@ def _reboot_gauges(gauge, hosts: list[HostMetrics]) -> None:
     needed = gauge(
         "remedy_reboot_needed",
         "1 if a reboot is needed for the reason: boot_pending (the next boot runs another "
-        "system), kernel, initrd or kernel_params (the booted system's differ from the "
-        "current system's), memory_headroom (the memory guard refused the last start, or "
-        "at the leak rate seen the next start falls below the threshold: alert "
-        "RemedyRebootNeededMemory)",
+        "system: alert RemedyRebootPending, on remedy_boot_pending), kernel, initrd or "
+        "kernel_params (the booted system's differ from the current system's: a switch "
+        "waits for a boot, alert RemedyRebootNeededKernel), memory_headroom (the memory "
+        "guard refused the last start, or at the leak rate seen the next start falls "
+        "below the threshold: alert RemedyRebootNeededMemory)",
         ("host", "reason"),
     )
     age = gauge(

@@ -86,11 +86,11 @@ def test_an_unwritable_textfile_and_a_dangling_runbook_are_refused_before_connec
     shutil.copytree(PROJECT + "/runbooks", project / "runbooks")
     shutil.copytree(PROJECT + "/deploys", project / "deploys",
                     ignore=shutil.ignore_patterns("__*"))  # fmt: skip
-    (project / "runbooks" / "007-gone.yaml").symlink_to(tmp_path / "moved" / "007-gone.yaml")
+    (project / "runbooks" / "099-gone.yaml").symlink_to(tmp_path / "moved" / "099-gone.yaml")
     done = remedy("runbooks", "apply", "006", inventory, "--project", str(project))
     said = " ".join(done.stderr.split())
     assert done.returncode == 2, said
-    assert "runbooks/007-gone.yaml" in said and "does not exist" in said, said
+    assert "runbooks/099-gone.yaml" in said and "does not exist" in said, said
     assert logins(twin) == before
     listed = remedy("runbooks", "check", "--project", str(project))
-    assert listed.returncode != 0 and "runbooks/007-gone.yaml" in listed.stdout
+    assert listed.returncode != 0 and "runbooks/099-gone.yaml" in listed.stdout

@@ -93,6 +93,7 @@ def test_every_metric_a_rule_reads_is_one_remedy_writes(tmp_path):
         unmanaged_volatile={"runtime-unit": 1}, boot_pending=True,
         restart_pending={"x": True}, last_run_restarts=1, exit_code=3, run_ok=True,
         reboot=metrics.RebootMetrics({"memory_headroom": True}, 1, 2, 3, 2, 1, 0),
+        guard_state="missing", guard_last_refusal_s=1,
     )  # fmt: skip
     metrics.write(str(prom), [host], 1.0, 1.0, {"converged": 1}, interval_s=600)
     written = {line.split()[0].split("{")[0] for line in prom.read_text().splitlines()

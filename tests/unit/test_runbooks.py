@@ -138,7 +138,7 @@ def test_real_runbooks_validate_against_the_schema(path: Path):
 
 def test_the_seed_runbooks_and_converge_name_their_issues():
     runbooks = {e.id: e.runbook for e in core.discover(REPO)}
-    assert sorted(runbooks) == ["001", "002", "003", "004", "005", "006"]
+    assert sorted(runbooks) == ["001", "002", "003", "004", "005", "006", "007"]
     assert runbooks["006"].issues == ["tt-stack#49", "tt-stack#44", "tt-stack#52"]
     assert runbooks["006"].deploy == "deploys/converge.py"
     assert runbooks["001"].issues == ["tt-stack#49", "tt-stack#34", "tt-stack#44"]
@@ -146,6 +146,7 @@ def test_the_seed_runbooks_and_converge_name_their_issues():
     assert runbooks["003"].issues == ["tt-stack#49", "tt-stack#44"]
     assert runbooks["004"].issues == ["tt-stack#49"]
     assert runbooks["005"].issues == ["tt-stack#52"]
+    assert runbooks["007"].issues == ["tt-stack#49"]
     assert runbooks["002"].data["owner_decision_pending"] is True
     assert runbooks["001"].deploy == "deploys/restore_toolcalling.py"
 
@@ -202,7 +203,7 @@ def test_fixture_project_checks_clean(project):
     assert problems_of(root, package) == []
     result = invoke("check", "--project", str(root), "--operations-package", package)
     assert result.exit_code == 0, result.output
-    assert "6 runbooks OK" in result.output
+    assert "7 runbooks OK" in result.output
 
 
 def test_a_flow_runbook_out_of_the_runs_order_is_named_with_where_the_step_belongs(project):
@@ -639,7 +640,7 @@ def test_list_outside_git_says_not_tracked(project):
     assert result.exit_code == 0, result.output
     assert "not tracked" in result.output
     rows = json.loads(invoke("list", "--json", "--project", str(root)).stdout)
-    assert [r["id"] for r in rows] == ["001", "002", "003", "004", "005", "006"]
+    assert [r["id"] for r in rows] == ["001", "002", "003", "004", "005", "006", "007"]
     assert {r["state"] for r in rows} == {"not tracked"}
     assert all(r["commit"] is None for r in rows)
 
@@ -911,7 +912,7 @@ def test_apply_runbook_without_deploy_is_a_config_error(apply_project):
 def test_list_says_when_to_use_each_runbook_at_80_columns(project):
     root, package = project
     text = invoke("list", "--project", str(root)).output
-    assert text.count("use when: ") == 6, text
+    assert text.count("use when: ") == 7, text
     assert "006  Converge every managed setting" in text
     assert max(map(len, text.splitlines())) <= 80, text
     # a runbook that does not say when to use it is refused, naming the field
