@@ -13,12 +13,15 @@ from datetime import datetime
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from remedy.twin import machine
-from tests.conftest import PROJECT, remedy_json, run_deploy
+from remedy.twin import fixtures, machine
+from tests.conftest import PROJECT, owner_git, remedy_json, run_deploy, sudo_rebuild
 
 pytestmark = pytest.mark.twin
 
 PROFILE = "/nix/var/nix/profiles/system"
+SYSTEM_LIB = f"{fixtures.NIXOS_DIR}/lib/system.nix"  # the twin's toplevel, in its checkout
+FLAKE = f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"
+PARAMS_LINE = """printf '%s' "$kernelParams" > $out/kernel-params\n"""
 
 
 def out_of(proc) -> str:
@@ -63,9 +66,29 @@ def reboot_metrics(twin, tmp_path) -> dict:
     }
 
 
+def with_kernel(twin, version: str) -> None:
+    """The owner's configuration gives its system kernel and initrd links (store files
+    that say VERSION; the twin's base systems have none), committed."""
+    text = twin.exec(["cat", SYSTEM_LIB]).stdout
+    text = "".join(x for x in text.splitlines(keepends=True) if "twin-kernel-link" not in x)
+    assert PARAMS_LINE in text, text
+    links = (
+        f'      ln -s ${{builtins.toFile "bzImage" "twin kernel {version}"}} $out/kernel'
+        "  # twin-kernel-link\n"
+        f'      ln -s ${{builtins.toFile "initrd" "twin initrd {version}"}} $out/initrd'
+        "  # twin-kernel-link\n"
+    )
+    twin.exec(["tee", SYSTEM_LIB], input=text.replace(PARAMS_LINE, PARAMS_LINE + links, 1))
+    owner_git(twin, "commit", "-q", "-am", f"kernel and initrd {version}")
+
+
 def test_boot_pending_and_its_age_then_kernel_params_then_nothing_after_a_reboot(
     make_twin, tmp_path
 ):
+    """Then (issue 46 item 4 of the helper's brief) the kernel and initrd reasons on the
+    same twin: the owner's configuration gives the system kernel and initrd links, the
+    host boots it, a switch to other ones needs a reboot for both, the reboot clears
+    them."""
     twin = make_twin(with_emergency_override=True)
     _code, before = reboot_needed(twin)
     assert before["needed"] == [], before
@@ -115,6 +138,37 @@ def test_boot_pending_and_its_age_then_kernel_params_then_nothing_after_a_reboot
     assert {r: v for (n, r), v in values.items() if n == "remedy_reboot_needed"} == {
         "boot_pending": 0, "kernel": 0, "initrd": 0, "kernel_params": 0, "memory_headroom": 0,
     }  # fmt: skip
+
+    # booted into a system with kernel and initrd links: the same links, nothing needed
+    with_kernel(twin, "1")
+    sudo_rebuild(twin, "boot", "--flake", FLAKE)
+    machine.reboot(twin.name, progress=lambda _m: None)
+    for name, said in zip(("kernel", "initrd"), ("twin kernel 1", "twin initrd 1"), strict=True):
+        assert twin.exec(["cat", f"/run/booted-system/{name}"]).stdout == said
+    code, need = reboot_needed(twin)
+    assert need["needed"] == [], need
+    # a switch to another kernel and initrd: the booted ones are not the current system's
+    with_kernel(twin, "2")
+    sudo_rebuild(twin, "switch", "--flake", FLAKE)
+    code, need = reboot_needed(twin)
+    assert need["needed"] == ["kernel", "initrd"], need
+    for name in ("kernel", "initrd"):
+        booted, current = (
+            twin.exec(["readlink", f"/run/{side}-system/{name}"]).stdout.strip()
+            for side in ("booted", "current")
+        )
+        assert booted != current, (name, booted)
+        assert need["why"][name] == f"{name}: booted {booted}, current {current}", need["why"]
+    said = " ".join(status_text(twin).split())
+    assert "reboot needed: yes (kernel, initrd)" in said, said
+    values = reboot_metrics(twin, tmp_path)
+    assert {r: v for (n, r), v in values.items() if n == "remedy_reboot_needed"} == {
+        "boot_pending": 0, "kernel": 1, "initrd": 1, "kernel_params": 0, "memory_headroom": 0,
+    }  # fmt: skip
+    machine.reboot(twin.name, progress=lambda _m: None)
+    assert twin.exec(["cat", "/run/booted-system/kernel"]).stdout == "twin kernel 2"
+    code, need = reboot_needed(twin)
+    assert need["needed"] == [], need
 
 
 def test_the_memory_headroom_is_this_boots_guard_lines_and_unknown_after_a_reboot(
