@@ -501,6 +501,14 @@ def _fall_back(host, s, rec: core.HostReboot, trial: TrialBoot, failed: str, fau
                                  rec.trial_previous or "", reading.booted_entry,
                                  rec.trial_defaults)  # fmt: skip
     say(f"{host.name}: {rec.why}")
+    # the failed generation is still the profile and loader.conf's default: settle
+    settled = trial.settle(lock_wait_s=s.lock_wait_s)
+    rec.steps.append(f"trial boot: settle: {settled.text}")
+    rec.trial_settled = settled.text
+    rec.trial_failed = settled.failed_system
+    rec.trial_failed_generation = settled.failed_generation
+    rec.why = core.settled_why(rec.why, settled.text, settled.refused)
+    say(f"{host.name}: trial boot: {settled.text}")
 
 
 def _rotate_in(host, s, rec: core.HostReboot, say) -> None:

@@ -76,3 +76,6 @@ has_entry() { [ -f "$esp/loader/entries/$1" ]; }
 # What LoaderEntryDefault was before arm pinned it ("none": unset), for disarm
 # (root's, 0600); bless and fall back end the trial and remove it.
 trial_record=/var/lib/remedy/trial-default-before
+# A fall back's record (root's, 0600): the failed entry and generation and the
+# previous entry, for settle, which removes it once the profile is rolled back.
+fell_back_record=/var/lib/remedy/trial-fell-back

@@ -500,8 +500,11 @@ def test_a_trial_whose_server_fails_comes_back_on_the_previous_generation(make_t
     """Issue 46 item 4 through ``remedy reboot --trial``: a new generation whose server
     fails after boot is tried once; the verify fails, the host is rebooted into the
     generation that ran before, and the boot default never named the failed one (read
-    by the trial's ``read`` program at each step, in the audit; and here, after)."""
-    from remedy.twin import fixtures
+    by the trial's ``read`` program at each step, in the audit; and here, after). Then
+    settled: the profile and loader.conf's default are the previous generation again,
+    no pin, the failed generation kept in the history; status has no boot pending, and
+    a plain reboot boots the previous generation."""
+    from remedy.twin import fixtures, machine
     from tests.twin.test_trial_boot import boot_state, entry_of, new_generation, realpath
     from tests.twin.test_trial_boot import trial_boot as trial_of
 
@@ -534,14 +537,35 @@ def test_a_trial_whose_server_fails_comes_back_on_the_previous_generation(make_t
     boots = json.loads(twin.exec(["journalctl", "--list-boots", "-o", "json"]).stdout)
     assert boots[-1]["index"] == 0 and boots[-3]["boot_id"].replace("-", "") == host[
         "boot_id_before"].replace("-", ""), boots[-3:]  # fmt: skip
+    # settled: the profile and loader.conf are back on the previous generation, no pin
+    # (as `nixos-rebuild boot --rollback`); the failed one stays in the history
     after = trial_of(twin).read()
     assert (after.booted_entry, after.default_entry, after.trial) == (
-        old_entry, old_entry, "none"), after  # fmt: skip
+        old_entry, "", "none"), after  # fmt: skip
+    assert after.conf_default == after.next_entry == old_entry, after
     assert realpath(twin, "/run/booted-system") == previous
+    assert realpath(twin, "/nix/var/nix/profiles/system") == previous
+    assert boot_state(twin)["default"] is None
+    bad_gen = bad_entry.removeprefix("nixos-generation-").removesuffix(".conf")
+    listed = twin.exec(["nix-env", "-p", "/nix/var/nix/profiles/system",
+                        "--list-generations"]).stdout.splitlines()  # fmt: skip
+    assert [g.split()[0] for g in listed if "(current)" in g] != [bad_gen], listed
+    assert bad_gen in [g.split()[0] for g in listed], listed  # kept, not current
+    assert (trial["failed_generation"], trial["failed_system"]) == (bad_gen, bad), trial
+    assert f"rolled back from the failed {bad_entry}" in host["why"], host["why"]
+    assert f"the failed generation {bad_gen} stays in the profile's history" in host["why"]
     record = records(log, twin.name)[-1]
     assert record["result"] == "failed", record
     assert record["details"]["trial"] == trial, record["details"]
     assert f"the boot default was never {bad_entry}" in record["details"]["why"]
+    assert f"rolled back from the failed {bad_entry}" in record["details"]["why"]
+    code, doc, _ = remedy("status", inventory, log=log)
+    needed = doc["hosts"][0]["reboot_needed"]
+    assert code != 6 and "boot_pending" not in needed["needed"], (code, needed)
+    # a plain reboot (no trial, no pin) boots the previous generation
+    machine.reboot(twin.name, serving=False)
+    assert realpath(twin, "/run/booted-system") == previous
+    assert boot_state(twin)["selected"] == old_entry
 
 
 def test_a_passing_trial_is_blessed_and_the_new_entry_becomes_the_default(make_twin, tmp_path):

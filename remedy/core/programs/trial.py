@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from remedy import host
 
-PROGRAMS = ("read", "arm", "disarm", "bless", "fallback")
+PROGRAMS = ("read", "arm", "disarm", "bless", "fallback", "settle")
 
 
 def program(name: str) -> str:

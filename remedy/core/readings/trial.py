@@ -70,7 +70,7 @@ def parse_reading(stdout: str, stderr: str = "", code: int | None = 0) -> BootRe
 
 @dataclass(frozen=True)
 class TrialStep:
-    """What ``arm``, ``bless`` or ``fall_back`` answered: the verdict (act in check
+    """What ``arm``, ``bless``, ``fall_back`` or ``settle`` answered: the verdict (act in check
     mode, done, noop, give-up), why, and the entries it named."""
 
     verdict: str
@@ -78,6 +78,10 @@ class TrialStep:
     previous: str = ""  # the default a trial falls back to
     trial: str = ""  # the entry tried (arm)
     booted: str = ""  # the entry that booted (bless, fall back)
+    failed_entry: str = ""  # settle: the failed trial's entry, and its generation
+    failed_system: str = ""
+    failed_generation: str = ""
+    booted_generation: str = ""  # settle: the generation the profile goes back to
 
     @property
     def changed(self) -> bool:
@@ -97,4 +101,8 @@ def parse_step(stdout: str, stderr: str = "", code: int | None = 0) -> TrialStep
         previous=str(said.get("previous") or ""),
         trial=str(said.get("trial_entry") or ""),
         booted=str(said.get("booted_entry") or ""),
+        failed_entry=str(said.get("failed_entry") or ""),
+        failed_system=str(said.get("failed_system") or ""),
+        failed_generation=str(said.get("failed_generation") or ""),
+        booted_generation=str(said.get("booted_generation") or ""),
     )

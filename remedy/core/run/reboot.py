@@ -148,6 +148,12 @@ def fell_back_why(
     return f"the trial boot of {trial} failed ({failed}); fell back: {host} is {where}; {never}"
 
 
+def settled_why(why: str, settled: str, refused: bool) -> str:
+    """A fall back's words, then its settle's: the profile rolled back, naming the
+    failed generation (or why it was not)."""
+    return f"{why}; not settled: {settled}" if refused else f"{why}; {settled}"
+
+
 def lacks_refusal(why: str, converge: str) -> str:
     """The next boot's refusal: what it lacks, and the converge to run first."""
     return f"{why}; converge it durably first: {converge}, then reboot"
@@ -192,6 +198,10 @@ class HostReboot:
     # one): what converge --reboot-if-needed reports and writes to --textfile for a
     # host it rebooted, never the state from before (not in the JSON)
     read_after: object = field(default=None, repr=False, compare=False)
+    # after a fall back: the settle's answer, the failed generation's toplevel and number
+    trial_settled: str | None = None
+    trial_failed: str | None = None
+    trial_failed_generation: str | None = None
 
     def trial_json(self) -> dict | None:
         if self.trial_outcome is None:
@@ -203,6 +213,9 @@ class HostReboot:
             "defaults": list(self.trial_defaults),
             "default_never_the_trial": bool(self.trial_entry)
             and self.trial_entry not in self.trial_defaults,
+            "settled": self.trial_settled,
+            "failed_system": self.trial_failed,
+            "failed_generation": self.trial_failed_generation,
         }
 
     @property

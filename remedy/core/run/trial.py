@@ -11,6 +11,10 @@ Where the next boot is a new generation and the host boots with systemd-boot:
 * ``bless`` after a passing verify: the entry that booted becomes the default;
 * ``fall_back`` after a failed verify on a host that came back: the default is still
   the previous entry; the one-shot is cleared and the host reboots into it;
+* ``settle`` once the fall back's boot is back on the previous generation: the system
+  profile rolled back to it (the failed generation kept in the profile's history, not
+  current), loader.conf's default the booted one, and the pin removed, as upstream's
+  ``nixos-rebuild boot --rollback`` leaves a host;
 * ``read``: which loader, which entry booted, the default, the one-shot, and whether
   a trial is armed or under way.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from remedy.core.config.host_data import HostData
+from remedy.core.programs.commands import SWITCH_BOUND_S
 from remedy.core.programs.trial import argv
 from remedy.core.readings.trial import (
     SUPPORTED_LOADER,
@@ -80,6 +85,13 @@ class TrialBoot:
         once it is back. Not REBOOT: the caller reboots it."""
         values = {"reboot": "yes" if reboot else "no"}
         return parse_step(*_reordered(self._call("fallback", _mode(check), **values)))
+
+    def settle(self, lock_wait_s: float = 30, check: bool = False) -> TrialStep:
+        """After a fall back, on the previous generation: the profile and loader.conf
+        back to it, the pin removed (nothing recorded by a fall back: a noop).
+        LOCK_WAIT_S: how long the switch waits for another that holds the system."""
+        values = {"lock_wait_s": f"{lock_wait_s:g}", "switch_bound_s": str(SWITCH_BOUND_S)}
+        return parse_step(*_reordered(self._call("settle", _mode(check), **values)))
 
 
 def _mode(check: bool) -> str:

@@ -1,7 +1,7 @@
 # Fall back from a trial boot that came back unhealthy but reachable: the boot
 # default is still the previous generation's entry (arm pinned it), so clear any
-# one-shot entry and reboot into the default. Value: reboot (yes, the default;
-# no: leave the reboot to the caller).
+# one-shot entry, record what failed (for settle), and reboot into the default.
+# Value: reboot (yes, the default; no: leave the reboot to the caller).
 # @include boot_loader.sh
 boot_loader
 [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
@@ -27,6 +27,15 @@ fi
 got=$(efivar LoaderEntryOneShot)
 [ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryOneShot reads \
 '$got'"
+# what settle rolls back once the host is on the default (the failed one is
+# still the system profile and loader.conf's default)
+failed_system=$(readlink -f /run/booted-system 2>/dev/null) || failed_system=''
+mkdir -p -- "${fell_back_record%/*}" ||
+  give_up "cannot make ${fell_back_record%/*} for the fall back's record"
+out=$(sh -c "$(ATOMIC_WRITE)" sh "$fell_back_record" 0600 - printf \
+  'failed_entry %s\nfailed_system %s\nprevious_entry %s\n' "$booted" \
+  "$failed_system" "$default" 2>&1) ||
+  give_up "cannot keep the fall back's record: $(why_of "$out" $?)"
 rm -f -- "$trial_record"
 if [ "${reboot:-yes}" = no ]; then
   done_ "the next boot is $default; reboot to fall back from ${booted:-unknown}"
