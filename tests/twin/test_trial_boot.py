@@ -27,6 +27,7 @@ FLAKE = f"{fixtures.NIXOS_DIR}#{fixtures.FLAKE_HOST}"
 EFIVARS = "/sys/firmware/efi/efivars"
 GUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
 RECORD = "/var/lib/remedy/trial-default-before"  # arm's record of the default before
+PROFILE = "/nix/var/nix/profiles/system"
 
 
 def new_generation(twin: machine.Twin, name: str, value: str) -> str:
@@ -49,6 +50,12 @@ def entry_of(twin: machine.Twin, toplevel: str) -> str:
     names = [line.rsplit("/", 1)[-1] for line in out.stdout.split()]
     assert len(names) == 1, names
     return names[0]
+
+
+def conf_default(twin: machine.Twin) -> str:
+    """loader.conf's default entry (its last "default" line)."""
+    text = twin.exec(["cat", "/boot/loader/loader.conf"]).stdout
+    return [line.split()[1] for line in text.splitlines() if line.startswith("default ")][-1]
 
 
 def efivar(twin: machine.Twin, name: str) -> str | None:
@@ -171,7 +178,9 @@ def test_a_trial_whose_server_fails_falls_back_and_the_default_is_never_the_fail
 ):
     """A trial into a generation whose model server fails after boot: the host comes
     back reachable, unhealthy; fall back reboots it into the previous generation, and
-    the boot default never named the failed one."""
+    the boot default never named the failed one. Then settle, stopped half-way by a
+    switch another holds and run again: the profile and loader.conf's default are the
+    previous generation, the pin gone, the failed generation kept in the history."""
     twin = make_twin()
     previous = realpath(twin, "/run/booted-system")
     bad = new_generation(twin, fixtures.FAILING_SERVER_ENV, "no Tenstorrent device")
@@ -212,6 +221,35 @@ def test_a_trial_whose_server_fails_falls_back_and_the_default_is_never_the_fail
     assert defaults == [old_entry] * 4, defaults  # never the failed one
     assert twin.exec(["test", "-e", RECORD], check=False).returncode == 1
     assert trial.fall_back().verdict == "noop"  # no trial now: nothing to fall back from
+
+    # settle: the failed generation is still the profile and loader.conf's default
+    assert realpath(twin, PROFILE) == bad and conf_default(twin) == bad_entry
+    bad_gen = bad_entry.removeprefix("nixos-generation-").removesuffix(".conf")
+    checked = trial.settle(check=True)
+    assert checked.verdict == "act", checked
+    assert (checked.failed_entry, checked.failed_system, checked.failed_generation) == (
+        bad_entry, bad, bad_gen)  # fmt: skip
+    assert realpath(twin, PROFILE) == bad  # check mode changes nothing
+    # another switch holds the system: the profile is rolled back, then the switch
+    # cannot run; settle stops there and says so
+    twin.exec(["mkdir", "-p", "/run/nixos"])
+    twin.exec(["systemd-run", "--unit=test-switch-holder", "flock",
+               "/run/nixos/switch-to-configuration.lock", "sleep", "600"])  # fmt: skip
+    held = trial.settle(lock_wait_s=0)
+    assert held.refused and "did not run" in held.text, held
+    assert realpath(twin, PROFILE) == previous and conf_default(twin) == bad_entry
+    assert boot_state(twin)["default"] == old_entry
+    twin.exec(["systemctl", "stop", "test-switch-holder"])
+    settled = trial.settle()  # run again: it finishes what is left
+    assert settled.changed and settled.booted_generation, settled
+    assert f"the failed generation {bad_gen} stays in the profile's history" in settled.text
+    assert realpath(twin, PROFILE) == previous and conf_default(twin) == old_entry
+    assert boot_state(twin)["default"] is None
+    listed = twin.exec(["nix-env", "-p", PROFILE, "--list-generations"]).stdout
+    assert any(g.split()[0] == bad_gen for g in listed.splitlines()), listed
+    assert trial.settle().verdict == "noop"  # nothing recorded now: nothing to settle
+    machine.reboot(twin.name)  # a plain boot: the previous generation
+    assert boot_state(twin)["booted"] == previous
 
 
 def test_a_trial_boot_is_refused_by_name_where_the_loader_is_not_systemd_boot(make_twin):

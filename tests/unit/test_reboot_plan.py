@@ -170,3 +170,14 @@ def test_converge_reports_a_rebooted_host_as_read_after_its_boot_or_unread():
     assert (b.snapshot, b.ssh) == (None, "ssh b")
     assert b.error == "not read after its reboot: not back in 600s"
     assert c is before["c"]
+
+
+def test_a_fall_back_is_followed_by_its_settle_or_why_it_did_not_settle():
+    rec = core.HostReboot("h", trial_entry="g3.conf", trial_outcome="fell back",
+                          trial_settled="settled: rolled back from the failed g3.conf",
+                          trial_failed="/nix/store/x-sys", trial_failed_generation="3")  # fmt: skip
+    trial = rec.to_json()["trial"]
+    assert (trial["failed_generation"], trial["failed_system"]) == ("3", "/nix/store/x-sys")
+    assert trial["settled"] == "settled: rolled back from the failed g3.conf"
+    assert core.settled_why("fell back", "settled: x", False) == "fell back; settled: x"
+    assert core.settled_why("fell back", "y", True) == "fell back; not settled: y"

@@ -224,3 +224,50 @@ def test_arm_on_a_trial_boot_is_refused():
         "on trial: nixos-generation-3.conf booted, the default is nixos-generation-2.conf; "
         "bless it or fall back first"
     )
+
+
+def test_settle_names_the_failed_generation_and_what_it_rolls_back():
+    checked = step("settle_check_act")
+    assert checked.verdict == "act" and not checked.changed
+    assert (checked.failed_entry, checked.failed_generation) == ("nixos-generation-3.conf", "3")
+    assert checked.failed_system.startswith("/nix/store/")
+    assert (checked.previous, checked.booted, checked.booted_generation) == (
+        "nixos-generation-2.conf",
+        "nixos-generation-2.conf",
+        "2",
+    )
+    assert checked.text == (
+        "settle the fall back from nixos-generation-3.conf: the system profile back to "
+        f"generation 2 (from the failed generation 3, {checked.failed_system}); "
+        "loader.conf's default to the booted generation (nixos-generation-3.conf now); "
+        "remove LoaderEntryDefault nixos-generation-2.conf"
+    )
+
+
+def test_settle_stopped_by_another_switch_says_to_run_it_again_and_then_finishes():
+    held = step("settle_locked")
+    assert held.refused and held.failed_generation == "3"
+    assert held.text.endswith("did not run: Could not acquire lock; run again once it is done")
+    done = step("settle_done")
+    assert done.changed and done.failed_entry == "nixos-generation-3.conf"
+    assert done.text == (
+        "settled: rolled back from the failed nixos-generation-3.conf; generation 2 "
+        "(nixos-generation-2.conf) is the system profile and loader.conf's default, no "
+        "LoaderEntryDefault; the failed generation 3 stays in the profile's history, not "
+        "current"
+    )
+    none = step("settle_nothing_recorded")
+    assert none.verdict == "noop" and none.failed_generation == ""
+    assert none.text == "no fall back to settle (no record in /var/lib/remedy/trial-fell-back)"
+
+
+def test_settle_passes_the_lock_wait_and_the_switch_bound():
+    seen: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        seen.append(argv)
+        return 0, "@@remedy noop x\n", ""
+
+    trial.TrialBoot(run).settle(lock_wait_s=7.5, check=True)
+    assert seen[0][3:] == ["remedy-trial-settle", "check", "esp=/boot", "lock_wait_s=7.5",
+                           "switch_bound_s=3600"]  # fmt: skip

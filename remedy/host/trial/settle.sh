@@ -14,22 +14,25 @@ boot_loader
 [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
 r=$fell_back_record
 [ -e "$r" ] || noop "no fall back to settle (no record in $r)"
-[ -f "$r" ] && [ ! -L "$r" ] &&
-  [ "$(stat -c '%u %a' -- "$r" 2>/dev/null)" = "$(id -u) 600" ] ||
+if [ ! -f "$r" ] || [ -L "$r" ] ||
+  [ "$(stat -c '%u %a' -- "$r" 2>/dev/null)" != "$(id -u) 600" ]; then
   give_up "$r is not remedy's (a regular file of $(id -un), mode 0600): \
 not settled"
+fi
 rec() { sed -n "s/^$1 //p" -- "$r" | head -n 1; }
 failed_entry=$(rec failed_entry) failed_system=$(rec failed_system)
 previous=$(rec previous_entry)
-[ -n "$failed_system" ] && [ -n "$previous" ] ||
+if [ -z "$failed_system" ] || [ -z "$previous" ]; then
   give_up "$r names no failed generation or previous entry: not settled"
+fi
 say failed_entry "$failed_entry"
 say failed_system "$failed_system"
 say previous "$previous"
 system=/nix/var/nix/profiles/system
 gen_of() {  # TOPLEVEL: the newest generation of the system profile that is it
   for _l in "$system"-*-link; do
-    [ -L "$_l" ] && [ "$(readlink -f -- "$_l")" = "$1" ] || continue
+    [ -L "$_l" ] || continue
+    [ "$(readlink -f -- "$_l")" = "$1" ] || continue
     _n=${_l#"$system"-}
     printf '%s\n' "${_n%-link}"
   done | sort -n | tail -n 1
@@ -48,9 +51,10 @@ failed_gen=$(gen_of "$failed_system")
 say failed_generation "$failed_gen"
 [ -n "$booted" ] || give_up "/run/booted-system is unset: which generation \
 booted is unknown; not settled"
-[ "$booted" != "$failed_system" ] && [ "$selected" != "$failed_entry" ] ||
+if [ "$booted" = "$failed_system" ] || [ "$selected" = "$failed_entry" ]; then
   give_up "the host runs the failed generation $failed_system \
 (${selected:-no entry}) again, not the previous $previous: not settled"
+fi
 [ "$selected" = "$previous" ] || give_up "${selected:-no entry} booted, not \
 the previous generation's $previous that the fall back rebooted into: not \
 settled"
