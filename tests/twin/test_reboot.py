@@ -269,17 +269,41 @@ def test_a_canary_back_without_its_server_stops_the_rollout(make_twin, tmp_path)
 
 
 def test_a_host_that_does_not_come_back_in_time_is_named(make_twin, tmp_path):
+    """A trial boot (--trial) of the converge's generation that no SSH session reaches
+    within reboot_timeout_s: named, and the report and the audit say that a power
+    cycle returns it to the previous generation, which one does."""
+    from remedy.twin import machine
+    from tests.twin.test_trial_boot import boot_state, entry_of, realpath
+
     twin = make_twin(with_emergency_override=True)
     inventory = str(twin_inventory(tmp_path / "inv.py", twin, reboot_timeout_s=30))
     log = tmp_path / "audit.jsonl"
     converged_to_boot_pending(inventory, log)
+    previous = realpath(twin, "/run/booted-system")
+    new = realpath(twin, "/nix/var/nix/profiles/system")
+    old_entry, new_entry = entry_of(twin, previous), entry_of(twin, new)
     fail_at_boot(twin, "ssh.service")  # it boots, and no SSH session reaches it
-    code, doc, _ = remedy("reboot", inventory, "--now", log=log)
+    code, doc, _ = remedy("reboot", inventory, "--now", "--trial", log=log)
     (host,) = doc["hosts"]
     assert code == 1 and host["outcome"] == "failed" and host["fault"] == "not back", host
     assert host["why"].startswith("did not come back within reboot_timeout_s=30s: no new SSH "
                                   "session with a new boot id")  # fmt: skip
-    assert records(log, twin.name)[-1]["result"] == "failed"
+    power_cycle = (
+        f"{twin.name} did not come back from its trial boot of {new_entry}: a power cycle "
+        f"boots {old_entry}, the boot default (the generation that ran before)"
+    )
+    assert power_cycle in host["why"], host["why"]
+    assert (host["trial"]["outcome"], host["trial"]["previous"]) == ("not back", old_entry)
+    record = records(log, twin.name)[-1]
+    assert record["result"] == "failed" and power_cycle in record["details"]["why"], record
+    # the trial booted (its one-shot spent); the default is still the previous entry
+    assert boot_state(twin) | {"booted": None} == {
+        "booted": None, "selected": new_entry, "default": old_entry, "oneshot": None
+    }  # fmt: skip
+    assert realpath(twin, "/run/booted-system") == new
+    twin.exec(["rm", "/etc/systemd/system/ssh.service.d/zz-test-fail.conf"])
+    machine.reboot(twin.name, serving=False)  # the power cycle the report names
+    assert realpath(twin, "/run/booted-system") == previous
 
 
 def test_sigterm_while_the_host_comes_back_leaves_a_record_the_next_run_reports(
@@ -568,20 +592,72 @@ def test_a_trial_whose_server_fails_comes_back_on_the_previous_generation(make_t
     assert boot_state(twin)["selected"] == old_entry
 
 
+SLOW_ONESHOT = """#!/bin/sh
+# the twin's bootctl, then a pause after the one-shot is set (the test's moment)
+if [ "$1" = set-oneshot ] && [ -n "$2" ]; then
+  /usr/local/bin/bootctl.real "$@" || exit
+  touch /run/test-armed
+  sleep 10
+  exit 0
+fi
+exec /usr/local/bin/bootctl.real "$@"
+"""
+
+
 def test_a_passing_trial_is_blessed_and_the_new_entry_becomes_the_default(make_twin, tmp_path):
-    """``remedy reboot --trial`` into the converge's generation, whose server is well:
-    tried once, verified, then blessed: the next boot is the new entry."""
-    from tests.twin.test_trial_boot import entry_of, realpath
+    """``remedy reboot --trial`` into the converge's generation, whose server is well.
+    First SIGTERM once the trial is armed, before the reboot: disarmed (no one-shot,
+    the default as before), not rebooted, serving and back in rotation. Then tried
+    once, verified, and blessed: the next boot is the new entry."""
+    import sys
+
+    from tests.twin.test_trial_boot import boot_state, entry_of, realpath
     from tests.twin.test_trial_boot import trial_boot as trial_of
 
     twin = make_twin(with_emergency_override=True)
-    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    script, rotations = tmp_path / "rotate.py", tmp_path / "rotation.log"
+    script.write_text(ROTATE)
+    hook = [sys.executable, str(script)]
+    data = {
+        "rotation_out": [*hook, "out", "{host}", str(rotations)],
+        "rotation_in": [*hook, "in", "{host}", str(rotations)],
+    }
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin, **data))
     log = tmp_path / "audit.jsonl"
     converged_to_boot_pending(inventory, log)
     old_entry = entry_of(twin, realpath(twin, "/run/booted-system"))
     new = realpath(twin, "/nix/var/nix/profiles/system")
     new_entry = entry_of(twin, new)
     assert new_entry != old_entry
+
+    before, state = boot_id(twin), boot_state(twin)
+    bootctl = "/usr/local/bin/bootctl"
+    twin.exec(["mv", bootctl, f"{bootctl}.real"])
+    twin.exec(["sh", "-c", f"cat > {bootctl} && chmod 755 {bootctl}"], input=SLOW_ONESHOT)
+    env = {**os.environ, "REMEDY_AUDIT_LOG": str(log)}
+    proc = subprocess.Popen(["remedy", "reboot", inventory, "--now", "--trial", "--json"],
+                            cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while twin.exec(["test", "-e", "/run/test-armed"], check=False).returncode != 0:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)  # armed: the one-shot is set, no reboot yet
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    twin.exec(["mv", f"{bootctl}.real", bootctl])
+    assert proc.returncode == 143, err[-3000:]
+    (host,) = json.loads(out)["hosts"]
+    assert host["outcome"] == "interrupted" and "before the reboot" in host["why"], host
+    assert host["trial"]["outcome"] == "disarmed" and host["rotated_in"] is True, host
+    assert boot_state(twin) == state and state["oneshot"] is None, boot_state(twin)
+    assert boot_id(twin) == before and probe_inside(twin).outcome == "parsed"
+    assert [x.split()[1:] for x in rotations.read_text().splitlines()] == [
+        ["out", twin.name], ["in", twin.name]
+    ]  # fmt: skip
+    assert records(log, twin.name)[-1]["result"] == "interrupted"
 
     code, doc, said = remedy("reboot", inventory, "--now", "--trial", log=log)
     (host,) = doc["hosts"]
