@@ -88,6 +88,12 @@ KEYS = MappingProxyType(
         "trial_state": (str,),
         "previous": (str,),
         "trial_entry": (str,),
+        # settle, after a fall back: the failed entry, its toplevel and generation,
+        # and the booted generation the system profile goes back to
+        "failed_entry": (str,),
+        "failed_system": (str,),
+        "failed_generation": (str,),
+        "booted_generation": (str,),
         # remedy reboot (remedy.reboots): the boot id and MemAvailable (kB) a step
         # read, the boot default, an earlier reboot never verified, the serving unit's
         # state after the boot
