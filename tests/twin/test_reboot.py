@@ -223,8 +223,11 @@ def test_a_fleet_reboots_one_host_at_a_time_the_canary_first_then_a_failed_trial
     assert first["boot_id_before"].replace("-", "") == before[canary.name][-1], first
     assert first["boot_id_after"].replace("-", "") == ids[-1], first
     assert realpath(canary, "/run/booted-system") == previous
-    after = trial_of(canary).read()
-    assert (after.booted_entry, after.default_entry) == (old_entry, old_entry), after
+    after = trial_of(canary).read()  # settled: loader.conf names it, no pin
+    assert (after.booted_entry, after.default_entry) == (old_entry, ""), after
+    assert after.conf_default == after.next_entry == old_entry, after
+    assert realpath(canary, "/nix/var/nix/profiles/system") == previous
+    assert f"rolled back from the failed {bad_entry}" in first["why"], first["why"]
     assert probe_inside(canary).outcome == "parsed"
     for t in others:
         assert boots(t) == before[t.name], t.name
