@@ -73,7 +73,7 @@ def reboot_hosts(
             rec = out.hosts[name]
             rec.outcome, rec.why = core.UNREACHED, f"could not connect over SSH: {why}"
         greenlets = {h.name: gevent.spawn(_gates, h, out.hosts[h.name], now, run_id, say,
-                                          converge_cmd, trial) for h in hosts}  # fmt: skip
+                                          converge_cmd, trial, dry) for h in hosts}  # fmt: skip
         gevent.joinall(list(greenlets.values()))
         ready = {name: g.get() for name, g in greenlets.items()}
         turns = [
@@ -111,23 +111,29 @@ class _Ready:
 
 
 def _gates(host, rec: core.HostReboot, now: bool, run_id: str, say, converge_cmd,
-           trial: bool = False) -> _Ready | None:  # fmt: skip
+           trial: bool = False, dry: bool = False) -> _Ready | None:  # fmt: skip
     """The read and the gates before a host's turn: the next boot, the window. None:
-    refused or unreadable (REC says why)."""
+    refused or unreadable (REC says why). First, an earlier run's fall back that was
+    never settled (stopped while the host came back) is settled (DRY: said)."""
     read = fleet._read_one(host, say)
     if read.error or read.snapshot is None:
         rec.outcome, rec.why = core.UNREACHED, read.error or "the host could not be read"
         return None
     s = read.host_data
+    if _settle_earlier(host, s, rec, dry, say):  # the profile moved: read it again
+        read = fleet._read_one(host, say)
+        if read.error or read.snapshot is None:
+            rec.outcome, rec.why = core.UNREACHED, read.error or "the host could not be read"
+            return None
     _status(rec, read)
     rec.mem_before_kb = read.snapshot.memory.mem_available_kb
     rec.probe_before = read.snapshot.probe.outcome
     a = answer(host, core.ready(s, run_id), sv.CHECK)
     rec.boot_id_before = a.said.get("boot_id") or None
     rec.boot_default = a.said.get("boot_default") or None
-    rec.earlier = a.said.get("earlier") or None
-    if rec.earlier:
-        say(f"{host.name}: {rec.earlier}")
+    if journal := a.said.get("earlier"):
+        say(f"{host.name}: {journal}")
+        rec.earlier = f"{journal}; {rec.earlier}" if rec.earlier else journal
     if a.verdict != answer_core.NOOP:
         return _refuse(rec, core.NEXT_BOOT, core.lacks_refusal(a.text, converge_cmd(host.name)),
                        say)  # fmt: skip
@@ -142,6 +148,26 @@ def _gates(host, rec: core.HostReboot, now: bool, run_id: str, say, converge_cmd
             return _refuse(rec, core.TRIAL, f"boots with {reading.loader}: {reading.why}; not "
                            "supported (reboot it without --trial)", say)  # fmt: skip
     return _Ready(s, read, reading)
+
+
+def _settle_earlier(host, s, rec: core.HostReboot, dry: bool, say) -> bool:
+    """An earlier trial's fall back whose run stopped before it settled (its record is
+    on the host): the profile and loader.conf still name the failed generation, so
+    the next-boot gate would read it. Settled now (DRY: said); True when it changed
+    the host. Nothing without the record; only where the host boots with
+    systemd-boot."""
+    if s.boot_loader != "systemd-boot":
+        return False
+    t = trial_boot.of_pyinfra_host(host)
+    settled = t.settle(lock_wait_s=s.lock_wait_s, check=dry)
+    if settled.verdict == answer_core.NOOP and settled.text.startswith("no fall back"):
+        return False
+    would = "would " if dry and settled.verdict == answer_core.ACT else ""
+    line = f"an earlier trial's fall back: {would}{settled.text}"
+    rec.earlier = f"{rec.earlier}; {line}" if rec.earlier else line
+    rec.steps.append(f"trial boot: settle: {settled.text}")
+    say(f"{host.name}: {line}")
+    return settled.changed
 
 
 def _refuse(rec: core.HostReboot, gate: str, why: str, say) -> None:

@@ -174,7 +174,7 @@ def test_a_trial_boots_once_and_only_a_blessed_one_becomes_the_default(make_twin
 
 
 def test_a_trial_whose_server_fails_falls_back_and_the_default_is_never_the_failed_one(
-    make_twin,
+    make_twin, tmp_path
 ):
     """A trial into a generation whose model server fails after boot: the host comes
     back reachable, unhealthy; fall back reboots it into the previous generation, and
@@ -240,9 +240,24 @@ def test_a_trial_whose_server_fails_falls_back_and_the_default_is_never_the_fail
     assert realpath(twin, PROFILE) == previous and conf_default(twin) == bad_entry
     assert boot_state(twin)["default"] == old_entry
     twin.exec(["systemctl", "stop", "test-switch-holder"])
-    settled = trial.settle()  # run again: it finishes what is left
-    assert settled.changed and settled.booted_generation, settled
-    assert f"the failed generation {bad_gen} stays in the profile's history" in settled.text
+    # the next `remedy reboot` finishes what is left before its gates (here the run
+    # that fell back stopped before it settled): --dry says so and changes nothing
+    from tests.twin.test_reboot import remedy
+
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    log = tmp_path / "audit.jsonl"
+    _, doc, said = remedy("reboot", inventory, "--now", "--dry", log=log)
+    (host,) = doc["hosts"]
+    assert "an earlier trial's fall back: would settle" in host["earlier"], said[-3000:]
+    assert conf_default(twin) == bad_entry and boot_state(twin)["default"] == old_entry
+    _, doc, said = remedy("reboot", inventory, "--now", log=log)
+    (host,) = doc["hosts"]
+    earlier = host["earlier"] or ""
+    assert "an earlier trial's fall back: settled: rolled back" in earlier, (host, said[-3000:])
+    assert f"the failed generation {bad_gen} stays in the profile's history" in earlier
+    # then its gates read the settled profile: the seed generation, which lacks the fix
+    assert host["outcome"] == "refused" and host["gate"] == "next boot", host
+    assert boot_state(twin)["booted"] == previous  # not rebooted
     assert realpath(twin, PROFILE) == previous and conf_default(twin) == old_entry
     assert boot_state(twin)["default"] is None
     listed = twin.exec(["nix-env", "-p", PROFILE, "--list-generations"]).stdout

@@ -7,13 +7,14 @@
 # stays in the profile's history, listed, not current), then the booted
 # system's `switch-to-configuration boot` (loader.conf names it), then the pin
 # goes (bootctl set-default ""). Each act is decided on what the host shows
-# now, so a rerun after a kill finishes what is left. Values: lock_wait_s,
-# switch_bound_s (the switch's lock wait and bound).
+# now, so a rerun after a kill finishes what is left; without the record it
+# does nothing on any loader (every `remedy reboot` asks it first). Values:
+# lock_wait_s, switch_bound_s (the switch's lock wait and bound).
 # @include boot_loader.sh
-boot_loader
-[ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
 r=$fell_back_record
 [ -e "$r" ] || noop "no fall back to settle (no record in $r)"
+boot_loader
+[ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
 if [ ! -f "$r" ] || [ -L "$r" ] ||
   [ "$(stat -c '%u %a' -- "$r" 2>/dev/null)" != "$(id -u) 600" ]; then
   give_up "$r is not remedy's (a regular file of $(id -un), mode 0600): \
