@@ -274,7 +274,8 @@ def test_a_canary_back_without_its_server_stops_the_rollout(make_twin, tmp_path)
 def test_a_host_that_does_not_come_back_in_time_is_named(make_twin, tmp_path):
     """A trial boot (--trial) of the converge's generation that no SSH session reaches
     within reboot_timeout_s: named, and the report and the audit say that a power
-    cycle returns it to the previous generation, which one does."""
+    cycle returns it to the previous generation, which one does. The next `remedy
+    reboot` settles the trial that was never blessed before its gates."""
     from remedy.twin import machine
     from tests.twin.test_trial_boot import boot_state, entry_of, realpath
 
@@ -307,6 +308,22 @@ def test_a_host_that_does_not_come_back_in_time_is_named(make_twin, tmp_path):
     twin.exec(["rm", "/etc/systemd/system/ssh.service.d/zz-test-fail.conf"])
     machine.reboot(twin.name, serving=False)  # the power cycle the report names
     assert realpath(twin, "/run/booted-system") == previous
+    # the trial was never blessed: the next remedy reboot settles it before its gates
+    # (--dry says it would), so no later run tries the generation that hung again
+    _, doc, said = remedy("reboot", inventory, "--now", "--trial", "--dry", log=log)
+    earlier = doc["hosts"][0]["earlier"] or ""
+    assert f"an earlier trial's fall back: would settle the fall back from {new_entry}" in (
+        earlier), (earlier, said[-3000:])  # fmt: skip
+    assert realpath(twin, "/nix/var/nix/profiles/system") == new
+    _, doc, said = remedy("reboot", inventory, "--now", "--trial", log=log)
+    (host,) = doc["hosts"]
+    assert f"settled: rolled back from the failed {new_entry}" in (host["earlier"] or ""), (
+        host, said[-3000:])  # fmt: skip
+    assert realpath(twin, "/nix/var/nix/profiles/system") == previous
+    assert boot_state(twin)["default"] is None  # the pin is gone, loader.conf names it
+    # its gates then read the settled next boot: the generation before the converge
+    assert (host["outcome"], host["gate"]) == ("refused", "next boot"), host
+    assert realpath(twin, "/run/booted-system") == previous  # not rebooted again
 
 
 def test_sigterm_while_the_host_comes_back_leaves_a_record_the_next_run_reports(

@@ -1,4 +1,6 @@
-# Settle a fall back (fallback.sh, which left $fell_back_record): the host
+# Settle a fall back (fallback.sh, which left $fell_back_record; or a trial
+# never blessed whose host a power cycle brought back on the pinned entry,
+# arm's $trial_record left): the host
 # came back on the previous generation, but the failed one is still the system
 # profile and loader.conf's default, held off only by the pin
 # LoaderEntryDefault; "boot pending" and the next boot's proof read the
@@ -11,24 +13,6 @@
 # does nothing on any loader (every `remedy reboot` asks it first). Values:
 # lock_wait_s, switch_bound_s (the switch's lock wait and bound).
 # @include boot_loader.sh
-r=$fell_back_record
-[ -e "$r" ] || noop "no fall back to settle (no record in $r)"
-boot_loader
-[ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
-if [ ! -f "$r" ] || [ -L "$r" ] ||
-  [ "$(stat -c '%u %a' -- "$r" 2>/dev/null)" != "$(id -u) 600" ]; then
-  give_up "$r is not remedy's (a regular file of $(id -un), mode 0600): \
-not settled"
-fi
-rec() { sed -n "s/^$1 //p" -- "$r" | head -n 1; }
-failed_entry=$(rec failed_entry) failed_system=$(rec failed_system)
-previous=$(rec previous_entry)
-if [ -z "$failed_system" ] || [ -z "$previous" ]; then
-  give_up "$r names no failed generation or previous entry: not settled"
-fi
-say failed_entry "$failed_entry"
-say failed_system "$failed_system"
-say previous "$previous"
 system=/nix/var/nix/profiles/system
 gen_of() {  # TOPLEVEL: the newest generation of the system profile that is it
   for _l in "$system"-*-link; do
@@ -43,6 +27,56 @@ entry_system() {  # ENTRY: the toplevel its "options init=" boots
     "$esp/loader/entries/$1" 2>/dev/null | head -n 1)
   [ -z "$_i" ] || readlink -f -- "$_i"
 }
+mine() {  # FILE: a regular file of this user, mode 0600 (remedy's record)
+  [ -f "$1" ] && [ ! -L "$1" ] &&
+    [ "$(stat -c '%u %a' -- "$1" 2>/dev/null)" = "$(id -u) 600" ]
+}
+r=$fell_back_record
+if [ -e "$r" ]; then
+  boot_loader
+  [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
+  mine "$r" || give_up "$r is not remedy's (a regular file of $(id -un), \
+mode 0600): not settled"
+  rec() { sed -n "s/^$1 //p" -- "$r" | head -n 1; }
+  failed_entry=$(rec failed_entry) failed_system=$(rec failed_system)
+  previous=$(rec previous_entry)
+elif [ -e "$trial_record" ]; then
+  # arm's record, and no bless, disarm or fall back since: the trial never
+  # came back to remedy. Settled only where the host then booted the pinned
+  # entry with the one-shot spent (a power cycle after a hung trial boot).
+  r=$trial_record
+  boot_loader
+  [ "$loader" = systemd-boot ] || give_up "$(no_trial_why)"
+  mine "$r" || give_up "$r is not remedy's (a regular file of $(id -un), \
+mode 0600): not settled"
+  selected=$(efivar LoaderEntrySelected)
+  pinned=$(efivar LoaderEntryDefault)
+  [ -z "$(efivar LoaderEntryOneShot)" ] || noop "a trial is armed and not \
+booted yet: nothing to settle"
+  if [ -z "$pinned" ] || [ "$selected" != "$pinned" ]; then
+    noop "no fall back to settle: ${selected:-no entry} booted, the default \
+is ${pinned:-not pinned}"
+  fi
+  [ "$(head -n 1 -- "$r")" = none ] || give_up "a trial's default before \
+(in $r) was a pin of $(head -n 1 -- "$r"): a person's; not settled"
+  failed_entry=$(conf_default) previous=$pinned
+  if [ -z "$failed_entry" ] || [ "$failed_entry" = "$previous" ]; then
+    noop "no fall back to settle: loader.conf's default is the booted \
+$previous"
+  fi
+  failed_system=$(entry_system "$failed_entry")
+  log yellow "the trial of $failed_entry was never blessed: the host booted \
+the pinned $previous with the one-shot spent (a power cycle, or a reboot \
+before the verify)"
+else
+  noop "no fall back to settle (no record in $r)"
+fi
+if [ -z "$failed_system" ] || [ -z "$previous" ]; then
+  give_up "$r names no failed generation or previous entry: not settled"
+fi
+say failed_entry "$failed_entry"
+say failed_system "$failed_system"
+say previous "$previous"
 booted=$(readlink -f /run/booted-system 2>/dev/null) || booted=''
 selected=$(efivar LoaderEntrySelected)
 pinned=$(efivar LoaderEntryDefault)
@@ -82,7 +116,7 @@ conf=$(conf_default)
 kept="the failed generation ${failed_gen:-$failed_system} stays in the \
 profile's history, not current"
 if [ -z "$todo" ]; then
-  rm -f -- "$r"
+  rm -f -- "$r" "$trial_record"
   noop "settled already: generation $gen ($previous) is the profile and the \
 boot default; $kept"
 fi
@@ -118,7 +152,7 @@ if [ "$(efivar LoaderEntryDefault)" = "$previous" ]; then
   [ -z "$got" ] || give_up "bootctl succeeded, but LoaderEntryDefault reads \
 '$got'"
 fi
-rm -f -- "$r"
+rm -f -- "$r" "$trial_record"
 done_ "settled: rolled back from the failed ${failed_entry:-$failed_system}; \
 generation $gen ($conf) is the system profile and loader.conf's default, no \
 LoaderEntryDefault; $kept"
