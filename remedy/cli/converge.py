@@ -293,12 +293,14 @@ def _rollout_policy(inventory: str, host_data: dict[str, dict], data: dict, name
 
 
 def _fleet_lock(inventory: str, host_data: dict, fleet_hosts: dict, wait_s: float, say,
-                as_json: bool, refused=lambda _hosts: None):  # fmt: skip
+                as_json: bool, refused=lambda _hosts: None, retry=None):  # fmt: skip
     """The fleet's lock: one converge at a time over any of FLEET_HOSTS (every serving
     host of the inventory, whatever --limit: the budget is fleet-wide), whatever file
     names them; held past --wait: the report names its holder for every host of the run
     (HOST_DATA), REFUSED(hosts) writes what the run knows (the refusal, per host: None,
-    or why the metrics could not be written) and the exit is 5 (1 if they could not)."""
+    or why the metrics could not be written) and the exit is 5 (1 if they could not).
+    RETRY(host): the command that runs this again with a longer wait (default: the
+    converge's)."""
     from remedy import lock
     from remedy.core.programs.hostlock import holder_text
 
@@ -306,9 +308,15 @@ def _fleet_lock(inventory: str, host_data: dict, fleet_hosts: dict, wait_s: floa
         return lock.acquire_fleet(fleet_hosts, wait_s, holder_text(), say)
     except lock.LockHeld as exc:
         why = f"another run holds the fleet lock: {exc}"
+
+        def again(name: str) -> str:
+            if retry is None:
+                return next_step(EXIT_LOCKED, name, inventory)
+            return f"another run holds the host: wait for it, or run `{retry(name)}`"
+
         reports = [
             {"host": name, "exit_code": EXIT_LOCKED, "verdict": why, "settings": [],
-             "next": next_step(EXIT_LOCKED, name, inventory)}
+             "next": again(name)}
             for name in host_data
         ]  # fmt: skip
         unwritten = refused(list(host_data))

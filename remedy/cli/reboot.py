@@ -10,6 +10,7 @@ Exit codes (the worst host's, as converge's): ``remedy.errors``, EXIT_CODES_HELP
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 from rich import box
@@ -80,12 +81,17 @@ def reboot(inventory, limit, dry, now, as_json, max_restarting, canary, max_fail
     lock = None
     if not dry:
         # the converge's fleet lock: one run over these hosts at a time, either command
-        lock = converge_cli._fleet_lock(inventory, host_data, fleet_hosts, wait_s, say, as_json)
+        flags = [*(["--now"] if now else []), *(["--trial"] if trial else []), "--wait", "600"]
+        lock = converge_cli._fleet_lock(
+            inventory, host_data, fleet_hosts, wait_s, say, as_json,
+            retry=lambda h: shlex.join(["remedy", "reboot", inventory, "--limit", h, *flags]),
+        )  # fmt: skip
     try:
         run = reboots.reboot_hosts(
             inventory, list(host_data), policy, now=now, dry=dry,
             run_id=lifecycle.new_run_id(), stop=stop, say=say,
-            converge_cmd=lambda h: f"remedy converge {inventory} --limit {h}", trial=trial,
+            converge_cmd=lambda h: shlex.join(["remedy", "converge", inventory, "--limit", h]),
+            trial=trial,
         )  # fmt: skip
     finally:
         if lock is not None:

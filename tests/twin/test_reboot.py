@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -344,6 +345,19 @@ def test_sigterm_while_the_host_comes_back_leaves_a_record_the_next_run_reports(
         while booted(twin) in (before, None):  # the reboot happened: the run waits for it
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(1)
+        # a second reboot run over the same host (a copy of the inventory) waits for the
+        # fleet lock, then exits 5 and reboots nothing
+        copy = tmp_path / "copy.py"
+        copy.write_text(Path(inventory).read_text())
+        rebooted = boot_id(twin)
+        code, doc, said = remedy("reboot", str(copy), "--now", "--wait", "1", log=log)
+        assert code == 5, (code, doc, said[-3000:])
+        (locked,) = doc["hosts"]
+        assert "another remedy converge or reboot over the same hosts holds" in (
+            locked["verdict"]), locked  # fmt: skip
+        assert locked["next"].endswith(
+            f"`remedy reboot {copy} --limit {twin.name} --now --wait 600`"), locked  # fmt: skip
+        assert boot_id(twin) == rebooted and proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         out, _err = proc.communicate(timeout=120)
     finally:
