@@ -17,7 +17,8 @@ pytestmark = pytest.mark.twin
 # `remedy converge` in this process's Python, counting the HostSnapshot reads of each
 # host that this process makes (the deploy's and the report's alike).
 COUNTED = """
-import atexit, collections, json, sys
+import atexit, collections, faulthandler, json, sys
+faulthandler.dump_traceback_later(840)  # a hung run says where, before the test's cap
 from pyinfra.api.host import Host
 import facts.serving
 reads = collections.Counter()
@@ -41,10 +42,15 @@ def fleet_inventory(path, twins, **data) -> str:
 
 def counted_converge(inventory: str, *argv: str, env=None) -> tuple[int, dict, dict]:
     """``remedy converge INVENTORY --json ARGV``: (exit code, document, reads per host)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", COUNTED, "converge", inventory, "--json", *argv],
-        capture_output=True, text=True, cwd=PROJECT, timeout=900, env=env,
-    )  # fmt: skip
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", COUNTED, "converge", inventory, "--json", *argv],
+            capture_output=True, text=True, cwd=PROJECT, timeout=900, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:  # what it said, and where it hung
+        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        tail = (said or "")[-6000:]
+        raise AssertionError(f"the converge did not end in 900s; it said:\n{tail}") from None
     counted = [ln for ln in proc.stderr.splitlines() if ln.startswith("snapshot reads: ")]
     assert counted, proc.stderr[-3000:]
     try:
