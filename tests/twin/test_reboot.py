@@ -567,7 +567,9 @@ def test_a_trial_whose_server_fails_comes_back_on_the_previous_generation(make_t
     from tests.twin.test_trial_boot import trial_boot as trial_of
 
     twin = make_twin(with_emergency_override=True)
-    inventory = str(twin_inventory(tmp_path / "inv.py", twin))
+    # the failing server is found by the verify's probe, which waits for it up to
+    # ready_timeout_s (a unit between Restart= attempts is still starting)
+    inventory = str(twin_inventory(tmp_path / "inv.py", twin, ready_timeout_s=60))
     log = tmp_path / "audit.jsonl"
     converged_to_boot_pending(inventory, log)
     previous = realpath(twin, "/run/booted-system")
