@@ -186,7 +186,10 @@ def test_a_fleet_reboots_one_host_at_a_time_the_canary_first_then_a_failed_trial
 
     twins = [make_twin(with_emergency_override=True) for _ in range(4)]
     canary, others = twins[0], twins[1:]
-    inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1)
+    # the canary's failing server is found by the verify's probe, which waits for it up
+    # to ready_timeout_s (a unit between Restart= attempts is still starting)
+    inventory = fleet_inventory(tmp_path / "fleet.py", twins, max_restarting=1,
+                                ready_timeout_s=60)  # fmt: skip
     log = tmp_path / "audit.jsonl"
     converged_to_boot_pending(inventory, log)
     code, doc, said = remedy("reboot", inventory, "--now", log=log)
